@@ -1,0 +1,1 @@
+"""Desktop aggregator: additive counts, the LSMR decoder, simulation."""

@@ -1,0 +1,73 @@
+"""Value distributions for simulation: ``zipf:S``, ``spike``, ``uniform``, ``file:PATH``.
+
+``zipf:S`` is P(i) proportional to (i + 1)^-S (item 0 most frequent, as in
+the PGR experiments); ``spike`` puts all mass on item 0; ``file:PATH``
+reads a CSV of non-negative counts, one per item (a single column, or
+``item,count`` rows; a header row is allowed).
+"""
+import csv
+
+import numpy as np
+
+
+class DistributionError(ValueError):
+    pass
+
+
+def parse(spec, k):
+    """Probability vector of shape (k,) for a distribution spec."""
+    name, _, arg = spec.partition(":")
+    if name == "uniform" and not arg:
+        return np.full(k, 1.0 / k)
+    if name == "spike" and not arg:
+        p = np.zeros(k)
+        p[0] = 1.0
+        return p
+    if name == "zipf":
+        try:
+            s = float(arg)
+        except ValueError:
+            raise DistributionError(f"zipf needs an exponent, e.g. zipf:1.1 (got {spec!r})") from None
+        p = np.arange(1, k + 1, dtype=float) ** -s
+        return p / p.sum()
+    if name == "file" and arg:
+        return _from_csv(arg, k)
+    raise DistributionError(f"unknown distribution {spec!r}: use zipf:S, spike, uniform or file:PATH")
+
+
+def _from_csv(path, k):
+    counts = np.zeros(k)
+    try:
+        with open(path, newline="") as fh:
+            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    except OSError as exc:
+        raise DistributionError(f"{path}: {exc}") from None
+    if rows and not _is_number(rows[0][-1]):
+        rows = rows[1:]  # header
+    for line, row in enumerate(rows, 1):
+        try:
+            item, value = (line - 1, float(row[0])) if len(row) == 1 else (int(row[0]), float(row[1]))
+        except ValueError:
+            raise DistributionError(f"{path}: row {line}: not a number: {row}") from None
+        if not 0 <= item < k:
+            raise DistributionError(f"{path}: row {line}: item {item} outside [0, {k})")
+        if value < 0:
+            raise DistributionError(f"{path}: row {line}: negative count {value}")
+        counts[item] += value
+    if counts.sum() <= 0:
+        raise DistributionError(f"{path}: no positive counts")
+    return counts / counts.sum()
+
+
+def _is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def draw(probs, n, rng, chunk=1 << 20):
+    """Yield arrays of values drawn iid from ``probs``, in chunks (bounded memory)."""
+    for lo in range(0, n, chunk):
+        yield rng.choice(probs.size, size=min(chunk, n - lo), p=probs)

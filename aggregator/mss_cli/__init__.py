@@ -1,0 +1,1 @@
+"""The ``mss`` command line."""

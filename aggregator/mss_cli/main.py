@@ -1,0 +1,135 @@
+"""``mss``: plan, simulate (and, as they land, the collection and audit commands).
+
+Exit codes: 0 ok, 2 usage error, 3 data error (bad config, plan impossible).
+"""
+import json
+import sys
+from contextlib import nullcontext
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mss_aggregator import postprocess
+from mss_aggregator.distributions import DistributionError, parse
+from mss_protocol.config import ConfigError, MssConfig
+from mss_protocol.planner import PlanError, plan
+from mss_protocol.variance import predicted_mse
+
+console = Console(stderr=True)
+DATA_ERROR = 3
+
+
+def _fail(msg):
+    console.print(f"[red]error:[/red] {msg}")
+    sys.exit(DATA_ERROR)
+
+
+@click.group()
+@click.version_option(package_name="mss-iot")
+def main():
+    """Private frequency estimation for microcontroller fleets (ModularSubsetSelection)."""
+
+
+@main.command("plan")
+@click.option("--k", "k", type=click.IntRange(min=4), required=True, help="Domain size (categories).")
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Privacy budget per report (epsilon-LDP).")
+@click.option("--max-bits", type=click.IntRange(min=1), default=None,
+              help="Largest report body in bits (e.g. a LoRa payload).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
+              help="Reports assumed for the predicted MSE.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the moduli search.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
+              help="Write the config file devices and the aggregator load.")
+@click.option("--no-cache", is_flag=True, help="Recompute even if a cached plan exists.")
+def plan_cmd(k, epsilon, max_bits, n, seed, as_json, device_config, no_cache):
+    """Choose moduli and subset sizes for K categories at EPSILON."""
+    try:
+        result = plan(k, epsilon, max_bits=max_bits, n=n, seed=seed, use_cache=not no_cache)
+    except PlanError as exc:
+        _fail(str(exc))
+    if device_config:
+        MssConfig.from_dict(result["config"]).save(device_config)
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    out = Console()
+    table = Table(title=f"MSS plan for k={k}, epsilon={epsilon}", show_header=False)
+    for label, value in [
+        ("moduli", result["moduli"]), ("subset sizes (omega)", result["omegas"]),
+        ("eps_effective", repr(result["eps_effective"])),
+        ("bits per report (max / mean)", f"{result['bits_per_report']['max']} / "
+                                         f"{result['bits_per_report']['mean']:.1f}"),
+        (f"predicted MSE per item (n={n})", f"{result['predicted_mse']:.4g}"),
+        ("SubsetSelection MSE (same n)", f"{result['ss_variance']:.4g} ({result['ss_bits']} bits)"),
+        ("variance ratio vs SS", f"{result['variance_ratio_vs_ss']:.4f}"),
+        ("config id", result["config_id"]),
+    ]:
+        table.add_row(label, str(value))
+    out.print(table)
+    if device_config:
+        out.print(f"wrote {device_config}")
+
+
+@main.command("simulate")
+@click.option("--k", "k", type=click.IntRange(min=4), help="Domain size (or take it from --config).")
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True))
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="Use this config (from mss plan --device-config) instead of planning.")
+@click.option("--max-bits", type=click.IntRange(min=1), default=None)
+@click.option("--n", "n", type=click.IntRange(min=1), required=True, help="Simulated devices.")
+@click.option("--dist", default="zipf:1.1", show_default=True,
+              help="zipf:S | spike | uniform | file:counts.csv")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--protocol", type=click.Choice(["mss"]), default="mss", show_default=True)
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of truth vs estimates.")
+def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, trials, post,
+                 as_json, plot):
+    """Simulate N devices, decode their reports and print the accuracy."""
+    from mss_aggregator.simulate import simulate
+
+    try:
+        if config_path:
+            cfg = MssConfig.load(config_path)
+            if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
+                _fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
+        else:
+            if k is None or epsilon is None:
+                raise click.UsageError("give --k and --epsilon, or --config")
+            cfg = MssConfig.from_dict(plan(k, epsilon, max_bits=max_bits, n=n)["config"])
+        probs = parse(dist, cfg.k)
+    except (ConfigError, PlanError, DistributionError) as exc:
+        _fail(str(exc))
+    predicted = predicted_mse(cfg, n)[0]
+    with console.status(f"simulating {trials} x {n} devices") if not as_json else nullcontext():
+        sim = simulate(cfg, probs, n, trials, seed, post=post)
+    out = {
+        "protocol": protocol, "k": cfg.k, "epsilon": cfg.epsilon, "n": n, "trials": trials,
+        "mse": float(sim.mse.mean()), "mse_std": float(sim.mse.std(ddof=1)) if trials > 1 else 0.0,
+        "predicted_mse": predicted, "decode_seconds": float(sim.decode_seconds.mean()),
+        "bits_per_report": cfg.bits_per_report, "config_id": cfg.config_id_hex,
+        "eps_effective": cfg.eps_effective, "dist": dist, "post": post, "seed": seed,
+    }
+    if plot:
+        from mss_aggregator.plotting import plot_estimates
+
+        plot_estimates(sim.truth, sim.estimate, plot,
+                       f"MSS k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
+    if as_json:
+        click.echo(json.dumps(out, indent=1))
+        return
+    table = Table(title=f"MSS simulation: k={cfg.k}, epsilon={cfg.epsilon}, n={n}, {dist}")
+    for col in ("MSE per item", "± std", "predicted MSE", "decode s", "bits max/mean"):
+        table.add_column(col)
+    table.add_row(f"{out['mse']:.4g}", f"{out['mse_std']:.2g}", f"{predicted:.4g}",
+                  f"{out['decode_seconds']:.4f}",
+                  f"{out['bits_per_report']['max']}/{out['bits_per_report']['mean']:.1f}")
+    Console().print(table)
+    if plot:
+        Console().print(f"plot: {plot}")
+

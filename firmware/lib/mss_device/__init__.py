@@ -1,0 +1,1 @@
+"""Device side of ModularSubsetSelection: integer-only, runs on MicroPython and CPython."""

@@ -1,0 +1,202 @@
+"""MSS configuration: the parameters devices and aggregator share.
+
+A configuration is the domain size k, pairwise-coprime moduli m_j < k with
+prod m_j >= k, per-block SubsetSelection subset sizes omega_j, and the
+integer thresholds T_j (section 2 of SPEC.md).  Everything else (p', q',
+eps_effective, bit counts, config id) is derived from these integers.
+"""
+import json
+import math
+from functools import cached_property
+
+import numpy as np
+
+from mss_device.params import THRESHOLD_BITS, config_id
+from mss_protocol import privacy
+from mss_protocol.subset_selection import optimal_omega, rank_bits, ss_q, ss_variance
+
+FORMAT = "mss-config"
+FORMAT_VERSION = 1
+
+
+class ConfigError(ValueError):
+    """A configuration that is not a valid MSS configuration; names the field."""
+
+
+class MssConfig:
+    """An immutable MSS configuration.
+
+    Build one with :meth:`build` (computes omegas and thresholds) or load
+    one with :meth:`from_dict` / :meth:`load` (validates everything).
+    """
+
+    def __init__(self, k, epsilon, moduli, omegas, thresholds):
+        self.k = int(k)
+        self.epsilon = float(epsilon)
+        self.moduli = tuple(int(m) for m in moduli)
+        self.omegas = tuple(int(w) for w in omegas)
+        self.thresholds = tuple(int(t) for t in thresholds)
+        self._validate()
+
+    @classmethod
+    def build(cls, k, epsilon, moduli, omegas=None):
+        """Configuration for these moduli with SS-optimal (or given) omegas."""
+        if not epsilon > 0 or not math.isfinite(epsilon):
+            raise ConfigError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        moduli = [int(m) for m in moduli]
+        if omegas is None:
+            omegas = [optimal_omega(m, epsilon) for m in moduli]
+        _check_moduli(int(k), moduli)
+        thresholds = [privacy.threshold(m, w, epsilon) for m, w in zip(moduli, omegas)]
+        return cls(k, epsilon, moduli, omegas, thresholds)
+
+    def _validate(self):
+        _check_moduli(self.k, self.moduli)
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ConfigError(f"epsilon must be a positive finite number, got {self.epsilon!r}")
+        if not (len(self.omegas) == len(self.thresholds) == len(self.moduli)):
+            raise ConfigError("omegas and thresholds need one entry per modulus")
+        for m, w, t in zip(self.moduli, self.omegas, self.thresholds):
+            if not 1 <= w <= m // 2:
+                raise ConfigError(f"omega {w} for modulus {m} must be in [1, {m // 2}]")
+            if not 0 < t < privacy.ONE:
+                raise ConfigError(f"threshold {t} for modulus {m} must be in (0, 2**30)")
+            if t > privacy.threshold(m, w, self.epsilon):
+                raise ConfigError(f"threshold {t} for modulus {m} exceeds the epsilon budget")
+
+    # -- derived quantities -------------------------------------------------
+    @property
+    def l(self):
+        return len(self.moduli)
+
+    @property
+    def jbits(self):
+        """ceil(log2 l): bits of the block index."""
+        return (self.l - 1).bit_length()
+
+    @cached_property
+    def rank_bits(self):
+        return tuple(rank_bits(m, w) for m, w in zip(self.moduli, self.omegas))
+
+    @cached_property
+    def config_id(self):
+        """4-byte id of the channel (bytes)."""
+        return config_id(self.k, self.moduli, self.omegas, self.thresholds)
+
+    @property
+    def config_id_hex(self):
+        return self.config_id.hex()
+
+    @cached_property
+    def eps_effective(self):
+        return privacy.eps_effective(self.moduli, self.omegas, self.thresholds)
+
+    @cached_property
+    def p(self):
+        """p'_j = T_j / 2**30, shape (l,)."""
+        return np.array(self.thresholds, dtype=float) / privacy.ONE
+
+    @cached_property
+    def q(self):
+        """q'_j = (omega_j - p'_j) / (m_j - 1), shape (l,)."""
+        return np.array([ss_q(m, w, p) for m, w, p in zip(self.moduli, self.omegas, self.p)])
+
+    @cached_property
+    def unit_variance(self):
+        """Per-row variance of ghat_j times n_j (class frequencies 1/m_j), shape (l,)."""
+        return np.array([ss_variance(m, w, p) for m, w, p in zip(self.moduli, self.omegas, self.p)])
+
+    @property
+    def body_bits(self):
+        """Bits of the report body per block, shape (l,)."""
+        return np.array([self.jbits + b for b in self.rank_bits])
+
+    @property
+    def bits_per_report(self):
+        """{"max", "mean"} body bits; the block is uniform so the mean is over j."""
+        b = self.body_bits
+        return {"max": int(b.max()), "mean": float(b.mean())}
+
+    @cached_property
+    def offsets(self):
+        """Row offset of each block in the stacked residue matrix, shape (l + 1,)."""
+        return np.concatenate([[0], np.cumsum(self.moduli)])
+
+    # -- serialisation ------------------------------------------------------
+    def to_dict(self):
+        return {
+            "format": FORMAT, "version": FORMAT_VERSION, "protocol": "mss",
+            "k": self.k, "epsilon": self.epsilon, "eps_effective": self.eps_effective,
+            "moduli": list(self.moduli), "omegas": list(self.omegas),
+            "thresholds": list(self.thresholds), "threshold_bits": THRESHOLD_BITS,
+            "rank_bits": list(self.rank_bits), "config_id": self.config_id_hex,
+        }
+
+    @classmethod
+    def from_dict(cls, d, source="config"):
+        """Validate a config dict (as written by :meth:`to_dict`)."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"{source}: expected a JSON object")
+        if d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
+            raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file "
+                              f"(format={d.get('format')!r}, version={d.get('version')!r})")
+        for field in ("k", "epsilon", "moduli", "omegas", "thresholds", "config_id"):
+            if field not in d:
+                raise ConfigError(f"{source}: missing field {field!r}")
+        if d.get("threshold_bits", THRESHOLD_BITS) != THRESHOLD_BITS:
+            raise ConfigError(f"{source}: threshold_bits must be {THRESHOLD_BITS}")
+        try:
+            cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        if cfg.config_id_hex != d["config_id"]:
+            raise ConfigError(f"{source}: config_id {d['config_id']!r} does not match the "
+                              f"parameters (expected {cfg.config_id_hex})")
+        if "rank_bits" in d and list(d["rank_bits"]) != list(cfg.rank_bits):
+            raise ConfigError(f"{source}: rank_bits do not match moduli and omegas")
+        return cfg
+
+    def save(self, path, extra=None):
+        d = self.to_dict()
+        if extra:
+            d.update(extra)
+        with open(path, "w") as fh:
+            json.dump(d, fh, indent=1)
+            fh.write("\n")
+
+    @classmethod
+    def load(cls, path):
+        try:
+            with open(path) as fh:
+                d = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read config: {exc}") from None
+        return cls.from_dict(d, source=str(path))
+
+    def __eq__(self, other):
+        return isinstance(other, MssConfig) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(self.config_id)
+
+    def __repr__(self):
+        return (f"MssConfig(k={self.k}, epsilon={self.epsilon}, moduli={list(self.moduli)}, "
+                f"omegas={list(self.omegas)}, id={self.config_id_hex})")
+
+
+def _check_moduli(k, moduli):
+    if k < 4:
+        raise ConfigError(f"k must be at least 4 (MSS needs two coprime moduli below k), got {k}")
+    if not moduli:
+        raise ConfigError("moduli must not be empty")
+    for m in moduli:
+        if not 2 <= m < k:
+            raise ConfigError(f"modulus {m} must be in [2, k) = [2, {k})")
+        if m > 1 << 24:
+            raise ConfigError(f"modulus {m} exceeds 2**24 (device draws are at most 3 bytes)")
+    for a in range(len(moduli)):
+        for b in range(a + 1, len(moduli)):
+            if math.gcd(moduli[a], moduli[b]) != 1:
+                raise ConfigError(f"moduli {moduli[a]} and {moduli[b]} are not coprime")
+    if math.prod(moduli) < k:
+        raise ConfigError(f"product of moduli {math.prod(moduli)} is below k = {k}")

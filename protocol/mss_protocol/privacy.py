@@ -1,0 +1,60 @@
+"""Exact privacy of the integer device implementation.
+
+The device keeps the true residue with probability p' = T / 2**30 where the
+integer threshold T is computed here, and draws everything else exactly
+uniformly (rejection sampling).  For block j the channel is therefore
+
+    P[(j, Z) | x] = (1/l) * p'_j / C(m_j - 1, omega_j - 1)       if x mod m_j in Z
+                  = (1/l) * (1 - p'_j) / C(m_j - 1, omega_j)     otherwise,
+
+and the worst-case likelihood ratio over inputs is
+
+    R_j = p'_j (m_j - omega_j) / ((1 - p'_j) omega_j) = T (m - omega) / ((2**30 - T) omega),
+
+so eps_effective = max_j ln R_j (mss-protocol-notes.md section 2.3).  R_j
+grows with T, so T = floor(p_j 2**30) rounds towards more privacy and
+eps_effective <= eps.  Both are computed in 60-digit decimal arithmetic.
+"""
+import math
+from decimal import ROUND_FLOOR, Decimal, localcontext
+from fractions import Fraction
+
+from mss_device.params import THRESHOLD_BITS
+
+ONE = 1 << THRESHOLD_BITS
+
+
+def threshold(m, omega, eps):
+    """Largest integer T with T (m - omega) <= e^eps (2**30 - T) omega.
+
+    That is T = floor(2**30 * omega e^eps / (omega e^eps + m - omega)).
+    """
+    with localcontext() as ctx:
+        ctx.prec = 60
+        e = Decimal(eps).exp()
+        t = int((ONE * omega * e / (omega * e + m - omega)).to_integral_value(ROUND_FLOOR))
+    # Guard the decimal rounding: never exceed the exact bound.
+    while t > 0 and Fraction(ratio(m, omega, t)) > Fraction(_exp_upper(eps)):
+        t -= 1
+    return t
+
+
+def ratio(m, omega, t):
+    """Exact likelihood ratio R = T (m - omega) / ((2**30 - T) omega) as a Fraction."""
+    return Fraction(t * (m - omega), (ONE - t) * omega)
+
+
+def _exp_upper(eps):
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return Decimal(eps).exp()
+
+
+def eps_effective(moduli, omegas, thresholds):
+    """max_j ln R_j, rounded down to a float (never above the exact value)."""
+    worst = max(ratio(m, w, t) for m, w, t in zip(moduli, omegas, thresholds))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        ln = (Decimal(worst.numerator) / Decimal(worst.denominator)).ln()
+        value = float(ln)
+        return value if Decimal(value) <= ln else math.nextafter(value, -math.inf)
