@@ -128,7 +128,7 @@ def block_cg(M, B, rtol=1e-10, maxiter=500):
     raise SingularError("conjugate gradients did not converge (ill-conditioned normal matrix)")
 
 
-def hutchinson_trace(M, rel_tol=0.003, batch=16, max_probes=256, maxiter=500, seed=0):
+def hutchinson_trace(M, rel_tol=0.003, batch=32, max_probes=4096, maxiter=500, seed=0):
     """Hutchinson estimate of tr(M^-1) and its standard error.
 
     Adds batches of Rademacher probes until the standard error of the mean

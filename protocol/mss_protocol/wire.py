@@ -51,7 +51,9 @@ class WireCodec:
     # -- encoding -----------------------------------------------------------
     def encode(self, j, subset, epoch=0, seq=0):
         """Bytes of report (j, Z); uses the device encoder, so both sides agree."""
-        m = self.cfg.moduli[j]
+        m, omega = self.cfg.moduli[j], self.cfg.omegas[j]
+        if len(set(subset)) != omega or len(subset) != omega or not all(0 <= v < m for v in subset):
+            raise ValueError(f"block {j} needs {omega} distinct residues in [0, {m})")
         mark = bytearray((m + 7) // 8)
         for v in subset:
             mark[v >> 3] |= 1 << (v & 7)

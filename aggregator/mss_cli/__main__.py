@@ -1,0 +1,3 @@
+from mss_cli.main import main
+
+main(prog_name="mss")

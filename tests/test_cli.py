@@ -1,0 +1,67 @@
+"""The mss CLI: documented JSON fields, config files, exit codes."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mss_protocol.config import MssConfig
+
+PLAN_FIELDS = {"k", "epsilon", "eps_effective", "moduli", "omegas", "bits_per_report",
+               "predicted_mse", "ss_variance", "variance_ratio_vs_ss", "config_id", "config"}
+SIM_FIELDS = {"protocol", "k", "epsilon", "n", "trials", "mse", "mse_std", "predicted_mse",
+              "decode_seconds", "bits_per_report", "config_id"}
+
+
+def mss(*args):
+    return subprocess.run([sys.executable, "-m", "mss_cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_plan_json_and_device_config(tmp_path):
+    out = mss("plan", "--k", 64, "--epsilon", 1, "--json", "--device-config", tmp_path / "cfg.json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert PLAN_FIELDS <= set(d)
+    assert set(d["bits_per_report"]) == {"max", "mean"}
+    assert d["eps_effective"] <= d["epsilon"] == 1.0
+    cfg = MssConfig.load(tmp_path / "cfg.json")
+    assert cfg.config_id_hex == d["config_id"] and list(cfg.moduli) == d["moduli"]
+
+
+def test_plan_table():
+    out = mss("plan", "--k", 64, "--epsilon", 2)
+    assert out.returncode == 0 and "variance ratio vs SS" in out.stdout
+
+
+def test_simulate_json_and_plot(tmp_path):
+    out = mss("simulate", "--k", 64, "--epsilon", 2, "--n", 5000, "--dist", "spike", "--seed", 1,
+              "--trials", 3, "--json", "--plot", tmp_path / "p.png")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert SIM_FIELDS <= set(d)
+    assert d["trials"] == 3 and d["protocol"] == "mss" and d["mse"] > 0 and d["mse_std"] > 0
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_from_config_and_file_distribution(tmp_path):
+    mss("plan", "--k", 16, "--epsilon", 1, "--device-config", tmp_path / "cfg.json")
+    (tmp_path / "counts.csv").write_text("item,count\n0,5\n3,10\n")
+    out = mss("simulate", "--config", tmp_path / "cfg.json", "--n", 2000,
+              "--dist", f"file:{tmp_path / 'counts.csv'}", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["k"] == 16
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["plan", "--k", 1024, "--epsilon", 4, "--max-bits", 3], 3, "fits in 3 bits"),
+    (["simulate", "--k", 64, "--epsilon", 1, "--n", 10, "--dist", "zipf:x"], 3, "zipf needs"),
+    (["simulate", "--k", 64, "--epsilon", 1, "--n", 10, "--dist", "file:/nonexistent.csv"], 3,
+     "nonexistent"),
+    (["plan", "--k", 2, "--epsilon", 1], 2, "--k"),
+    (["plan", "--k", 64, "--epsilon", -1], 2, "--epsilon"),
+])
+def test_errors_name_the_problem(args, code, message):
+    out = mss(*args)
+    assert out.returncode == code
+    assert message in out.stderr
