@@ -7,6 +7,7 @@ import sys
 from contextlib import nullcontext
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -129,7 +130,16 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     table.add_row(f"{out['mse']:.4g}", f"{out['mse_std']:.2g}", f"{predicted:.4g}",
                   f"{out['decode_seconds']:.4f}",
                   f"{out['bits_per_report']['max']}/{out['bits_per_report']['mean']:.1f}")
-    Console().print(table)
+    out_console = Console()
+    out_console.print(table)
+    truth, est = sim.truth, sim.estimate
+    top = Table(title="top 10 categories (last trial)")
+    for col in ("item", "true", "estimate", "95% CI"):
+        top.add_column(col, justify="right")
+    for i in np.argsort(-truth, kind="stable")[:10]:
+        top.add_row(str(i), f"{truth[i]:.4f}", f"{est.estimate[i]:.4f}",
+                    f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
+    out_console.print(top)
     if plot:
-        Console().print(f"plot: {plot}")
+        out_console.print(f"plot: {plot}")
 
