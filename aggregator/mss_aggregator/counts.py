@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from mss_protocol.config import ConfigError, MssConfig
+from mss_protocol.config import ConfigError, MssConfig, read_json
 
 FORMAT = "mss-counts"
 FORMAT_VERSION = 1
@@ -99,9 +99,4 @@ class Counts:
 
     @classmethod
     def load(cls, path):
-        try:
-            with open(path) as fh:
-                d = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read counts: {exc}") from None
-        return cls.from_dict(d, source=str(path))
+        return cls.from_dict(read_json(path, "counts"), source=str(path))

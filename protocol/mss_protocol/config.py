@@ -166,12 +166,7 @@ class MssConfig:
 
     @classmethod
     def load(cls, path):
-        try:
-            with open(path) as fh:
-                d = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read config: {exc}") from None
-        return cls.from_dict(d, source=str(path))
+        return cls.from_dict(read_json(path, "config"), source=str(path))
 
     def __eq__(self, other):
         return isinstance(other, MssConfig) and self.to_dict() == other.to_dict()
@@ -182,6 +177,15 @@ class MssConfig:
     def __repr__(self):
         return (f"MssConfig(k={self.k}, epsilon={self.epsilon}, moduli={list(self.moduli)}, "
                 f"omegas={list(self.omegas)}, id={self.config_id_hex})")
+
+
+def read_json(path, what):
+    """Parse a JSON file; a ConfigError names the file when it cannot be read."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc}") from None
 
 
 def _check_moduli(k, moduli):
