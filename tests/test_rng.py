@@ -8,21 +8,22 @@ from hypothesis import strategies as st
 from mss_device.rng import ByteRng
 
 
+def _chunks(*parts):
+    """A byte source returning ``parts`` one per read."""
+    it = iter(parts)
+    return lambda n: next(it)
+
+
 def _accepted(n):
     """Map every possible first draw of below(n) to its result (None = rejected)."""
     nbytes = 1 if n <= 256 else 2
     out = []
     for x in range(256 ** nbytes):
         first = x.to_bytes(nbytes, "big")
-        calls = []
-
-        def read(k, first=first, calls=calls):
-            calls.append(k)
-            return first if len(calls) == 1 else bytes(k)  # a rejected draw reads again
-
-        rng = ByteRng(read)
+        # the first draw is x; a rejected draw reads again (zeros, accepted)
+        rng = ByteRng(_chunks(first, bytes(nbytes)), chunk=nbytes)
         value = rng.below(n)
-        out.append(value if len(calls) == 1 else None)
+        out.append(value if rng.consumed == nbytes else None)
     return out
 
 
@@ -37,6 +38,14 @@ def test_below_is_exactly_uniform(n):
 
 def test_below_one_reads_nothing():
     assert ByteRng(lambda k: pytest.fail("read called")).below(1) == 0
+
+
+def test_reserve_and_exhaustion():
+    rng = ByteRng(_chunks(b"\x01\x02", b"\x03", b""))
+    rng.reserve(3)
+    assert [rng.below(256) for _ in range(3)] == [1, 2, 3] and rng.consumed == 3
+    with pytest.raises(EOFError):
+        rng.below(256)
 
 
 @pytest.mark.parametrize("n", [0, (1 << 24) + 1])

@@ -27,27 +27,26 @@ CASES = [
 ]
 
 
-class StreamReader:
-    """``read(n)`` over a fixed byte string; counts what was consumed."""
+def stream_reader(data):
+    """``read(n)`` over a fixed byte string (short at its end)."""
+    pos = 0
 
-    def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def __call__(self, n):
-        if self.pos + n > len(self.data):
-            raise EOFError("random byte stream exhausted")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
+    def read(n):
+        nonlocal pos
+        out = data[pos:pos + n]
+        pos += len(out)
         return out
+
+    return read
 
 
 def report_from_stream(cfg, value, stream, epoch, seq):
     """(report bytes, j, sorted subset, bytes consumed) from the device code."""
-    reader = StreamReader(stream)
+    rng = ByteRng(stream_reader(stream))
     mark = bytearray((max(cfg.moduli) + 7) // 8)
-    j = privatise(cfg, value, ByteRng(reader), mark)
+    j = privatise(cfg, value, rng, mark)
     subset = [v for v in range(cfg.moduli[j]) if is_set(mark, v)]
-    return encode(cfg, j, mark, epoch, seq), j, subset, reader.pos
+    return encode(cfg, j, mark, epoch, seq), j, subset, rng.consumed
 
 
 def _stream(label, nbytes):

@@ -39,7 +39,9 @@ class Params:
         for name in ("omegas", "thresholds", "rank_bits"):
             if len(getattr(self, name)) != l:
                 raise ValueError("config field %s must have one entry per modulus" % name)
-        self.jbits = (l - 1).bit_length()
+        self.jbits = 0  # ceil(log2 l); MicroPython ints have no bit_length()
+        while (1 << self.jbits) < l:
+            self.jbits += 1
         self.config_id = config_id(self.k, self.moduli, self.omegas, self.thresholds)
         if self.config_id != bytes.fromhex(d["config_id"]):
             raise ValueError("config_id does not match the parameters")

@@ -8,8 +8,10 @@ both integer-only with every intermediate below 2**30 (a small int on
 * ``chance(t)``: True with probability exactly t / 2**30.
 
 The byte source is injectable (``read(nbytes) -> bytes``) so tests and the
-shared test vectors can replay a fixed stream.  SPEC.md section 3 fixes the
-exact byte consumption.
+shared test vectors can replay a fixed stream.  Bytes are taken from it in
+chunks into a pool and consumed one at a time, so the stream is read in
+exactly the order SPEC.md section 3 fixes, and a report drawn from a
+reserved pool allocates nothing.
 """
 import os
 
@@ -24,10 +26,39 @@ _MAX_BELOW = const(1 << 24)
 
 
 class ByteRng:
-    """Integer draws from ``read(nbytes)``; defaults to ``os.urandom``."""
+    """Integer draws from ``read(nbytes)``; defaults to ``os.urandom``.
 
-    def __init__(self, read=None):
+    ``consumed`` counts the bytes used so far.  ``read`` may return fewer
+    bytes than asked (end of a fixed stream); an empty read raises EOFError.
+    """
+
+    def __init__(self, read=None, chunk=64):
         self._read = read or os.urandom
+        self._chunk = chunk
+        self._pool = b""
+        self._pos = 0
+        self.consumed = 0
+
+    def reserve(self, n):
+        """Make sure n bytes are pooled, so the next n bytes need no allocation."""
+        left = self._pool[self._pos:]
+        while len(left) < n:
+            more = self._read(n - len(left))
+            if not more:
+                raise EOFError("random byte source exhausted")
+            left += more
+        self._pool, self._pos = left, 0
+
+    def _byte(self):
+        if self._pos >= len(self._pool):
+            self._pool = self._read(self._chunk)
+            self._pos = 0
+            if not self._pool:
+                raise EOFError("random byte source exhausted")
+        b = self._pool[self._pos]
+        self._pos += 1
+        self.consumed += 1
+        return b
 
     def below(self, n):
         """Uniform integer in [0, n), 1 <= n <= 2**24.
@@ -45,8 +76,8 @@ class ByteRng:
         lim = span - span % n
         while True:
             x = 0
-            for byte in self._read(nbytes):
-                x = (x << 8) | byte
+            for _ in range(nbytes):
+                x = (x << 8) | self._byte()
             if x < lim:
                 return x % n
 
@@ -56,6 +87,7 @@ class ByteRng:
         Reads 4 bytes and drops the top 2 bits of the first one, giving u
         uniform on [0, 2**30); returns u < t.
         """
-        b = self._read(4)
-        u = ((b[0] & 0x3F) << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
+        u = self._byte() & 0x3F
+        for _ in range(3):
+            u = (u << 8) | self._byte()
         return u < t

@@ -1,0 +1,1 @@
+"""The device application: config, state, report scheduling and transports."""

@@ -1,0 +1,125 @@
+"""The device main loop.
+
+Every tick: feed the watchdog; if the current epoch has no report yet for
+the active config, read the sensor, privatise the value and queue the
+report in flash; send queued reports oldest first; poll the transport (a
+new retained config may arrive).  A missing or corrupt config leaves the
+board idle, logging why and re-reading the file every minute.
+"""
+import time
+
+from mss_node import files, log, settings
+from mss_node.reporter import Reporter
+from mss_node.state import State
+
+# ESP32/ESP8266/STM32 count seconds from 2000, unix/rp2 from 1970.
+_UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
+IDLE_RETRY_S = 60
+
+
+class Watchdog:
+    def __init__(self, ms):
+        self.wdt = None
+        if ms:
+            try:
+                from machine import WDT
+
+                self.wdt = WDT(timeout=ms)
+            except (ImportError, AttributeError):
+                log.warn("no watchdog on this port")
+
+    def feed(self):
+        if self.wdt is not None:
+            self.wdt.feed()
+
+
+class Node:
+    def __init__(self, config_path, state_path, sensor, rng=None, clock=time.time, link=None):
+        self.config_path = config_path
+        self.sensor = sensor
+        self.rng = rng
+        self.clock = clock
+        self.s = settings.load(config_path)
+        self.reporter = Reporter(self.s.params, rng)
+        self.state = State(state_path, self.s.device["queue_max"])
+        self.link = link or self._make_link()
+
+    def _make_link(self):
+        if self.s.device["transport"] == "mqtt":
+            from mss_node.mqtt_link import MqttLink
+
+            return MqttLink(self.s, self.new_config, self.clock)
+        from mss_node.serial_link import SerialLink
+
+        return SerialLink(self.s)
+
+    def epoch(self):
+        d = self.s.device
+        return (int(self.clock()) + _UNIX_OFFSET - d["epoch_origin"]) // d["period_s"]
+
+    def tick(self):
+        epoch = self.epoch()
+        cid = self.s.config_id
+        if self.state.due(cid, epoch):
+            try:
+                value = self.sensor()
+            except Exception as exc:  # a user's sensor code must not stop the board
+                log.error("sensor failed: %r" % (exc,))
+                value = None
+            if self.reporter.valid(value):
+                self.state.add(cid, epoch, self.reporter.report(value, epoch, self.state.seq))
+            else:
+                log.warn("sensor value %r is not a category in [0, %d); no report"
+                         % (value, self.s.params.k))
+        while self.state.queue and self.link.send(bytes.fromhex(self.state.queue[0])):
+            self.state.sent()
+        self.link.poll()
+
+    def new_config(self, d):
+        """Adopt a config pushed by the aggregator (protocol fields only)."""
+        if not isinstance(d, dict) or d.get("config_id") == self.s.config_id:
+            return
+        merged = {}
+        merged.update(d)
+        merged["device"] = self.s.raw.get("device", {})
+        try:
+            new = settings.Settings(merged)
+        except ValueError as exc:
+            log.warn("rejected pushed config: %s" % exc)
+            return
+        files.save(self.config_path, merged)
+        self.s = new
+        self.reporter = Reporter(new.params, self.rng)
+        log.info("now using config %s" % new.config_id)
+
+
+def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
+        clock=time.time, sleep=time.sleep, ticks=None, link=None):
+    """Run the node; ``ticks`` bounds the loop (tests), None runs forever."""
+    wdt = None
+    n = 0
+    while ticks is None or n < ticks:
+        n += 1
+        try:
+            node = Node(config_path, state_path, sensor, rng, clock, link)
+        except (ValueError, OSError) as exc:
+            log.error("idle: %s" % exc)
+            if wdt is None:
+                wdt = Watchdog(0)
+            for _ in range(IDLE_RETRY_S):
+                wdt.feed()
+                sleep(1)
+            continue
+        if wdt is None:
+            wdt = Watchdog(node.s.device["watchdog_ms"])
+        log.info("device %s reporting config %s (k=%d) every %d s"
+                 % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
+        while ticks is None or n < ticks:
+            n += 1
+            wdt.feed()
+            try:
+                node.tick()
+            except OSError as exc:  # flash or link trouble: log, keep going
+                log.error("tick failed: %r" % (exc,))
+            sleep(node.s.device["poll_s"])
+        return node

@@ -1,0 +1,22 @@
+"""Small JSON files in flash, written atomically (write a temp file, rename)."""
+import json
+import os
+
+
+def load(path, default=None):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return default
+
+
+def save(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+    try:
+        os.remove(path)  # MicroPython's rename does not replace on every port
+    except OSError:
+        pass
+    os.rename(tmp, path)

@@ -1,0 +1,101 @@
+"""Reports over MQTT with micropython-lib's umqtt.simple.
+
+* QoS 1 with a socket timeout (umqtt.simple would otherwise wait for a
+  PUBACK forever); a failure drops the connection and the report stays
+  queued in flash for the next try;
+* persistent session, retained ``online`` status and an ``offline`` will;
+* subscription to the campaign's retained config topic, so the fleet can
+  be re-parameterised; ``on_config(dict)`` gets every new config;
+* reconnects with exponential back-off after Wi-Fi or broker loss.
+
+Only the API common to umqtt.simple 1.3.4 and the current 1.8 is used.
+"""
+import json
+import time
+
+from mss_node import log
+
+
+class MqttLink:
+    def __init__(self, settings, on_config, clock=time.time):
+        from umqtt.simple import MQTTClient
+
+        self._cls = MQTTClient
+        self.s = settings
+        self.on_config = on_config
+        self.clock = clock
+        self.client = None
+        self.backoff = 1
+        self.next_try = 0
+
+    def _connect(self):
+        m = self.s.device["mqtt"]
+        c = self._cls(self.s.device_id.encode(), m["host"], m["port"], m["user"], m["password"],
+                      m["keepalive"])
+        c.set_callback(self._message)
+        status = self.s.topic("status").encode()
+        c.set_last_will(status, b"offline", retain=True, qos=1)
+        c.connect(clean_session=False)
+        c.sock.settimeout(m["timeout_s"])
+        c.publish(status, b"online", retain=True, qos=1)
+        c.subscribe(self.s.topic("config").encode(), qos=1)
+        self.client = c
+        self.backoff = 1
+        log.info("mqtt connected to %s:%d" % (m["host"], m["port"]))
+
+    def _up(self):
+        if self.client is not None:
+            return True
+        if self.clock() < self.next_try:
+            return False
+        try:
+            self._connect()
+            return True
+        except (OSError, IndexError, AssertionError) as exc:  # umqtt raises these on bad replies
+            self._down("connect failed: %r" % (exc,))
+            return False
+
+    def _down(self, why):
+        log.warn("mqtt down (%s), retry in %d s" % (why, self.backoff))
+        try:
+            if self.client is not None:
+                self.client.sock.close()
+        except (OSError, AttributeError):
+            pass
+        self.client = None
+        self.next_try = self.clock() + self.backoff
+        self.backoff = min(self.backoff * 2, self.s.device["mqtt"]["backoff_max_s"])
+
+    def send(self, report):
+        if not self._up():
+            return False
+        try:
+            self.client.publish(self.s.topic("report").encode(), report, qos=1)
+            return True
+        except (OSError, IndexError, AssertionError) as exc:
+            self._down("publish failed: %r" % (exc,))
+            return False
+
+    def poll(self):
+        if not self._up():
+            return
+        try:
+            self.client.check_msg()
+            self.client.sock.settimeout(self.s.device["mqtt"]["timeout_s"])  # check_msg cleared it
+        except (OSError, IndexError, AssertionError) as exc:
+            self._down("poll failed: %r" % (exc,))
+
+    def _message(self, topic, msg):
+        try:
+            self.on_config(json.loads(msg))
+        except ValueError as exc:
+            log.warn("ignored config message: %s" % exc)
+
+    def close(self):
+        if self.client is not None:
+            try:
+                self.client.publish(self.s.topic("status").encode(), b"offline", retain=True, qos=1)
+                self.client.disconnect()
+            except OSError:
+                pass
+            self.client = None

@@ -1,0 +1,36 @@
+"""Reports as framed lines on a UART, the USB console, or (tests) a pty path."""
+import sys
+
+from mss_device.framing import frame
+
+
+class SerialLink:
+    def __init__(self, settings):
+        s = settings.device["serial"]
+        if s["path"]:
+            fh = open(s["path"], "w")
+
+            def write(text):
+                fh.write(text)
+                fh.flush()
+
+            self._write = write
+        elif s["uart"] is not None:
+            from machine import UART
+
+            kw = {"baudrate": s["baud"]}
+            if s["tx"] is not None:
+                kw["tx"], kw["rx"] = s["tx"], s["rx"]
+            self._write = UART(s["uart"], **kw).write
+        else:
+            self._write = sys.stdout.write
+
+    def send(self, report):
+        try:
+            self._write(frame(report))
+            return True
+        except OSError:
+            return False
+
+    def poll(self):
+        pass

