@@ -28,7 +28,7 @@ _MAX_BELOW = const(1 << 24)
 class ByteRng:
     """Integer draws from ``read(nbytes)``; defaults to ``os.urandom``.
 
-    ``consumed`` counts the bytes used so far.  ``read`` may return fewer
+    ``consumed`` counts the bytes used so far (modulo 2**30).  ``read`` may return fewer
     bytes than asked (end of a fixed stream); an empty read raises EOFError.
     """
 
@@ -57,7 +57,7 @@ class ByteRng:
                 raise EOFError("random byte source exhausted")
         b = self._pool[self._pos]
         self._pos += 1
-        self.consumed += 1
+        self.consumed = (self.consumed + 1) & 0x3FFFFFFF  # stays a small int
         return b
 
     def below(self, n):

@@ -54,8 +54,11 @@ class Node:
         return SerialLink(self.s)
 
     def epoch(self):
+        # Subtract in the port's own time base: on 2000-based ports every
+        # term stays a small int; on 1970-based ports time.time() itself is
+        # already a big int (the one exception besides the subset rank).
         d = self.s.device
-        return (int(self.clock()) + _UNIX_OFFSET - d["epoch_origin"]) // d["period_s"]
+        return (int(self.clock()) - (d["epoch_origin"] - _UNIX_OFFSET)) // d["period_s"]
 
     def tick(self):
         epoch = self.epoch()

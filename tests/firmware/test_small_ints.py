@@ -1,0 +1,99 @@
+"""No device-side intermediate reaches 2**30 outside the subset-rank step.
+
+CPython: every local integer of the device code is checked after every
+line (sys.settrace) while reports are made for several configs.
+MicroPython: the randomiser runs under micropython.heap_lock(), so it
+allocates nothing at all (with its random bytes reserved beforehand).
+"""
+import sys
+
+import pytest
+
+from micropython_runner import FIRMWARE, run
+from mss_node.reporter import Reporter
+from mss_protocol.config import MssConfig
+from mss_protocol.planner import plan
+
+LIMIT = 1 << 30
+# The documented big integers: the colex rank and the body built from it.
+ALLOWED = {("rank", "total"), ("rank", "b"), ("encode", "code")}
+DEVICE = str(FIRMWARE / "lib")
+
+
+def _checker(violations):
+    def local(frame, event, arg):
+        name = frame.f_code.co_name
+        for var, val in frame.f_locals.items():
+            if type(val) is int and not -LIMIT < val < LIMIT and (name, var) not in ALLOWED:
+                violations.append((frame.f_code.co_filename, name, var, val))
+        if event == "return" and type(arg) is int and not -LIMIT < arg < LIMIT and name != "rank":
+            violations.append((frame.f_code.co_filename, name, "<return>", arg))
+        return local
+
+    def glob(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(DEVICE) else None
+
+    return glob
+
+
+@pytest.mark.parametrize("k,eps", [(64, 1.0), (1024, 4.0), (1024, 0.5), (22000, 5.0)])
+def test_device_ints_stay_small(k, eps):
+    cfg = MssConfig.from_dict(plan(k, eps)["config"])
+    from mss_device.params import Params
+
+    reporter = Reporter(Params(cfg.to_dict()))
+    violations = []
+    sys.settrace(_checker(violations))
+    try:
+        for i in range(40 if k < 22000 else 5):
+            reporter.report((i * 7919) % k, epoch=(1 << 30) - 1, seq=0xFFFF)
+    finally:
+        sys.settrace(None)
+    assert violations == []
+
+
+def test_checker_catches_a_big_int():
+    """The checker itself can fail: a config threshold of 2**30 is caught."""
+    cfg = MssConfig.build(64, 1.0, [59, 61, 63]).to_dict()
+    from mss_device.params import Params
+
+    p = Params(cfg)
+    p.thresholds = [LIMIT] * 3
+    violations = []
+    sys.settrace(_checker(violations))
+    try:
+        Reporter(p).report(5, 0, 0)
+    finally:
+        sys.settrace(None)
+    assert violations
+
+
+HEAP_LOCK = r"""
+import json, micropython, sys
+from mss_device.params import Params
+from mss_device.rng import ByteRng
+from mss_device.randomiser import privatise
+p = Params(json.load(open(sys.argv[1]))["config"])
+rng = ByteRng()
+mark = bytearray((max(p.moduli) + 7) // 8)
+
+
+def locked(x):  # inside a function: no new globals are created under the lock
+    micropython.heap_lock()
+    try:
+        privatise(p, x % p.k, rng, mark)
+    finally:
+        micropython.heap_unlock()
+
+
+for x in range(50):
+    rng.reserve(4096)
+    locked(x)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("vector", ["k64_eps1", "k1024_eps4", "k22000_eps5"])
+def test_randomiser_allocates_nothing_under_heap_lock(vector):
+    out = run(HEAP_LOCK, args=[str(FIRMWARE.parent / "protocol" / "vectors" / f"{vector}.json")])
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
