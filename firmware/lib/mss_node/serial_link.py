@@ -12,7 +12,10 @@ class SerialLink:
 
             def write(text):
                 fh.write(text)
-                fh.flush()
+                try:
+                    fh.flush()
+                except OSError:  # MicroPython files are unbuffered; flush fails on a tty
+                    pass
 
             self._write = write
         elif s["uart"] is not None:
