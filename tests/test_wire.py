@@ -21,10 +21,12 @@ def _configs():
             MssConfig.from_dict(plan(64, 1.0)["config"]),
             MssConfig.from_dict(plan(1024, 4.0)["config"]),
             MssConfig.from_dict(plan(1024, 1.0)["config"]),
-            MssConfig.build(1024, 4.0, [521, 541, 562, 613, 671, 691, 701, 719, 725, 777])]
+            MssConfig.build(1024, 4.0, [521, 541, 562, 613, 671, 691, 701, 719, 725, 777]),
+            MssConfig.build(40000, 6.0, [39997, 39989])]  # moduli above 2**15: 7-bit limbs
 
 
-@pytest.fixture(scope="module", params=range(5), ids=["k8", "k64e1", "k1024e4", "k1024e1", "k1024-10m"])
+@pytest.fixture(scope="module", params=range(6),
+                ids=["k8", "k64e1", "k1024e4", "k1024e1", "k1024-10m", "k40000"])
 def codec(request):
     return WireCodec(_configs()[request.param])
 

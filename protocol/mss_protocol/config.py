@@ -196,8 +196,8 @@ def _check_moduli(k, moduli):
     for m in moduli:
         if not 2 <= m < k:
             raise ConfigError(f"modulus {m} must be in [2, k) = [2, {k})")
-        if m > 1 << 24:
-            raise ConfigError(f"modulus {m} exceeds 2**24 (device draws are at most 3 bytes)")
+        if m > 1 << 23:
+            raise ConfigError(f"modulus {m} exceeds 2**23 (the device's small-int limit)")
     for a in range(len(moduli)):
         for b in range(a + 1, len(moduli)):
             if math.gcd(moduli[a], moduli[b]) != 1:

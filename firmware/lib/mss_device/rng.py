@@ -22,7 +22,7 @@ except ImportError:  # CPython
         return x
 
 COIN_BITS = const(30)
-_MAX_BELOW = const(1 << 24)
+_MAX_BELOW = const(1 << 23)
 
 
 class ByteRng:
@@ -61,7 +61,7 @@ class ByteRng:
         return b
 
     def below(self, n):
-        """Uniform integer in [0, n), 1 <= n <= 2**24.
+        """Uniform integer in [0, n), 1 <= n <= 2**23.
 
         Draws b = 1, 2 or 3 bytes (the fewest with 256**b >= n) as a
         big-endian x and rejects x >= lim = 256**b - 256**b % n, so that
@@ -70,7 +70,7 @@ class ByteRng:
         if n == 1:
             return 0
         if n < 1 or n > _MAX_BELOW:
-            raise ValueError("below(n) needs 1 <= n <= 2**24")
+            raise ValueError("below(n) needs 1 <= n <= 2**23")
         nbytes = 1 if n <= 256 else (2 if n <= 65536 else 3)
         span = 1 << (8 * nbytes)
         lim = span - span % n

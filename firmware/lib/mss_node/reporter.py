@@ -1,5 +1,5 @@
 """One privatised report per epoch: randomiser + encoder with reused buffers."""
-from mss_device.encoder import encode
+from mss_device.encoder import Encoder
 from mss_device.randomiser import privatise
 from mss_device.rng import ByteRng
 
@@ -9,6 +9,7 @@ class Reporter:
         self.params = params
         self.rng = rng or ByteRng()
         self.mark = bytearray((max(params.moduli) + 7) >> 3)
+        self.encoder = Encoder(params)
 
     def valid(self, value):
         return type(value) is int and 0 <= value < self.params.k
@@ -16,4 +17,4 @@ class Reporter:
     def report(self, value, epoch, seq):
         """Report bytes for ``value``; the value itself never leaves this call."""
         j = privatise(self.params, value, self.rng, self.mark)
-        return encode(self.params, j, self.mark, epoch, seq)
+        return self.encoder.encode(j, self.mark, epoch, seq)

