@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench vectors clean
+.PHONY: demo test bench bench-firmware vectors system-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,11 +15,22 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/mss simulate --k 1024 --epsilon 2 --n 100000 --dist zipf:1.1 --seed 1 --plot demo.png
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
+
+# Mosquitto (MQTT tests) and socat (serial pty tests) come from Debian;
+# installed when missing and we are root, else their tests skip (never under CI).
+system-deps:
+	@if { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 && command -v socat >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat >/dev/null; \
+	else echo "note: mosquitto or socat missing and not root: their tests will be skipped"; fi
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench_core.py
+
+bench-firmware: $(STAMP)
+	$(BIN)/python tools/bench_firmware.py
 
 vectors: $(STAMP)
 	$(BIN)/python -m mss_protocol.vectors --write protocol/vectors
