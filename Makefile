@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/mss simulate --k 1024 --epsilon 2 --n 100000 --dist zipf:1.1 --seed 1 --plot demo.png
+	$(BIN)/mss demo
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q

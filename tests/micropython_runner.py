@@ -9,7 +9,7 @@ from mss_aggregator.runtime import micropython_path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
-MPLIB = ROOT / "build" / "mplib"  # umqtt.simple, fetched by tools/get_umqtt.sh
+from mss_aggregator.runtime import MPLIB  # noqa: E402  umqtt.simple, fetched by tools/get_umqtt.sh
 
 
 def require_micropython():

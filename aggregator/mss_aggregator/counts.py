@@ -42,14 +42,19 @@ class Counts:
         return self.c[self.cfg.offsets[j]:self.cfg.offsets[j + 1]]
 
     def add(self, reports):
-        """Add decoded reports (objects with ``j`` and ``subset``); vectorised tally."""
+        """Add decoded reports (objects with ``j`` and ``subset``)."""
         reports = list(reports)
-        if not reports:
-            return self
         j = np.fromiter((r.j for r in reports), dtype=np.int64, count=len(reports))
-        sizes = np.asarray(self.cfg.omegas)[j]
         members = np.fromiter((v for r in reports for v in r.subset), dtype=np.int64,
-                              count=int(sizes.sum()))
+                              count=int(np.asarray(self.cfg.omegas)[j].sum()))
+        return self.add_tally(j, members)
+
+    def add_tally(self, j, members):
+        """Vectorised tally: ``j`` (reports,) block indices, ``members`` their
+        subsets concatenated in report order (each report has omega_j of them)."""
+        if j.size == 0:
+            return self
+        sizes = np.asarray(self.cfg.omegas)[j]
         rows = np.repeat(np.asarray(self.cfg.offsets[:-1])[j], sizes) + members
         self.n += np.bincount(j, minlength=self.cfg.l)
         self.c += np.bincount(rows, minlength=self.c.size)

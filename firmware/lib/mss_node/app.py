@@ -97,8 +97,9 @@ class Node:
 
 
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
-        clock=time.time, sleep=time.sleep, ticks=None, link=None):
-    """Run the node; ``ticks`` bounds the loop (tests), None runs forever."""
+        clock=time.time, sleep=time.sleep, ticks=None, link=None, until_sent=False):
+    """Run the node; ``ticks`` bounds the loop (tests, emulators), None runs
+    forever.  ``until_sent`` stops once this epoch's report has been sent."""
     wdt = None
     n = 0
     while ticks is None or n < ticks:
@@ -117,6 +118,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             wdt = Watchdog(node.s.device["watchdog_ms"])
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
+        n -= 1  # the attempt that built the node is not a tick
         while ticks is None or n < ticks:
             n += 1
             wdt.feed()
@@ -124,5 +126,23 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
                 node.tick()
             except OSError as exc:  # flash or link trouble: log, keep going
                 log.error("tick failed: %r" % (exc,))
+            if until_sent and not node.state.queue and not node.state.due(node.s.config_id, node.epoch()):
+                break
             sleep(node.s.device["poll_s"])
         return node
+
+
+def main(argv):
+    """Device emulator: CONFIG STATE VALUE [MAX_TICKS]; reports VALUE for the
+    current epoch and exits once it is sent (exit status 1 if it never was)."""
+    value = int(argv[2])
+    ticks = int(argv[3]) if len(argv) > 3 else 30
+    node = run(argv[0], argv[1], sensor=lambda: value, ticks=ticks, until_sent=True)
+    if node is None or node.state.queue:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

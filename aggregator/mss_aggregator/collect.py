@@ -1,0 +1,164 @@
+"""Collectors: MQTT (paho-mqtt 2.x) and serial ports (pyserial), both feeding
+one writer thread that stores batches and only then acknowledges them.
+
+The MQTT session is persistent (clean_session=False, QoS 1, fixed client
+id), with manual acknowledgement: a PUBACK leaves only after the batch
+holding the message is committed, so a crash before the commit makes the
+broker redeliver it, and the store's de-duplication (by config, device,
+epoch and sequence, never by the DUP flag) keeps it counted once.
+"""
+import queue
+import ssl
+import threading
+import time
+from urllib.parse import unquote, urlparse
+
+import paho.mqtt.client as mqtt
+import serial
+
+from mss_device.framing import parse as parse_frame
+
+BATCH = 500
+BATCH_SECONDS = 0.02
+
+
+def parse_broker(url):
+    """(host, port, user, password, tls) from mqtt[s]://[user:pass@]host[:port]."""
+    u = urlparse(url)
+    if u.scheme not in ("mqtt", "mqtts") or not u.hostname:
+        raise ValueError(f"broker URL must look like mqtt://[user:pass@]host:port, got {url!r}")
+    tls = u.scheme == "mqtts"
+    return (u.hostname, u.port or (8883 if tls else 1883),
+            unquote(u.username) if u.username else None,
+            unquote(u.password) if u.password else None, tls)
+
+
+class Writer(threading.Thread):
+    """Drains (kind, payload..., ack) tuples into store batches; acks after commit."""
+
+    def __init__(self, store, ingest, on_batch=None):
+        super().__init__(name="mss-writer", daemon=True)
+        self.store, self.ingest, self.on_batch = store, ingest, on_batch
+        self.inbox = queue.Queue()
+        self.stopping = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            while not (self.stopping.is_set() and self.inbox.empty()):
+                batch = self._next_batch()
+                if batch:
+                    items = [classify() for classify, _ in batch]
+                    outcomes = self.store.write_batch(items)
+                    for _, ack in batch:
+                        if ack:
+                            ack()
+                    if self.on_batch:
+                        self.on_batch(items, outcomes)
+        except Exception as exc:  # a store failure stops acknowledging: nothing is lost
+            self.error = exc
+
+    def _next_batch(self):
+        try:
+            batch = [self.inbox.get(timeout=0.1)]
+        except queue.Empty:
+            return []
+        deadline = time.monotonic() + BATCH_SECONDS
+        while len(batch) < BATCH:
+            try:
+                batch.append(self.inbox.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return batch
+
+    def stop(self):
+        self.stopping.set()
+        self.join()
+
+
+class MqttCollector:
+    def __init__(self, url, campaign, writer, config_json, client_id=None, share_group=None,
+                 tls_ca=None, log=print):
+        host, port, user, password, tls = parse_broker(url)
+        self.host, self.port = host, port
+        self.writer, self.log = writer, log
+        self.topic = f"mss/v1/{campaign}/+/report"
+        if share_group:
+            self.topic = f"$share/{share_group}/{self.topic}"
+        self.config_topic, self.config_json = f"mss/v1/{campaign}/config", config_json
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or f"mss-agg-{campaign}",
+                        clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
+        if user:
+            c.username_pw_set(user, password)
+        if tls or tls_ca:
+            c.tls_set(ca_certs=tls_ca, cert_reqs=ssl.CERT_REQUIRED)
+        c.on_connect = self._on_connect
+        self.stopping = False
+        c.on_disconnect = lambda *a: None if self.stopping else self.log("mqtt: disconnected, reconnecting")
+        c.on_message = self._on_message
+        c.reconnect_delay_set(1, 30)
+        self.client = c
+        self.connected = threading.Event()
+
+    def _on_connect(self, client, userdata, flags, reason, properties):
+        if reason.is_failure:
+            self.log(f"mqtt: connection refused: {reason}")
+            return
+        client.subscribe(self.topic, qos=1)
+        client.publish(self.config_topic, self.config_json, qos=1, retain=True)
+        self.connected.set()
+        self.log(f"mqtt: connected to {self.host}:{self.port}, subscribed to {self.topic}")
+
+    def _on_message(self, client, userdata, msg):
+        # msg._topic is the raw bytes: paho's msg.topic decodes UTF-8 and would raise on bad topics
+        topic, payload, mid, qos = msg._topic, msg.payload, msg.mid, msg.qos
+        self.writer.inbox.put((lambda: self.writer.ingest.from_mqtt(topic, payload),
+                               (lambda: client.ack(mid, qos)) if qos else None))
+
+    def start(self):
+        self.client.connect_async(self.host, self.port, keepalive=30)
+        self.client.loop_start()
+
+    def stop(self):
+        self.stopping = True
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class SerialCollector(threading.Thread):
+    """Reads framed report lines from one serial port (``/dev/ttyUSB0[,baud]``)."""
+
+    def __init__(self, spec, writer, log=print):
+        super().__init__(name=f"mss-serial-{spec}", daemon=True)
+        port, _, baud = spec.partition(",")
+        self.port, self.baud = port, int(baud or 115200)
+        self.writer, self.log = writer, log
+        self.stopping = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            try:
+                with serial.Serial(self.port, self.baud, timeout=0.2) as ser:
+                    self.log(f"serial: reading {self.port} at {self.baud} baud")
+                    buf = b""
+                    while not self.stopping.is_set():
+                        buf += ser.read(4096)
+                        *lines, buf = buf.split(b"\n")
+                        for line in lines:
+                            self._line(line)
+            except (serial.SerialException, OSError) as exc:
+                self.log(f"serial: {self.port}: {exc}; retrying")
+                self.stopping.wait(1.0)
+
+    def _line(self, line):
+        if not line.startswith(b"$MSS"):
+            return  # console log output, not a frame
+        try:
+            result = parse_frame(line)
+        except ValueError as exc:
+            result = exc
+        self.writer.inbox.put((lambda r=result: self.writer.ingest.from_serial(self.port, r), None))
+
+    def stop(self):
+        self.stopping.set()
+        self.join(2)
