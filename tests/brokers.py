@@ -15,7 +15,7 @@ def free_port():
 
 
 class Mosquitto:
-    def __init__(self, workdir, port=None, extra=""):
+    def __init__(self, workdir, port=None, extra="", persistence=False, anonymous=True):
         self.exe = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
         if self.exe is None:
             if os.environ.get("CI"):
@@ -24,12 +24,20 @@ class Mosquitto:
         self.workdir = workdir
         self.port = port or free_port()
         self.extra = extra
+        self.persistence = persistence
+        self.anonymous = anonymous
         self.proc = None
 
     def start(self):
         conf = self.workdir / "mosquitto.conf"
+        persist = (f"persistence true\npersistence_location {self.workdir}/\nautosave_interval 1\n"
+                   if self.persistence else "persistence false\n")
+        if os.geteuid() == 0:  # else mosquitto drops to user "mosquitto", who cannot write here
+            persist += "user root\n"
+        # Aggregators ack after a commit, so allow many messages in flight and queued.
         conf.write_text(f"per_listener_settings false\nlistener {self.port} 127.0.0.1\n"
-                        f"allow_anonymous true\npersistence false\nlog_dest stdout\n{self.extra}")
+                        f"allow_anonymous {str(self.anonymous).lower()}\n{persist}max_inflight_messages 1000\n"
+                        f"max_queued_messages 1000000\nlog_dest stdout\n{self.extra}")
         self.log = open(self.workdir / "mosquitto.log", "ab")
         self.proc = subprocess.Popen([self.exe, "-c", str(conf)], stdout=self.log, stderr=self.log)
         deadline = time.time() + 10

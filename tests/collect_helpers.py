@@ -1,0 +1,62 @@
+"""Run the aggregator as a real process and wait on its store."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from mss_aggregator.store import Store
+
+
+class AggregatorProcess:
+    def __init__(self, tmp_path, config, store, broker=None, campaign="t", serial=(), extra=()):
+        self.args = [sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config),
+                     "--store", str(store), "--campaign", campaign, "--quiet", *extra]
+        if broker:
+            self.args += ["--broker", broker]
+        for s in serial:
+            self.args += ["--serial", str(s)]
+        self.store = store
+        self.log = open(tmp_path / "aggregator.log", "ab")
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
+        return self
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(20) == 0
+
+
+def counters(store_path):
+    s = Store(store_path)
+    try:
+        return s.counters()
+    finally:
+        s.close()
+
+
+def wait_for(store_path, predicate, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(store_path):
+            try:
+                c = counters(store_path)
+                if predicate(c):
+                    return c
+            except Exception:  # the store may be mid-creation
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out; counters {counters(store_path) if os.path.exists(store_path) else None}")
+
+
+def estimate_json(store_path):
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store_path),
+                          "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
