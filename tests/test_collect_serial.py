@@ -1,0 +1,71 @@
+"""Serial end to end: the firmware under MicroPython writes framed reports into
+a pty; the aggregator reads the other end with pyserial; a corrupted frame
+is rejected by its checksum and counted."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from collect_helpers import AggregatorProcess, counters, wait_for
+from micropython_runner import run
+from mss_aggregator.store import Store
+from mss_device.framing import frame, parse
+from mss_protocol.config import MssConfig
+from mss_protocol.wire import WireCodec
+
+CFG = MssConfig.build(64, 2.0, [59, 61, 63])
+NODE = r"""
+import sys
+from mss_node import app
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 11, ticks=3)
+"""
+
+
+@pytest.fixture
+def ptys(tmp_path):
+    exe = shutil.which("socat")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("socat is missing under CI")
+        pytest.skip("socat not installed")
+    dev, host = tmp_path / "ttyDEV", tmp_path / "ttyHOST"
+    proc = subprocess.Popen([exe, f"pty,raw,echo=0,link={dev}", f"pty,raw,echo=0,link={host}"],
+                            stderr=subprocess.DEVNULL)
+    while not (dev.exists() and host.exists()):
+        time.sleep(0.05)
+    yield dev, host
+    proc.terminate()
+
+
+def test_serial_reports_and_a_corrupted_frame(tmp_path, ptys):
+    dev, host = ptys
+    cfg_path = tmp_path / "cfg.json"
+    CFG.save(cfg_path)
+    d = CFG.to_dict()
+    d["device"] = {"device_id": "s1", "period_s": 1, "poll_s": 1, "transport": "serial",
+                   "serial": {"path": str(dev)}}
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    store = tmp_path / "s.sqlite"
+    agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start()
+    time.sleep(1.5)
+    out = run(NODE, cwd=tmp_path, args=[str(tmp_path / "config.json"), str(tmp_path / "state.json")])
+    assert out.returncode == 0, out.stdout + out.stderr
+    queue_empty = json.loads((tmp_path / "state.json").read_text())["queue"] == []
+    good = WireCodec(CFG).encode(1, list(range(CFG.omegas[1])), epoch=5, seq=99)
+    bad = frame(good).replace(good.hex()[-2:] + ",", ("00" if good.hex()[-2:] != "00" else "01") + ",")
+    with open(dev, "w") as fh:  # a corrupted frame and some console noise on the same line
+        fh.write("boot: hello\n" + bad)
+    with pytest.raises(ValueError, match="checksum"):
+        parse(bad)
+    wait_for(store, lambda c: c["accepted"] >= 2 and c["rejected"] >= 1)
+    time.sleep(0.5)
+    agg.stop()
+    c = counters(store)
+    assert queue_empty
+    assert c["rejected_checksum"] == 1 and 2 <= c["accepted"] <= 3
+    s = Store(store)
+    assert {k[0] for k in s.accepted_keys()} == {f"serial:{host}"}
+    s.close()
