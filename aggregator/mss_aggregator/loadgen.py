@@ -5,7 +5,8 @@ Reports come from the vectorised sampler and the wire encoder, one per
 The publisher's log -- (device_id, epoch, seq, publish time) per report --
 is the ground truth the aggregator's store is compared with.
 
-    python -m mss_aggregator.loadgen CONFIG BROKER CAMPAIGN DEVICES EPOCHS LOG.json [--prefix P] [--seed S]
+    python -m mss_aggregator.loadgen CONFIG BROKER CAMPAIGN DEVICES EPOCHS LOG.json
+        [--prefix P] [--seed S] [--rate R]
 """
 import argparse
 import json
@@ -33,7 +34,8 @@ def make_reports(cfg, devices, epochs, prefix="load", seed=0):
     return out
 
 
-def publish(reports, broker, campaign, client_id="loadgen", log_path=None):
+def publish(reports, broker, campaign, client_id="loadgen", log_path=None, rate=None):
+    """Publish at QoS 1 (at ``rate`` reports/s when given); return the log."""
     host, port, user, password, _ = parse_broker(broker)
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True)
     if user:
@@ -44,7 +46,12 @@ def publish(reports, broker, campaign, client_id="loadgen", log_path=None):
     c.connect(host, port)
     c.loop_start()
     log, infos = [], []
-    for device, epoch, seq, payload in reports:
+    start = time.time()
+    for i, (device, epoch, seq, payload) in enumerate(reports):
+        if rate:
+            ahead = start + i / rate - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
         log.append((device, epoch, seq, time.time()))
         infos.append(c.publish(f"mss/v1/{campaign}/{device}/report", payload, qos=1))
     for info in infos:
@@ -67,10 +74,12 @@ def main():
     ap.add_argument("log")
     ap.add_argument("--prefix", default="load")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rate", type=float, help="reports per second (default: as fast as possible)")
     args = ap.parse_args()
     cfg = MssConfig.load(args.config)
     reports = make_reports(cfg, args.devices, args.epochs, args.prefix, args.seed)
-    publish(reports, args.broker, args.campaign, client_id=f"loadgen-{args.prefix}", log_path=args.log)
+    publish(reports, args.broker, args.campaign, client_id=f"loadgen-{args.prefix}", log_path=args.log,
+            rate=args.rate)
 
 
 if __name__ == "__main__":
