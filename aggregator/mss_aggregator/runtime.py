@@ -40,7 +40,10 @@ def command(runtime, module, args):
         lib = os.pathsep.join([str(FIRMWARE_LIB), str(FIRMWARE_LIB.parent), str(MPLIB), ".frozen"])
         return [exe, "-m", module, *args], dict(os.environ, MICROPYPATH=lib)
     if runtime == "cpython":
-        return [sys.executable, "-m", module, *args], dict(os.environ)
+        # umqtt.simple's API over paho, for the firmware's MQTT link on CPython
+        shim = str(Path(__file__).resolve().parent / "cpython_umqtt")
+        path = os.pathsep.join(p for p in (shim, os.environ.get("PYTHONPATH")) if p)
+        return [sys.executable, "-m", module, *args], dict(os.environ, PYTHONPATH=path)
     raise RuntimeUnavailable(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIMES)}")
 
 
