@@ -85,3 +85,31 @@ def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("MSS_MICROPYTHON", str(tmp_path / "no-such-micropython"))
     out = mss("device-sim", "--config", tmp_path / "cfg.json", "--value", 1)
     assert out.returncode == 3 and "not installed" in out.stderr and out.stdout == ""
+
+
+def test_estimate_csv_plot_and_errors(tmp_path):
+    from mss_aggregator.loadgen import make_reports
+    from mss_aggregator.ingest import Ingest
+    from mss_aggregator.store import Store
+
+    cfg = MssConfig.build(64, 2.0, [59, 61, 63])
+    store = Store(tmp_path / "s.sqlite", cfg)
+    ingest = Ingest(cfg, "t")
+    store.write_batch([ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p)
+                       for d, _, _, p in make_reports(cfg, 50, 2)])
+    store.close()
+    out = mss("estimate", "--store", tmp_path / "s.sqlite", "--csv", tmp_path / "e.csv",
+              "--plot", tmp_path / "e.png", "--post", "simplex")
+    assert out.returncode == 0, out.stderr
+    lines = (tmp_path / "e.csv").read_text().splitlines()
+    assert lines[0] == "item,estimate,stderr,ci_low,ci_high" and len(lines) == 65
+    assert (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
+    other = tmp_path / "other.json"
+    MssConfig.build(64, 1.0, [59, 61, 63]).save(other)
+    out = mss("aggregate", "--config", other, "--store", tmp_path / "s.sqlite", "--broker",
+              "mqtt://127.0.0.1:1")
+    assert out.returncode == 3 and "holds reports of config" in out.stderr
+    out = mss("aggregate", "--config", other, "--store", tmp_path / "x.sqlite")
+    assert out.returncode == 2 and "--broker" in out.stderr
+    out = mss("aggregate", "--config", other, "--store", tmp_path / "x.sqlite", "--broker", "http://x")
+    assert out.returncode == 3 and "broker URL" in out.stderr
