@@ -2,15 +2,13 @@
 a pty; the aggregator reads the other end with pyserial; a corrupted frame
 is rejected by its checksum and counted."""
 import json
-import os
-import shutil
-import subprocess
 import time
 
 import pytest
 
 from collect_helpers import AggregatorProcess, counters, wait_for
 from micropython_runner import run
+from ptys import pty_pair  # noqa: F401 (fixture)
 from mss_aggregator.store import Store
 from mss_device.framing import frame, parse
 from mss_protocol.config import MssConfig
@@ -24,24 +22,8 @@ app.run(sys.argv[1], sys.argv[2], sensor=lambda: 11, ticks=3)
 """
 
 
-@pytest.fixture
-def ptys(tmp_path):
-    exe = shutil.which("socat")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("socat is missing under CI")
-        pytest.skip("socat not installed")
-    dev, host = tmp_path / "ttyDEV", tmp_path / "ttyHOST"
-    proc = subprocess.Popen([exe, f"pty,raw,echo=0,link={dev}", f"pty,raw,echo=0,link={host}"],
-                            stderr=subprocess.DEVNULL)
-    while not (dev.exists() and host.exists()):
-        time.sleep(0.05)
-    yield dev, host
-    proc.terminate()
-
-
-def test_serial_reports_and_a_corrupted_frame(tmp_path, ptys):
-    dev, host = ptys
+def test_serial_reports_and_a_corrupted_frame(tmp_path, pty_pair):
+    dev, host = pty_pair
     cfg_path = tmp_path / "cfg.json"
     CFG.save(cfg_path)
     d = CFG.to_dict()

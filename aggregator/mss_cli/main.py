@@ -21,6 +21,17 @@ console = Console(stderr=True)
 DATA_ERROR = 3
 
 
+def _top_table(title, truth, est, n):
+    """The n most frequent true categories: truth, estimate and its 95% CI."""
+    table = Table(title=title)
+    for col in ("item", "true", "estimate", "95% CI"):
+        table.add_column(col, justify="right")
+    for i in np.argsort(-truth, kind="stable")[:n]:
+        table.add_row(str(i), f"{truth[i]:.4f}", f"{est.estimate[i]:.4f}",
+                      f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
+    return table
+
+
 def _fail(msg):
     console.print(f"[red]error:[/red] {msg}")
     sys.exit(DATA_ERROR)
@@ -132,14 +143,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
                   f"{out['bits_per_report']['max']}/{out['bits_per_report']['mean']:.1f}")
     out_console = Console()
     out_console.print(table)
-    truth, est = sim.truth, sim.estimate
-    top = Table(title="top 10 categories (last trial)")
-    for col in ("item", "true", "estimate", "95% CI"):
-        top.add_column(col, justify="right")
-    for i in np.argsort(-truth, kind="stable")[:10]:
-        top.add_row(str(i), f"{truth[i]:.4f}", f"{est.estimate[i]:.4f}",
-                    f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
-    out_console.print(top)
+    out_console.print(_top_table("top 10 categories (last trial)", sim.truth, sim.estimate, 10))
     if plot:
         out_console.print(f"plot: {plot}")
 
@@ -355,13 +359,8 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
             embedded.stop()
     est = Decoder(cfg).decode(counts)
     truth = np.bincount(values, minlength=k) / devices
-    table = Table(title=f"{counts.total} reports from {sent} of {devices} devices: top categories")
-    for col in ("item", "true", "estimate", "95% CI"):
-        table.add_column(col, justify="right")
-    for i in np.argsort(-truth, kind="stable")[:8]:
-        table.add_row(str(i), f"{truth[i]:.3f}", f"{est.estimate[i]:.3f}",
-                      f"[{est.ci_low[i]:.3f}, {est.ci_high[i]:.3f}]")
-    out.print(table)
+    out.print(_top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
+                         truth, est, 8))
     out.print(counters_table(counters, "counters"))
     plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
     out.print(f"plot: {plot}")

@@ -2,8 +2,6 @@
 pair), read by a gateway with pyserial; plus safe idle and bad sensor values.
 Each runs under the real MicroPython unix port and under CPython."""
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -13,6 +11,7 @@ import pytest
 import serial
 
 from micropython_runner import run
+from ptys import pty_pair  # noqa: F401 (fixture)
 from mss_device.framing import frame, parse
 from mss_protocol.config import MssConfig
 from mss_protocol.wire import WireCodec
@@ -42,24 +41,6 @@ def write_config(tmp_path, **device):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(d))
     return path
-
-
-@pytest.fixture
-def pty_pair(tmp_path):
-    exe = shutil.which("socat")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("socat is missing under CI")
-        pytest.skip("socat not installed")
-    dev, host = tmp_path / "ttyDEV", tmp_path / "ttyHOST"
-    proc = subprocess.Popen([exe, f"pty,raw,echo=0,link={dev}", f"pty,raw,echo=0,link={host}"],
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 5
-    while not (dev.exists() and host.exists()) and time.time() < deadline:
-        time.sleep(0.05)
-    yield dev, host
-    proc.terminate()
-    proc.wait(5)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
