@@ -23,6 +23,35 @@ class SingularError(np.linalg.LinAlgError):
     """The normal matrix is singular or too ill-conditioned to solve."""
 
 
+class InverseBlocks:
+    """M^-1 held as its dense component blocks (exact components only)."""
+
+    def __init__(self, components, groups):
+        self.components, self.groups = components, groups
+
+    def diag(self):
+        """diag(M^-1), shape (k,); NaN on components above ``max_exact``."""
+        out = np.full(self.components.k, np.nan)
+        for nodes, inv in self.groups:
+            out[nodes] = np.einsum("cii->ci", inv)
+        return out
+
+    def diag_sandwich(self, row_values):
+        """diag(M^-1 H M^-1) with H = A^T diag(row_values) A; NaN above ``max_exact``."""
+        out = np.full(self.components.k, np.nan)
+        for nodes, inv in self.groups:
+            h = self.components._blocks(nodes, row_values)
+            out[nodes] = np.einsum("cij,cjk,cki->ci", inv, h, inv)
+        return out
+
+    def apply(self, V):
+        """M^-1 V for V of shape (k, r); NaN rows above ``max_exact``."""
+        out = np.full(V.shape, np.nan)
+        for nodes, inv in self.groups:
+            out[nodes] = np.einsum("cij,cjr->cir", inv, V[nodes])
+        return out
+
+
 class ResidueComponents:
     """Connected components of A^T A for (k, moduli); reusable across weights.
 
@@ -59,8 +88,12 @@ class ResidueComponents:
             out += same * row_values[off + res][:, :, None]
         return out
 
-    def _inverses(self, row_weights, ridge=0.0):
-        """Yield (nodes, stacked M^-1 blocks) for every exact size group."""
+    def inverse(self, row_weights, ridge=0.0):
+        """M^-1 on every exact component, M = A^T diag(row_weights) A + ridge I.
+
+        Raises SingularError when a component is singular.
+        """
+        groups = []
         for nodes in self.exact_groups:
             blocks = self._blocks(nodes, row_weights, ridge)
             try:
@@ -68,25 +101,12 @@ class ResidueComponents:
             except np.linalg.LinAlgError:
                 raise SingularError("normal matrix is singular: A lacks full column rank") from None
             linv = np.linalg.inv(chol)  # M^-1 = L^-T L^-1
-            yield nodes, np.swapaxes(linv, 1, 2) @ linv
+            groups.append((nodes, np.swapaxes(linv, 1, 2) @ linv))
+        return InverseBlocks(self, groups)
 
     def diag_inverse(self, row_weights):
         """diag(M^-1), shape (k,); NaN on components above ``max_exact``."""
-        out = np.full(self.k, np.nan)
-        for nodes, inv in self._inverses(row_weights):
-            out[nodes] = np.einsum("cii->ci", inv)
-        return out
-
-    def diag_sandwich(self, row_weights, row_values, ridge=0.0):
-        """diag(M^-1 H M^-1), M = A^T diag(row_weights) A + ridge I, H = A^T diag(row_values) A.
-
-        NaN on components above ``max_exact``.
-        """
-        out = np.full(self.k, np.nan)
-        for nodes, inv in self._inverses(row_weights, ridge):
-            h = self._blocks(nodes, row_values)
-            out[nodes] = np.einsum("cij,cjk,cki->ci", inv, h, inv)
-        return out
+        return self.inverse(row_weights).diag()
 
     def trace_inverse(self, row_weights, rel_tol=0.003, maxiter=500, seed=0):
         """(tr(M^-1), relative standard error); the error is 0 when exact."""
