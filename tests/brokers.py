@@ -61,3 +61,17 @@ def mosquitto(tmp_path):
     broker = Mosquitto(tmp_path).start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture
+def any_broker(tmp_path):
+    """Mosquitto when installed; otherwise (never under CI) the embedded amqtt
+    broker, for tests that need no persistence or redelivery."""
+    try:
+        broker = Mosquitto(tmp_path).start()
+    except pytest.skip.Exception:
+        from mss_aggregator.embedded_broker import EmbeddedBroker
+
+        broker = EmbeddedBroker().start()
+    yield broker
+    broker.stop()

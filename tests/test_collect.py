@@ -10,7 +10,7 @@ import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 
-from brokers import Mosquitto, mosquitto  # noqa: F401 (fixture)
+from brokers import Mosquitto, any_broker, mosquitto  # noqa: F401 (fixtures)
 from collect_helpers import AggregatorProcess, counters, estimate_json, wait_for
 from mss_aggregator.counts import Counts
 from mss_aggregator.decoder import Decoder
@@ -46,13 +46,13 @@ class Tap:
         self.c.disconnect()
 
 
-def test_fleet_end_to_end_counts_equal_offline(tmp_path, mosquitto, config):
+def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{mosquitto.port}").start()
-    tap = Tap(mosquitto.port)
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
+    tap = Tap(any_broker.port)
     time.sleep(1.0)
     out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker",
-                          f"mqtt://127.0.0.1:{mosquitto.port}", "--campaign", "t", "--config",
+                          f"mqtt://127.0.0.1:{any_broker.port}", "--campaign", "t", "--config",
                           str(config), "--devices", "60", "--seed", "3", "--truth",
                           str(tmp_path / "truth.json")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -74,14 +74,14 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, mosquitto, config):
     assert sorted(truth["values"]) == sorted(f"dev{i}" for i in range(60))
 
 
-def test_duplicates_and_extra_reports(tmp_path, mosquitto, config):
+def test_duplicates_and_extra_reports(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{mosquitto.port}").start()
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
     time.sleep(1.0)
     reports = make_reports(CFG, devices=5, epochs=1, prefix="d")
     codec = WireCodec(CFG)
     extra = ("d0", 0, 7, codec.encode(0, list(range(CFG.omegas[0])), epoch=0, seq=7))  # same epoch, new seq
-    publish(reports + reports + reports + [extra], f"mqtt://127.0.0.1:{mosquitto.port}", "t")
+    publish(reports + reports + reports + [extra], f"mqtt://127.0.0.1:{any_broker.port}", "t")
     c = wait_for(store, lambda c: c["received"] >= 16)
     agg.stop()
     assert c["accepted"] == 5 and c["duplicate"] == 10 and c["rejected_extra_in_epoch"] == 1
@@ -142,9 +142,9 @@ def test_broker_restart_mid_stream(tmp_path, config):
         broker_proc.stop()
 
 
-def test_fuzzed_payloads_are_quarantined(tmp_path, mosquitto, config):
+def test_fuzzed_payloads_are_quarantined(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{mosquitto.port}").start()
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
     time.sleep(1.0)
     rng = np.random.default_rng(0)
     good = make_reports(CFG, devices=3, epochs=1, prefix="g")
@@ -158,7 +158,7 @@ def test_fuzzed_payloads_are_quarantined(tmp_path, mosquitto, config):
             payload = bytes(base)
         junk.append((f"fuzz{i}", 0, 0, payload))
     junk.append(("big", 0, 0, bytes(100_000)))
-    publish(good + junk, f"mqtt://127.0.0.1:{mosquitto.port}", "t")
+    publish(good + junk, f"mqtt://127.0.0.1:{any_broker.port}", "t")
     c = wait_for(store, lambda c: c["received"] >= len(good) + len(junk))
     agg.stop()
     assert c["accepted"] + c["rejected"] + c["duplicate"] == c["received"]
