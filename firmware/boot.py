@@ -22,5 +22,9 @@ try:
                     break
                 time.sleep_ms(100)
         print("wifi:", sta.ifconfig() if sta.isconnected() else "not connected")
+        if sta.isconnected():
+            import ntptime  # epochs come from the clock: set it (an ESP32 starts at 2000)
+
+            ntptime.settime()
 except Exception as exc:  # boot.py must never stop the board from reaching main.py
     print("boot:", repr(exc))

@@ -209,6 +209,9 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
 
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
+    if share_group and not client_id:
+        raise click.UsageError("--share-group needs a --client-id per worker (workers sharing "
+                               "one id would disconnect each other)")
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
                          tls_ca, client_id, log=lambda m: console.print(m, highlight=False))

@@ -130,3 +130,17 @@ def test_bad_pushed_config_is_ignored(tmp_path, mosquitto, cfg):
     out = run(NODE, cwd=tmp_path, args=[str(path), str(tmp_path / "state.json"), "3", "2"])
     assert out.returncode == 0 and "rejected pushed config" in out.stdout, out.stdout
     assert json.loads(path.read_text())["config_id"] == cfg.config_id_hex
+
+
+def test_refused_connection_backs_off_without_crashing(tmp_path, cfg):
+    """umqtt raises MQTTException (not OSError) on a refused CONNACK; the board
+    must back off and keep its report queued, not reset."""
+    broker = Mosquitto(tmp_path, anonymous=False).start()
+    try:
+        path = device_config(tmp_path, broker.port, cfg)
+        out = run(NODE, cwd=tmp_path, args=[str(path), str(tmp_path / "state.json"), "5", "2"])
+    finally:
+        broker.stop()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "mqtt down" in out.stdout and "tick failed" not in out.stdout
+    assert len(json.loads((tmp_path / "state.json").read_text())["queue"]) >= 1

@@ -87,9 +87,12 @@ def test_corrupted_frame_is_rejected_by_checksum():
     (None, "no config file"),
     ("{not json", "not valid JSON"),
     ('{"format": "mss-config"}', "missing"),
+    ("VALID:mqtt", "wrong type"),
 ])
 def test_missing_or_corrupt_config_idles(tmp_path, runtime, content, why):
     path = tmp_path / "config.json"
+    if content == "VALID:mqtt":  # valid JSON, a field of the wrong type
+        content = json.dumps(dict(CFG.to_dict(), device={"device_id": "x", "mqtt": 5}))
     if content is not None:
         path.write_text(content)
     out = run_node(runtime, tmp_path, path, tmp_path / "state.json", 0, 2, "fast")

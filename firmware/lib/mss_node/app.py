@@ -15,6 +15,7 @@ from mss_node.state import State
 # ESP32/ESP8266/STM32 count seconds from 2000, unix/rp2 from 1970.
 _UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 IDLE_RETRY_S = 60
+_CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
 
 
 class Watchdog:
@@ -25,8 +26,8 @@ class Watchdog:
                 from machine import WDT
 
                 self.wdt = WDT(timeout=ms)
-            except (ImportError, AttributeError):
-                log.warn("no watchdog on this port")
+            except (ImportError, AttributeError, TypeError, ValueError):
+                log.warn("no watchdog with a %d ms timeout on this port" % ms)
 
     def feed(self):
         if self.wdt is not None:
@@ -61,6 +62,10 @@ class Node:
         return (int(self.clock()) - (d["epoch_origin"] - _UNIX_OFFSET)) // d["period_s"]
 
     def tick(self):
+        if int(self.clock()) + _UNIX_OFFSET < max(self.s.device["epoch_origin"], _CLOCK_SANE):
+            log.warn("clock not set (no NTP yet?): not reporting")
+            self.link.poll()
+            return
         epoch = self.epoch()
         cid = self.s.config_id
         if self.state.due(cid, epoch):
@@ -106,7 +111,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
         n += 1
         try:
             node = Node(config_path, state_path, sensor, rng, clock, link)
-        except (ValueError, OSError) as exc:
+        except Exception as exc:  # bad config, missing hardware: stay idle, say why
             log.error("idle: %s" % exc)
             if wdt is None:
                 wdt = Watchdog(0)
@@ -124,7 +129,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             wdt.feed()
             try:
                 node.tick()
-            except OSError as exc:  # flash or link trouble: log, keep going
+            except Exception as exc:  # flash or link trouble: log, keep going (the watchdog backs this)
                 log.error("tick failed: %r" % (exc,))
             if until_sent and not node.state.queue and not node.state.due(node.s.config_id, node.epoch()):
                 break

@@ -4,11 +4,15 @@ import os
 
 
 def load(path, default=None):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return default
+    """The file's JSON; else the complete temp file a power cut left behind
+    between ``save``'s remove and rename; else ``default``."""
+    for candidate in (path, path + ".tmp"):
+        try:
+            with open(candidate) as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            pass
+    return default
 
 
 def save(path, obj):

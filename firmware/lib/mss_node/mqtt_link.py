@@ -51,7 +51,7 @@ class MqttLink:
         try:
             self._connect()
             return True
-        except (OSError, IndexError, AssertionError) as exc:  # umqtt raises these on bad replies
+        except Exception as exc:  # OSError, umqtt's MQTTException (refused), bad replies
             self._down("connect failed: %r" % (exc,))
             return False
 
@@ -72,7 +72,7 @@ class MqttLink:
         try:
             self.client.publish(self.s.topic("report").encode(), report, qos=1)
             return True
-        except (OSError, IndexError, AssertionError) as exc:
+        except Exception as exc:  # any link failure: back off and retry later
             self._down("publish failed: %r" % (exc,))
             return False
 
@@ -82,7 +82,7 @@ class MqttLink:
         try:
             self.client.check_msg()
             self.client.sock.settimeout(self.s.device["mqtt"]["timeout_s"])  # check_msg cleared it
-        except (OSError, IndexError, AssertionError) as exc:
+        except Exception as exc:  # any link failure: back off and retry later
             self._down("poll failed: %r" % (exc,))
 
     def _message(self, topic, msg):

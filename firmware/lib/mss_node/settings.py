@@ -34,6 +34,12 @@ def _unique_id():
 
 class Settings:
     def __init__(self, d):
+        try:
+            self._load(d)
+        except (TypeError, AttributeError, KeyError) as exc:
+            raise ValueError("config has a field of the wrong type (%r)" % (exc,))
+
+    def _load(self, d):
         if not isinstance(d, dict):
             raise ValueError("config must be a JSON object")
         try:

@@ -14,8 +14,8 @@ class State:
         self.path = path
         self.queue_max = queue_max
         d = files.load(path, None)
-        if not isinstance(d, dict):
-            d = {}
+        if not _valid(d):
+            d = {}  # unreadable or tampered: start fresh rather than crash the loop
         self.seq = d.get("seq", 0)
         self.last = d.get("last", {})
         self.queue = d.get("queue", [])
@@ -41,3 +41,23 @@ class State:
     def sent(self):
         self.queue.pop(0)
         self.save()
+
+
+def _hex(text):
+    try:
+        bytes.fromhex(text)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _valid(d):
+    if not isinstance(d, dict):
+        return False
+    for key in ("seq", "dropped"):
+        if type(d.get(key, 0)) is not int:
+            return False
+    last, queue = d.get("last", {}), d.get("queue", [])
+    if not isinstance(last, dict) or not all(type(v) is int for v in last.values()):
+        return False
+    return isinstance(queue, list) and all(isinstance(q, str) and _hex(q) for q in queue)
