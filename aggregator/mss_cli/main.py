@@ -95,7 +95,8 @@ def plan_cmd(k, epsilon, max_bits, n, seed, as_json, device_config, no_cache):
 @click.option("--dist", default="zipf:1.1", show_default=True,
               help="zipf:S | spike | uniform | file:counts.csv")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--protocol", type=click.Choice(["mss"]), default="mss", show_default=True)
+@click.option("--protocol", type=click.Choice(["mss", "ss"]), default="mss", show_default=True,
+              help="mss, or ss: SubsetSelection on the full domain (the baseline).")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -108,11 +109,14 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     try:
         if config_path:
             cfg = MssConfig.load(config_path)
+            protocol = cfg.to_dict()["protocol"]
             if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
                 _fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
+        elif k is None or epsilon is None:
+            raise click.UsageError("give --k and --epsilon, or --config")
+        elif protocol == "ss":
+            cfg = MssConfig.subset_selection(k, epsilon)
         else:
-            if k is None or epsilon is None:
-                raise click.UsageError("give --k and --epsilon, or --config")
             cfg = MssConfig.from_dict(plan(k, epsilon, max_bits=max_bits, n=n)["config"])
         probs = parse(dist, cfg.k)
     except (ConfigError, PlanError, DistributionError) as exc:
@@ -131,11 +135,11 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
         from mss_aggregator.plotting import plot_estimates
 
         plot_estimates(sim.truth, sim.estimate, plot,
-                       f"MSS k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
+                       f"{protocol.upper()} k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return
-    table = Table(title=f"MSS simulation: k={cfg.k}, epsilon={cfg.epsilon}, n={n}, {dist}")
+    table = Table(title=f"{protocol.upper()} simulation: k={cfg.k}, epsilon={cfg.epsilon}, n={n}, {dist}")
     for col in ("MSE per item", "± std", "predicted MSE", "decode s", "bits max/mean"):
         table.add_column(col)
     table.add_row(f"{out['mse']:.4g}", f"{out['mse_std']:.2g}", f"{predicted:.4g}",

@@ -39,6 +39,12 @@ class MssConfig:
         self._validate()
 
     @classmethod
+    def subset_selection(cls, k, epsilon):
+        """SubsetSelection on the full domain (Wang et al. 2016): the one-block
+        case m_0 = k, sharing the randomiser, wire format and decoder."""
+        return cls.build(k, epsilon, [k])
+
+    @classmethod
     def build(cls, k, epsilon, moduli, omegas=None):
         """Configuration for these moduli with SS-optimal (or given) omegas."""
         if not epsilon > 0 or not math.isfinite(epsilon):
@@ -125,7 +131,8 @@ class MssConfig:
     # -- serialisation ------------------------------------------------------
     def to_dict(self):
         return {
-            "format": FORMAT, "version": FORMAT_VERSION, "protocol": "mss",
+            "format": FORMAT, "version": FORMAT_VERSION,
+            "protocol": "ss" if self.moduli == (self.k,) else "mss",
             "k": self.k, "epsilon": self.epsilon, "eps_effective": self.eps_effective,
             "moduli": list(self.moduli), "omegas": list(self.omegas),
             "thresholds": list(self.thresholds), "threshold_bits": THRESHOLD_BITS,
@@ -189,6 +196,8 @@ def read_json(path, what):
 
 
 def _check_moduli(k, moduli):
+    if list(moduli) == [k] and k >= 2:
+        return  # the SubsetSelection baseline: one block, the full domain
     if k < 4:
         raise ConfigError(f"k must be at least 4 (MSS needs two coprime moduli below k), got {k}")
     if not moduli:
