@@ -1,9 +1,9 @@
 """Exact enumeration of the device randomiser's output distribution.
 
-The randomiser draws only through ``rng.below(n)`` and ``rng.chance(T)``.
-:func:`enumerate_reports` runs the real device code once per path of those
+Randomisers draw only through ``rng.below(n)`` and ``rng.chance(T)``.
+:func:`enumerate_outputs` runs the real client code once per path of those
 decisions (depth-first), multiplying the exact probabilities 1/n and
-T/2**30 as Fractions, and returns P[report bytes | x].
+T/2**30 as Fractions, and returns the exact output distribution.
 """
 from fractions import Fraction
 
@@ -36,18 +36,23 @@ class _Replay:
         return self._next([True, False], [Fraction(t, ONE), 1 - Fraction(t, ONE)])
 
 
-def enumerate_reports(cfg, x):
+def enumerate_outputs(client):
+    """Exact output distribution {output: Fraction} of ``client(rng)``."""
     dist = {}
     stack = [[]]
-    mark = bytearray((max(cfg.moduli) + 7) // 8)
     while stack:
         prefix = stack.pop()
         rng = _Replay(prefix)
         try:
-            j = privatise(cfg, x, rng, mark)
+            key = client(rng)
         except _Branch:
             stack.extend(prefix + [c] for c in range(rng.pending))
             continue
-        key = encode(cfg, j, mark, 0, 0)
         dist[key] = dist.get(key, Fraction(0)) + rng.prob
     return dist
+
+
+def enumerate_reports(cfg, x):
+    """P[report bytes | x] of the MSS device randomiser and encoder."""
+    mark = bytearray((max(cfg.moduli) + 7) // 8)
+    return enumerate_outputs(lambda rng: encode(cfg, privatise(cfg, x, rng, mark), mark, 0, 0))

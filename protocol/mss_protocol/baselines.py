@@ -1,0 +1,129 @@
+"""Baseline frequency oracles with integer device randomisers: GRR and unary
+encoding (RAPPOR's basic one-time form: symmetric SUE and optimised OUE).
+
+Each has the three parts of MSS: a client randomiser drawing only through
+``rng.below`` / ``rng.chance`` (the same injectable byte source), a
+sufficient statistic (per-item support counts, additive), and an unbiased
+decoder with analytic standard errors.  Keep-probabilities are integer
+thresholds T / 2**30 rounded towards more privacy; ``eps_effective`` is the
+exact worst-case log ratio of those integers (mss-protocol-notes.md section 8).
+
+For both, support count c_v over n reports has E[c_v / n] = q + (p - q) f_v,
+so fhat_v = (c_v / n - q) / (p - q), with variance
+q(1-q)/(n (p-q)^2) + f_v (1-p-q)/(n (p-q)).
+"""
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+
+from mss_protocol.privacy import ONE
+
+
+def _exp(eps):
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return Decimal(eps).exp()
+
+
+def _ln(ratio):
+    with localcontext() as ctx:
+        ctx.prec = 60
+        value = (Decimal(ratio.numerator) / Decimal(ratio.denominator)).ln()
+    return math.nextafter(float(value), -math.inf) if Decimal(float(value)) > value else float(value)
+
+
+class SupportOracle:
+    """Shared estimator of the support-count protocols; subclasses set p, q."""
+
+    name = ""
+
+    def estimate(self, counts, n):
+        """(fhat, stderr), shape (k,) each, from support counts of n reports."""
+        p, q = self.p, self.q
+        fhat = (np.asarray(counts) / n - q) / (p - q)
+        f = np.clip(fhat, 0, 1)
+        var = q * (1 - q) / (n * (p - q) ** 2) + f * (1 - p - q) / (n * (p - q))
+        return fhat, np.sqrt(var)
+
+    def variance(self, n):
+        """Per-item MSE of the unbiased estimate averaged over [k] (any distribution)."""
+        p, q = self.p, self.q
+        return q * (1 - q) / (n * (p - q) ** 2) + (1 - p - q) / (self.k * n * (p - q))
+
+
+class GRR(SupportOracle):
+    """k-ary randomised response: report x with probability p, else a uniform other value."""
+
+    name = "grr"
+
+    def __init__(self, k, epsilon):
+        self.k, self.epsilon = k, epsilon
+        e = _exp(epsilon)
+        t = int((ONE * e / (e + k - 1)).to_integral_value(ROUND_FLOOR))
+        while Fraction(t * (k - 1), ONE - t) > Fraction(e):
+            t -= 1
+        self.threshold = t
+        self.p = t / ONE
+        self.q = (1 - self.p) / (k - 1)
+        self.eps_effective = _ln(Fraction(t * (k - 1), ONE - t))
+        self.bits = (k - 1).bit_length()
+
+    def randomise(self, x, rng):
+        if rng.chance(self.threshold):
+            return x
+        v = rng.below(self.k - 1)
+        return v + (v >= x)
+
+    def sample_counts(self, values, rng):
+        """Support counts (k,) of reports for ``values``, vectorised (same law)."""
+        values = np.asarray(values)
+        keep = rng.integers(0, ONE, size=values.size) < self.threshold
+        other = rng.integers(0, self.k - 1, size=values.size)
+        report = np.where(keep, values, other + (other >= values))
+        return np.bincount(report, minlength=self.k)
+
+
+class UnaryEncoding(SupportOracle):
+    """Unary encoding (basic one-time RAPPOR): k bits, bit v set with probability
+    p if v is the value, else q, independently.  ``variant``: "oue" (p = 1/2,
+    q = 1/(e^eps + 1); Wang et al. 2017, the PGR code's RAPPOR) or "sue"
+    (p = e^(eps/2)/(e^(eps/2) + 1), q = 1 - p; Erlingsson et al. 2014)."""
+
+    def __init__(self, k, epsilon, variant="oue"):
+        self.k, self.epsilon, self.name = k, epsilon, variant
+        e = Fraction(_exp(epsilon))
+        if variant == "oue":
+            tp = ONE // 2
+            tq = int((ONE / (_exp(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up: more privacy
+        elif variant == "sue":
+            h = _exp(epsilon / 2)
+            tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
+            tq = ONE - tp
+        else:
+            raise ValueError(f"unary encoding variant must be oue or sue, got {variant!r}")
+
+        def ratio(tp, tq):  # worst case: the two bits of x and x' change
+            return Fraction(tp * (ONE - tq), (ONE - tp) * tq)
+
+        while ratio(tp, tq) > e:  # guard the decimal rounding, towards privacy
+            tp, tq = (tp, tq + 1) if variant == "oue" else (tp - 1, ONE - tp + 1)
+        eps_ratio = ratio(tp, tq)
+        self.tp, self.tq = tp, tq
+        self.p, self.q = tp / ONE, tq / ONE
+        self.eps_effective = _ln(eps_ratio)
+        self.bits = k
+
+    def randomise(self, x, rng):
+        """The k-bit report as bytes (bit v at byte v // 8, bit v % 8)."""
+        out = bytearray((self.k + 7) // 8)
+        for v in range(self.k):
+            if rng.chance(self.tp if v == x else self.tq):
+                out[v >> 3] |= 1 << (v & 7)
+        return bytes(out)
+
+    def sample_counts(self, values, rng):
+        """Support counts: Binomial(n_v, p) + Binomial(n - n_v, q) per item, exactly."""
+        n_v = np.bincount(np.asarray(values), minlength=self.k)
+        return rng.binomial(n_v, self.p) + rng.binomial(n_v.sum() - n_v, self.q)
