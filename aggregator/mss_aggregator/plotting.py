@@ -41,3 +41,43 @@ def plot_estimates(truth, est, path, title, top=40):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_bench(rows, prefix):
+    """PNG files ``<prefix>-{mse,decode,bits}-k<k>[-<dist>].png``; returns their paths."""
+    paths = []
+    ks = sorted({r["k"] for r in rows})
+    names = list(dict.fromkeys(r["protocol"] for r in rows))
+
+    def series(sel, key):
+        for name in names:
+            pts = sorted((r["epsilon"], r[key]) for r in sel if r["protocol"] == name)
+            if pts:
+                yield name, [p[0] for p in pts], [p[1] for p in pts]
+
+    def save(fig, ax, title, ylabel, path):
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel(ylabel)
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+
+    for k in ks:
+        for dist in sorted({r["dist"] for r in rows if r["k"] == k}):
+            sel = [r for r in rows if r["k"] == k and r["dist"] == dist]
+            fig, ax = plt.subplots(figsize=(6.4, 4.2))
+            for name, x, y in series(sel, "mse"):
+                ax.plot(x, y, marker="o", label=name)
+            save(fig, ax, f"MSE per item, k={k}, {dist}, n={sel[0]['n']}", "MSE",
+                 f"{prefix}-mse-k{k}-{dist.replace(':', '')}.png")
+        sel = [r for r in rows if r["k"] == k and r["dist"] == rows[0]["dist"]]
+        for key, label in (("decode_seconds", "decode time (s, median)"), ("bits_max", "bits per report")):
+            fig, ax = plt.subplots(figsize=(6.4, 4.2))
+            for name, x, y in series(sel, key):
+                ax.plot(x, y, marker="o", label=name)
+            save(fig, ax, f"{label}, k={k}", label, f"{prefix}-{key.split('_')[0]}-k{k}.png")
+    return paths
