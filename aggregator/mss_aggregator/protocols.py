@@ -17,11 +17,12 @@ from mss_device.encoder import Encoder
 from mss_device.randomiser import privatise
 from mss_protocol.baselines import GRR, UnaryEncoding
 from mss_protocol.config import MssConfig
+from mss_protocol.pgr import PGR
 from mss_protocol.planner import plan
 from mss_protocol.sampler import sample_counts
 
-AVAILABLE = ("mss", "ss", "grr", "rappor", "sue")
-PLANNED = ("pgr", "olh", "hr")  # baselines still to come
+AVAILABLE = ("mss", "ss", "pgr", "grr", "rappor", "sue")
+PLANNED = ("olh", "hr")  # baselines still to come
 
 
 class ResidueProtocol:
@@ -45,7 +46,7 @@ class ResidueProtocol:
 
 
 class SupportProtocol:
-    """GRR and unary encodings (support counts, closed-form decoder)."""
+    """PGR, GRR and unary encodings (support counts, closed-form decoder)."""
 
     def __init__(self, name, oracle):
         self.name, self.oracle = name, oracle
@@ -70,6 +71,8 @@ def make(name, k, eps):
         return ResidueProtocol("mss", MssConfig.from_dict(plan(k, eps)["config"]))
     if name == "ss":
         return ResidueProtocol("ss", MssConfig.subset_selection(k, eps))
+    if name == "pgr":
+        return SupportProtocol("pgr", PGR(k, eps))
     if name == "grr":
         return SupportProtocol("grr", GRR(k, eps))
     if name == "rappor":  # basic one-time RAPPOR in its optimised form (OUE), as in the PGR code

@@ -1,0 +1,128 @@
+"""ProjectiveGeometryResponse (PGR; Feldman, Nelson, Nguyen & Talwar, ICML 2022).
+
+Parameters (mss-protocol-notes.md section 9): q is the smallest prime
+>= e^eps + 1, t the smallest t >= 2 with K = (q^t - 1)/(q - 1) >= k, and
+item v is the v-th canonical point of PG(t-1, q) (first nonzero coordinate
+1; points ordered by the position of that 1, then base-q).  The report is
+a point u: uniform in S_v = {u : <u, v> = 0} (c_set = (q^(t-1) - 1)/(q - 1)
+points) with probability s = T / 2**30, else uniform outside S_v.  Two
+distinct S_v share c_int = (q^(t-2) - 1)/(q - 1) points, so a user holding
+v' != v lands in S_v with probability
+
+    r = s c_int / c_set + (1 - s) (c_set - c_int) / (K - c_set),
+
+and fhat_v = (C_v / n - r)/(s - r) with C_v = sum_{u in S_v} hist[u]
+(the support estimator of :mod:`.baselines`).  The histogram over [K] is
+the additive sufficient statistic.
+
+Decoding computes every C_v at once with the DFT over F_q^t:
+1{<u, v> = 0} = (1/q) sum_{c in F_q} w^{c <u, v>}, so
+C_v = (1/q) sum_c hhat(c v) with hhat the t-dimensional DFT of the
+histogram placed on F_q^t -- O(q^t t log q) = O(K q t log q) with numpy's
+FFT, instead of the paper's dynamic program of the same order.
+"""
+import math
+from decimal import ROUND_FLOOR
+from fractions import Fraction
+
+import numpy as np
+
+from mss_protocol.baselines import SupportOracle, _exp, _ln
+from mss_protocol.privacy import ONE
+
+
+def _is_prime(n):
+    return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+
+
+class PGR(SupportOracle):
+    name = "pgr"
+
+    def __init__(self, k, epsilon):
+        self.k, self.epsilon = k, epsilon
+        q = max(2, math.ceil(math.exp(epsilon) + 1))
+        while not _is_prime(q):
+            q += 1
+        t = 2
+        while (q ** t - 1) // (q - 1) < k:
+            t += 1
+        self.field, self.t = q, t  # field size q (self.q is the estimator's r below)
+        self.K = (q ** t - 1) // (q - 1)
+        self.c_set = (q ** (t - 1) - 1) // (q - 1)
+        self.c_int = (q ** (t - 2) - 1) // (q - 1)
+        e = _exp(epsilon)
+        # s = e^eps c_set / ((e^eps - 1) c_set + K), rounded down (towards privacy)
+        thr = int((ONE * e * self.c_set / ((e - 1) * self.c_set + self.K)).to_integral_value(ROUND_FLOOR))
+        out = self.K - self.c_set
+        while Fraction(thr * out, (ONE - thr) * self.c_set) > Fraction(e):
+            thr -= 1
+        self.threshold = thr
+        self.eps_effective = _ln(Fraction(thr * out, (ONE - thr) * self.c_set))
+        self.p = thr / ONE  # s
+        # the support estimator's q is r, the chance a non-holder lands in S_v
+        self.q = (self.p * self.c_int / self.c_set + (1 - self.p) * (self.c_set - self.c_int) / out)
+        self.bits = (self.K - 1).bit_length()
+        self.coords = self._points()
+
+    def _points(self):
+        """Coordinates of the K canonical points, shape (K, t), in index order."""
+        blocks = []
+        for lead in range(self.t):
+            free = self.t - 1 - lead
+            idx = np.arange(self.field ** free)
+            digits = (idx[:, None] // self.field ** np.arange(free - 1, -1, -1)) % self.field if free \
+                else np.zeros((1, 0), dtype=np.int64)
+            block = np.zeros((idx.size, self.t), dtype=np.int64)
+            block[:, lead] = 1
+            block[:, lead + 1:] = digits
+            blocks.append(block)
+        return np.concatenate(blocks)
+
+    # -- client -------------------------------------------------------------
+    def randomise(self, x, rng):
+        """A point index in [K]: rejection sampling of uniform points (integer only)."""
+        inside = rng.chance(self.threshold)
+        v = self.coords[x]
+        while True:
+            u = rng.below(self.K)
+            if (int(np.dot(self.coords[u], v)) % self.field == 0) == inside:
+                return u
+
+    def sample_counts(self, values, rng):
+        """Histogram (K,) of reports for ``values``: same law, vectorised rejection."""
+        values = np.asarray(values)
+        inside = rng.integers(0, ONE, size=values.size) < self.threshold
+        out = np.empty(values.size, dtype=np.int64)
+        todo = np.arange(values.size)
+        while todo.size:
+            u = rng.integers(0, self.K, size=todo.size)
+            dot = (self.coords[u] * self.coords[values[todo]]).sum(axis=1) % self.field
+            ok = (dot == 0) == inside[todo]
+            out[todo[ok]] = u[ok]
+            todo = todo[~ok]
+        return np.bincount(out, minlength=self.K)
+
+    # -- decoder ------------------------------------------------------------
+    def support(self, hist):
+        """C_v = sum_{u in S_v} hist[u] for the k items, by the DFT over F_q^t."""
+        q, t = self.field, self.t
+        flat = np.zeros(q ** t)
+        flat[self.coords @ (q ** np.arange(t - 1, -1, -1))] = hist
+        dtype = np.complex128 if q ** t <= 1 << 24 else np.complex64
+        hhat = np.fft.fftn(flat.reshape((q,) * t).astype(dtype)).ravel()
+        # hhat at c v for c in F_q: index of (c v mod q) in the flattened grid
+        weights = q ** np.arange(t - 1, -1, -1)
+        items = self.coords[:self.k]
+        total = np.zeros(self.k)
+        for c in range(q):
+            total += hhat[((c * items) % q) @ weights].real
+        # numpy's DFT uses w = exp(-2 pi i / q): the same indicator sum
+        return np.rint(total / q)
+
+    def estimate(self, hist, n):
+        return super().estimate(self.support(hist), n)
+
+    def support_slow(self, hist):
+        """Direct O(k K) reference of :meth:`support`, for tests."""
+        dots = (self.coords[:self.k] @ self.coords.T) % self.field
+        return (dots == 0).astype(np.int64) @ np.asarray(hist)
