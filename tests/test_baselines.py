@@ -67,3 +67,31 @@ def test_mse_matches_analytic_variance(make, eps):
                             - truth) ** 2) for _ in range(6)])
     assert mse == pytest.approx(oracle.variance(values.size), rel=0.15)
 
+
+
+def test_olh_client_supports_with_p_and_q():
+    """20,000 integer-client reports for x = 7: the share supporting x is
+    Binomial(n, p), the share supporting another item Binomial(n, q)
+    (|z| < 4.5 each: false alarm < 1e-5)."""
+    from mss_protocol.baselines import OLH
+
+    o = OLH(64, 2.0)
+    rng = ByteRng(random.Random(2).randbytes)
+    reports = [o.randomise(7, rng) for _ in range(20000)]
+    a, b, y = (np.array(col) for col in zip(*reports))
+    for v, prob in ((7, o.p), (30, o.q)):
+        hits = int((o.hash(a, b, v) == y).sum())
+        assert abs(hits - 20000 * prob) / math.sqrt(20000 * prob * (1 - prob)) < 4.5
+
+
+def test_olh_mse_matches_analytic_variance():
+    from mss_protocol.baselines import OLH
+
+    rng = np.random.default_rng(8)
+    values = rng.integers(0, 1024, size=100_000)
+    truth = np.bincount(values, minlength=1024) / values.size
+    for eps in (1.0, 4.0):
+        o = OLH(1024, eps)
+        mse = np.mean([np.mean((o.estimate(o.sample_counts(values, rng), values.size)[0] - truth) ** 2)
+                       for _ in range(4)])
+        assert mse == pytest.approx(o.variance(values.size), rel=0.15)

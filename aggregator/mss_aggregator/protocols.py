@@ -15,14 +15,14 @@ from mss_aggregator.counts import Counts
 from mss_aggregator.decoder import Decoder
 from mss_device.encoder import Encoder
 from mss_device.randomiser import privatise
-from mss_protocol.baselines import GRR, UnaryEncoding
+from mss_protocol.baselines import GRR, OLH, UnaryEncoding
 from mss_protocol.config import MssConfig
 from mss_protocol.pgr import PGR
 from mss_protocol.planner import plan
 from mss_protocol.sampler import sample_counts
 
-AVAILABLE = ("mss", "ss", "pgr", "grr", "rappor", "sue")
-PLANNED = ("olh", "hr")  # baselines still to come
+AVAILABLE = ("mss", "ss", "pgr", "grr", "rappor", "sue", "olh")
+PLANNED = ("hr",)  # baselines still to come
 
 
 class ResidueProtocol:
@@ -46,7 +46,7 @@ class ResidueProtocol:
 
 
 class SupportProtocol:
-    """PGR, GRR and unary encodings (support counts, closed-form decoder)."""
+    """PGR, GRR, unary encodings and OLH (support counts, closed-form decoder)."""
 
     def __init__(self, name, oracle):
         self.name, self.oracle = name, oracle
@@ -79,6 +79,8 @@ def make(name, k, eps):
         return SupportProtocol("rappor", UnaryEncoding(k, eps, "oue"))
     if name == "sue":
         return SupportProtocol("sue", UnaryEncoding(k, eps, "sue"))
+    if name == "olh":
+        return SupportProtocol("olh", OLH(k, eps))
     if name in PLANNED:
         raise NotImplementedError(f"protocol {name} is not implemented yet")
     raise ValueError(f"unknown protocol {name!r}; use {', '.join(AVAILABLE)}")

@@ -392,7 +392,7 @@ def _csv_list(kind):
 @click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--protocols", "names", default="mss,ss,pgr,grr,rappor", show_default=True,
               callback=_csv_list(str),
-              help="mss, ss, pgr, grr, rappor (OUE), sue; olh and hr are not implemented yet.")
+              help="mss, ss, pgr, grr, rappor (OUE), sue, olh; hr is not implemented yet.")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write {\"rows\": [...]}.")
