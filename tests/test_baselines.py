@@ -11,11 +11,14 @@ from scipy.stats import chisquare
 
 from channel import enumerate_outputs
 from mss_device.rng import ByteRng
-from mss_protocol.baselines import GRR, UnaryEncoding
+from mss_protocol.baselines import GRR, OLH, HadamardResponse, UnaryEncoding
 
 ORACLES = [lambda k, e: GRR(k, e), lambda k, e: UnaryEncoding(k, e, "oue"),
            lambda k, e: UnaryEncoding(k, e, "sue")]
 IDS = ["grr", "oue", "sue"]
+# all support-count oracles, for the MSE test
+ALL = ORACLES + [lambda k, e: OLH(k, e), lambda k, e: HadamardResponse(k, e)]
+ALL_IDS = IDS + ["olh", "hr"]
 
 
 @pytest.mark.parametrize("make", ORACLES, ids=IDS)
@@ -56,7 +59,7 @@ def test_client_and_sampler_follow_the_channel(make):
             assert np.max(np.abs(counts - mean) / sd) < 4.0
 
 
-@pytest.mark.parametrize("make", ORACLES, ids=IDS)
+@pytest.mark.parametrize("make", ALL, ids=ALL_IDS)
 @pytest.mark.parametrize("eps", [1.0, 4.0])
 def test_mse_matches_analytic_variance(make, eps):
     oracle = make(1024, eps)
@@ -84,14 +87,16 @@ def test_olh_client_supports_with_p_and_q():
         assert abs(hits - 20000 * prob) / math.sqrt(20000 * prob * (1 - prob)) < 4.5
 
 
-def test_olh_mse_matches_analytic_variance():
-    from mss_protocol.baselines import OLH
 
-    rng = np.random.default_rng(8)
-    values = rng.integers(0, 1024, size=100_000)
-    truth = np.bincount(values, minlength=1024) / values.size
-    for eps in (1.0, 4.0):
-        o = OLH(1024, eps)
-        mse = np.mean([np.mean((o.estimate(o.sample_counts(values, rng), values.size)[0] - truth) ** 2)
-                       for _ in range(4)])
-        assert mse == pytest.approx(o.variance(values.size), rel=0.15)
+def test_hr_client_and_fast_transform():
+    """The integer client lands in C_x with probability s (z-test, |z| < 4.5),
+    and the Walsh-Hadamard support equals the direct count."""
+    from scipy.linalg import hadamard
+
+    o = HadamardResponse(20, 1.0)
+    rng = ByteRng(random.Random(4).randbytes)
+    hits = sum(o._sign(6, o.randomise(5, rng)) for _ in range(20000))
+    assert abs(hits - 20000 * o.p) / math.sqrt(20000 * o.p * (1 - o.p)) < 4.5
+    hist = o.sample_counts(np.random.default_rng(0).integers(0, 20, size=3000), np.random.default_rng(1))
+    direct = (hadamard(o.K)[1:21] == 1).astype(int) @ hist
+    assert np.array_equal(o.support(hist), direct)

@@ -15,14 +15,13 @@ from mss_aggregator.counts import Counts
 from mss_aggregator.decoder import Decoder
 from mss_device.encoder import Encoder
 from mss_device.randomiser import privatise
-from mss_protocol.baselines import GRR, OLH, UnaryEncoding
+from mss_protocol.baselines import GRR, OLH, HadamardResponse, UnaryEncoding
 from mss_protocol.config import MssConfig
 from mss_protocol.pgr import PGR
 from mss_protocol.planner import plan
 from mss_protocol.sampler import sample_counts
 
-AVAILABLE = ("mss", "ss", "pgr", "grr", "rappor", "sue", "olh")
-PLANNED = ("hr",)  # baselines still to come
+AVAILABLE = ("mss", "ss", "pgr", "grr", "rappor", "sue", "olh", "hr")
 
 
 class ResidueProtocol:
@@ -46,7 +45,7 @@ class ResidueProtocol:
 
 
 class SupportProtocol:
-    """PGR, GRR, unary encodings and OLH (support counts, closed-form decoder)."""
+    """PGR, GRR, unary encodings, OLH and HR (support counts, closed-form decoder)."""
 
     def __init__(self, name, oracle):
         self.name, self.oracle = name, oracle
@@ -81,8 +80,8 @@ def make(name, k, eps):
         return SupportProtocol("sue", UnaryEncoding(k, eps, "sue"))
     if name == "olh":
         return SupportProtocol("olh", OLH(k, eps))
-    if name in PLANNED:
-        raise NotImplementedError(f"protocol {name} is not implemented yet")
+    if name == "hr":
+        return SupportProtocol("hr", HadamardResponse(k, eps))
     raise ValueError(f"unknown protocol {name!r}; use {', '.join(AVAILABLE)}")
 
 
