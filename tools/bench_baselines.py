@@ -7,23 +7,12 @@
 * OLH at n = 10^5, k = 1024: decode (support tally + estimate) < 3 s;
 * MSS at k = 22000 for reference (< 0.05 s).
 """
-import statistics
-import time
-
 import numpy as np
+from bench_core import timed  # tools/ is the script's folder
 
 from mss_aggregator import protocols
 from mss_protocol.baselines import OLH
 from mss_protocol.pgr import PGR
-
-
-def median_seconds(fn, repeat=5):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
 
 
 def main():
@@ -34,20 +23,20 @@ def main():
     for eps in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0):
         o = PGR(22000, eps)
         hist = o.sample_counts(values, rng)
-        dec = median_seconds(lambda: o.estimate(hist, n))
+        dec = timed(lambda: o.estimate(hist, n), 5)
         units = n + o.K * o.field * o.t
         a = np.ones(units)
-        unit = median_seconds(lambda: a * 1.0001 + 1.0)
+        unit = timed(lambda: a * 1.0001 + 1.0, 5)
         print(f"  eps={eps}: q={o.field} t={o.t} K={o.K:,}: decode {dec:.3f} s; n + Kqt = {units:,} "
               f"-> one pass {unit:.4f} s; ratio {dec / unit:.1f} "
               f"({'OK' if dec / unit <= 10 else 'MISSED'} <= 10)")
         mss = protocols.make("mss", 22000, eps)
         counts = mss.sample(values, rng)
-        print(f"           MSS decode {median_seconds(lambda: mss.decode(counts, n, 'none')):.4f} s")
+        print(f"           MSS decode {timed(lambda: mss.decode(counts, n, 'none'), 5):.4f} s")
     o = OLH(1024, 4.0)
     vals = rng.integers(0, 1024, size=100_000)
     reports = o.sample_counts(vals, rng)
-    dec = median_seconds(lambda: o.estimate(reports, vals.size), repeat=3)
+    dec = timed(lambda: o.estimate(reports, vals.size), 3)
     print(f"OLH, k = 1024, n = 100,000, eps = 4: decode {dec:.2f} s ({'OK' if dec < 3 else 'MISSED'} < 3 s; "
           "the Python peers take 80-120 s)")
 
