@@ -15,13 +15,12 @@ and fhat_v = (C_v / n - r)/(s - r) with C_v = sum_{u in S_v} hist[u]
 (the support estimator of :mod:`.baselines`).  The histogram over [K] is
 the additive sufficient statistic.
 
-Decoding: for t <= 3 each S_v is a projective line (or point), whose
-q + 1 points are gathered for all items at once (O(k q t)); for t >= 4
-every C_v comes from the DFT over F_q^t: 1{<u, v> = 0} =
-(1/q) sum_{c in F_q} w^{c <u, v>}, so C_v = (1/q) sum_c hhat(c v) with
-hhat the t-dimensional DFT of the histogram placed on F_q^t --
-O(q^t t log q) = O(K q t log q) with numpy's FFT, in place of the paper's
-dynamic program of the same order up to the log.
+Decoding computes every C_v at once with the DFT over F_q^t:
+1{<u, v> = 0} = (1/q) sum_{c in F_q} w^{c <u, v>}, so
+C_v = (1/q) sum_c Re hhat(c v) with hhat the t-dimensional DFT of the
+histogram placed on F_q^t (a real FFT: half the spectrum suffices) --
+O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
+of the same order up to the log (measured against it: docs/benchmarks.md).
 """
 import math
 from decimal import ROUND_FLOOR
@@ -106,54 +105,20 @@ class PGR(SupportOracle):
 
     # -- decoder ------------------------------------------------------------
     def support(self, hist):
-        """C_v = sum_{u in S_v} hist[u] for the k items: direct for t <= 3, else by DFT."""
-        return self._support_direct(hist) if self.t <= 3 else self._support_dft(hist)
-
-    def _index(self, vec):
-        """Point index of nonzero vectors (..., t): scale to canonical, then rank."""
+        """C_v = sum_{u in S_v} hist[u] for the k items, by the DFT over F_q^t."""
         q, t = self.field, self.t
-        lead = np.argmax(vec != 0, axis=-1)
-        inv = np.array([0] + [pow(a, q - 2, q) for a in range(1, q)])  # Fermat inverses
-        canon = (vec * inv[np.take_along_axis(vec, lead[..., None], -1)]) % q
-        starts = np.concatenate([[0], np.cumsum([q ** (t - 1 - i) for i in range(t)])])
-        weights = q ** np.arange(t - 1, -1, -1)
-        # digits after the leading 1, read in base q, plus the block offset
-        rank = (canon * weights).sum(-1) - weights[lead]
-        return starts[lead] + rank
-
-    def _support_direct(self, hist):
-        """t <= 3: S_v is a line of q + 1 points spanned by two vectors of v^perp;
-        gather them for every item at once, O(k q t)."""
-        q = self.field
-        v = self.coords[:self.k]
-        if self.t == 2:  # S_v is the single point v^perp = (-v1, v0)
-            return np.asarray(hist)[self._index(np.stack([-v[:, 1] % q, v[:, 0]], -1))]
-        # v x e_0, v x e_1, v x e_2 span v^perp (a plane); take an independent pair
-        # (over F_q v may be self-orthogonal, so v x (v x e) is no safe choice)
-        c = np.cross(v[:, None, :], np.eye(3, dtype=np.int64)[None]) % q
-        pairs = [(0, 1), (0, 2), (1, 2)]
-        ok = np.stack([(np.cross(c[:, a], c[:, b]) % q).any(axis=1) for a, b in pairs], axis=1)
-        first = np.argmax(ok, axis=1)
-        rows = np.arange(self.k)
-        b1 = c[rows, np.array([a for a, _ in pairs])[first]]
-        b2 = c[rows, np.array([b for _, b in pairs])[first]]
-        # the q + 1 points of the line: b1 + a b2 (a in F_q) and b2
-        a = np.arange(q)
-        pts = (b1[:, None, :] + a[None, :, None] * b2[:, None, :]) % q
-        pts = np.concatenate([pts, b2[:, None, :]], axis=1)
-        return np.asarray(hist)[self._index(pts)].sum(axis=1)
-
-    def _support_dft(self, hist):
-        q, t = self.field, self.t
-        flat = np.zeros(q ** t)
-        flat[self.coords @ (q ** np.arange(t - 1, -1, -1))] = hist
-        exact32 = np.sum(hist) < 1 << 20  # single precision still rounds to the exact counts
-        hhat = np.fft.fftn(flat.reshape((q,) * t).astype(np.complex64 if exact32 else np.complex128)).ravel()
-        weights = q ** np.arange(t - 1, -1, -1)
+        flat = np.zeros(q ** t, dtype=np.float32 if np.sum(hist) < 1 << 20 else np.float64)
+        flat[self.coords @ (q ** np.arange(t - 1, -1, -1))] = hist  # float32 still rounds exactly
+        # Real input: the half spectrum suffices, since Re hhat(-w) = Re hhat(w).
+        half = np.fft.rfftn(flat.reshape((q,) * t)).real.ravel()
+        dims = (q,) * (t - 1) + (q // 2 + 1,)
+        weights = np.array([int(np.prod(dims[i + 1:])) for i in range(t)])
         items = self.coords[:self.k]
         total = np.zeros(self.k)
-        for c in range(q):  # hhat at c v; numpy's w = exp(-2 pi i / q) gives the same indicator sum
-            total += hhat[((c * items) % q) @ weights].real
+        for c in range(q):  # sum over c of Re hhat(c v); numpy's w = exp(-2 pi i / q)
+            w = (c * items) % q
+            w = np.where(w[:, -1:] > q // 2, (-w) % q, w)
+            total += half[w @ weights]
         return np.rint(total / q)
 
     def estimate(self, hist, n):
