@@ -99,9 +99,10 @@ def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitt
     agg.kill9()
     killed_at = counters(store)["accepted"]
     pub.join()
-    AggregatorProcess(tmp_path, config, store, broker=broker).start()
-    c = wait_for(store, lambda c: c["accepted"] >= 5000, timeout=120)
+    again = AggregatorProcess(tmp_path, config, store, broker=broker).start()
+    wait_for(store, lambda c: c["accepted"] >= 5000, timeout=120)
     time.sleep(1.0)
+    again.stop()
     s = Store(store)
     keys = s.accepted_keys()
     online = s.counts()
@@ -130,7 +131,7 @@ def test_broker_restart_mid_stream(tmp_path, config):
         broker_proc.start()
         time.sleep(0.5)
         publish(second, broker, "t")  # the aggregator reconnects by itself
-        c = wait_for(store, lambda c: c["accepted"] >= 2000, timeout=90)
+        wait_for(store, lambda c: c["accepted"] >= 2000, timeout=90)
         time.sleep(1.0)
         s = Store(store)
         keys = s.accepted_keys()

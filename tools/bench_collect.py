@@ -57,7 +57,6 @@ def run(args, rate=None):
         time.sleep(1.5)
         per = args.reports // args.publishers
         epochs = 10
-        t0 = time.time()
         pace = ["--rate", str(rate / args.publishers)] if rate else []
         pubs = [subprocess.Popen([sys.executable, "-m", "mss_aggregator.loadgen", str(tmp / "cfg.json"),
                                   url, "bench", str(per // epochs), str(epochs), str(tmp / f"log{i}.json"),

@@ -13,25 +13,13 @@ so fhat_v = (c_v / n - q) / (p - q), with variance
 q(1-q)/(n (p-q)^2) + f_v (1-p-q)/(n (p-q)).
 """
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+from decimal import ROUND_CEILING, ROUND_FLOOR
 from fractions import Fraction
 
 import numpy as np
 
+from mss_protocol import privacy
 from mss_protocol.privacy import ONE
-
-
-def _exp(eps):
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return Decimal(eps).exp()
-
-
-def _ln(ratio):
-    with localcontext() as ctx:
-        ctx.prec = 60
-        value = (Decimal(ratio.numerator) / Decimal(ratio.denominator)).ln()
-    return math.nextafter(float(value), -math.inf) if Decimal(float(value)) > value else float(value)
 
 
 class SupportOracle:
@@ -60,14 +48,11 @@ class GRR(SupportOracle):
 
     def __init__(self, k, epsilon):
         self.k, self.epsilon = k, epsilon
-        e = _exp(epsilon)
-        t = int((ONE * e / (e + k - 1)).to_integral_value(ROUND_FLOOR))
-        while Fraction(t * (k - 1), ONE - t) > Fraction(e):
-            t -= 1
-        self.threshold = t
+        # GRR is the keep-one-of-k channel of privacy.threshold (omega = 1)
+        self.threshold = t = privacy.threshold(k, 1, epsilon)
         self.p = t / ONE
         self.q = (1 - self.p) / (k - 1)
-        self.eps_effective = _ln(Fraction(t * (k - 1), ONE - t))
+        self.eps_effective = privacy.eps_effective([k], [1], [t])
         self.bits = (k - 1).bit_length()
 
     def randomise(self, x, rng):
@@ -76,13 +61,16 @@ class GRR(SupportOracle):
         v = rng.below(self.k - 1)
         return v + (v >= x)
 
-    def sample_counts(self, values, rng):
-        """Support counts (k,) of reports for ``values``, vectorised (same law)."""
+    def perturb(self, values, rng):
+        """Reports for ``values``, vectorised (the same law as :meth:`randomise`)."""
         values = np.asarray(values)
         keep = rng.integers(0, ONE, size=values.size) < self.threshold
         other = rng.integers(0, self.k - 1, size=values.size)
-        report = np.where(keep, values, other + (other >= values))
-        return np.bincount(report, minlength=self.k)
+        return np.where(keep, values, other + (other >= values))
+
+    def sample_counts(self, values, rng):
+        """Support counts (k,) of reports for ``values``."""
+        return np.bincount(self.perturb(values, rng), minlength=self.k)
 
 
 class UnaryEncoding(SupportOracle):
@@ -93,12 +81,12 @@ class UnaryEncoding(SupportOracle):
 
     def __init__(self, k, epsilon, variant="oue"):
         self.k, self.epsilon, self.name = k, epsilon, variant
-        e = Fraction(_exp(epsilon))
+        e = Fraction(privacy.exp_decimal(epsilon))
         if variant == "oue":
             tp = ONE // 2
-            tq = int((ONE / (_exp(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up: more privacy
+            tq = int((ONE / (privacy.exp_decimal(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up
         elif variant == "sue":
-            h = _exp(epsilon / 2)
+            h = privacy.exp_decimal(epsilon / 2)
             tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
             tq = ONE - tp
         else:
@@ -112,7 +100,7 @@ class UnaryEncoding(SupportOracle):
         eps_ratio = ratio(tp, tq)
         self.tp, self.tq = tp, tq
         self.p, self.q = tp / ONE, tq / ONE
-        self.eps_effective = _ln(eps_ratio)
+        self.eps_effective = privacy.ln_down(eps_ratio)
         self.bits = k
 
     def randomise(self, x, rng):
@@ -189,10 +177,7 @@ class OLH(SupportOracle):
         values = np.asarray(values)
         a = rng.integers(1, self.P, size=values.size)
         b = rng.integers(0, self.P, size=values.size)
-        h = self.hash(a, b, values)
-        keep = rng.integers(0, ONE, size=values.size) < self.threshold
-        other = rng.integers(0, self.g - 1, size=values.size)
-        return a, b, np.where(keep, h, other + (other >= h))
+        return a, b, self.grr.perturb(self.hash(a, b, values), rng)
 
 
 def _even_parity(x):
@@ -224,13 +209,10 @@ class HadamardResponse(SupportOracle):
     def __init__(self, k, epsilon):
         self.k, self.epsilon = k, epsilon
         self.K = 1 << k.bit_length()  # > k, so rows 1..k exist
-        e = _exp(epsilon)
-        t = int((ONE * e / (e + 1)).to_integral_value(ROUND_FLOOR))
-        while Fraction(t, ONE - t) > Fraction(e):
-            t -= 1
-        self.threshold = t
+        # in C_x or not: the keep-one-of-two channel (C_x and its complement have K/2 points)
+        self.threshold = t = privacy.threshold(2, 1, epsilon)
         self.p, self.q = t / ONE, 0.5
-        self.eps_effective = _ln(Fraction(t, ONE - t))
+        self.eps_effective = privacy.eps_effective([2], [1], [t])
         self.bits = (self.K - 1).bit_length()
 
     @staticmethod

@@ -23,12 +23,10 @@ O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
 import math
-from decimal import ROUND_FLOOR
-from fractions import Fraction
-
 import numpy as np
 
-from mss_protocol.baselines import SupportOracle, _exp, _ln
+from mss_protocol import privacy
+from mss_protocol.baselines import SupportOracle
 from mss_protocol.privacy import ONE
 
 
@@ -51,15 +49,12 @@ class PGR(SupportOracle):
         self.K = (q ** t - 1) // (q - 1)
         self.c_set = (q ** (t - 1) - 1) // (q - 1)
         self.c_int = (q ** (t - 2) - 1) // (q - 1)
-        e = _exp(epsilon)
-        # s = e^eps c_set / ((e^eps - 1) c_set + K), rounded down (towards privacy)
-        thr = int((ONE * e * self.c_set / ((e - 1) * self.c_set + self.K)).to_integral_value(ROUND_FLOOR))
-        out = self.K - self.c_set
-        while Fraction(thr * out, (ONE - thr) * self.c_set) > Fraction(e):
-            thr -= 1
-        self.threshold = thr
-        self.eps_effective = _ln(Fraction(thr * out, (ONE - thr) * self.c_set))
+        # s = e^eps c_set / ((e^eps - 1) c_set + K): the channel "c_set of K outcomes
+        # weighted by e^eps" of privacy.threshold, rounded down (towards privacy)
+        self.threshold = thr = privacy.threshold(self.K, self.c_set, epsilon)
+        self.eps_effective = privacy.eps_effective([self.K], [self.c_set], [thr])
         self.p = thr / ONE  # s
+        out = self.K - self.c_set
         # the support estimator's q is r, the chance a non-holder lands in S_v
         self.q = (self.p * self.c_int / self.c_set + (1 - self.p) * (self.c_set - self.c_int) / out)
         self.bits = (self.K - 1).bit_length()

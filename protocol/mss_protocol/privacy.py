@@ -34,7 +34,7 @@ def threshold(m, omega, eps):
         e = Decimal(eps).exp()
         t = int((ONE * omega * e / (omega * e + m - omega)).to_integral_value(ROUND_FLOOR))
     # Guard the decimal rounding: never exceed the exact bound.
-    while t > 0 and Fraction(ratio(m, omega, t)) > Fraction(_exp_upper(eps)):
+    while t > 0 and ratio(m, omega, t) > Fraction(exp_decimal(eps)):
         t -= 1
     return t
 
@@ -44,17 +44,27 @@ def ratio(m, omega, t):
     return Fraction(t * (m - omega), (ONE - t) * omega)
 
 
-def _exp_upper(eps):
+def exp_decimal(eps):
+    """e^eps to 60 digits."""
     with localcontext() as ctx:
         ctx.prec = 60
         return Decimal(eps).exp()
 
 
-def eps_effective(moduli, omegas, thresholds):
-    """max_j ln R_j, rounded down to a float (never above the exact value)."""
-    worst = max(ratio(m, w, t) for m, w, t in zip(moduli, omegas, thresholds))
+def ln_down(r):
+    """ln of a positive Fraction, rounded down to a float (never above the exact value)."""
     with localcontext() as ctx:
         ctx.prec = 60
-        ln = (Decimal(worst.numerator) / Decimal(worst.denominator)).ln()
+        ln = (Decimal(r.numerator) / Decimal(r.denominator)).ln()
         value = float(ln)
         return value if Decimal(value) <= ln else math.nextafter(value, -math.inf)
+
+
+def eps_effective(moduli, omegas, thresholds):
+    """max_j ln R_j, rounded down to a float (never above the exact value).
+
+    The same form covers GRR (m = k, omega = 1), Hadamard response (m = 2,
+    omega = 1) and PGR (m = K, omega = c_set): one "set of omega of m
+    outcomes weighted by e^eps" channel.
+    """
+    return ln_down(max(ratio(m, w, t) for m, w, t in zip(moduli, omegas, thresholds)))

@@ -1,6 +1,5 @@
 """The firmware under real MicroPython reproduces every shared test vector bit for bit."""
 import json
-from pathlib import Path
 
 import pytest
 

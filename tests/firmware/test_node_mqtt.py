@@ -2,7 +2,6 @@
 with micropython-lib's umqtt.simple (1.3.4 from PyPI, pinned by sha256)."""
 import json
 import subprocess
-import threading
 import time
 
 import paho.mqtt.client as mqtt

@@ -10,7 +10,6 @@
   is <= epsilon; a deliberately broken randomiser (always keeps the true
   residue) is caught: its bound exceeds epsilon.
 """
-import json
 from collections import Counter
 
 import pytest
