@@ -1,13 +1,15 @@
 """The device main loop.
 
 Every tick: feed the watchdog; if the current epoch has no report yet for
-the active config, read the sensor, privatise the value and queue the
-report in flash; send queued reports oldest first; poll the transport (a
-new retained config may arrive).  A missing or corrupt config leaves the
+the active config, read the sensor, privatise the value (with
+device.memoize: re-send the value's memoized draw) and queue the report
+in flash; send queued reports oldest first; poll the transport (a new
+retained config may arrive).  A missing or corrupt config leaves the
 board idle, logging why and re-reading the file every minute.
 """
 import time
 
+from mss_device.encoder import HEADER_BYTES
 from mss_node import files, log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
@@ -42,7 +44,7 @@ class Node:
         self.clock = clock
         self.s = settings.load(config_path)
         self.reporter = Reporter(self.s.params, rng)
-        self.state = State(state_path, self.s.device["queue_max"])
+        self.state = State(state_path, self.s.device["queue_max"], self.s.device["memo_max"])
         self.link = link or self._make_link()
 
     def _make_link(self):
@@ -75,13 +77,29 @@ class Node:
                 log.error("sensor failed: %r" % (exc,))
                 value = None
             if self.reporter.valid(value):
-                self.state.add(cid, epoch, self.reporter.report(value, epoch, self.state.seq))
+                report, memo = self._report(cid, value, epoch)
+                self.state.add(cid, epoch, report, memo)
             else:
                 log.warn("sensor value %r is not a category in [0, %d); no report"
                          % (value, self.s.params.k))
         while self.state.queue and self.link.send(bytes.fromhex(self.state.queue[0])):
             self.state.sent()
         self.link.poll()
+
+    def _report(self, cid, value, epoch):
+        """(report, draw to memoize or None).  With device.memoize, a value's
+        first draw is kept and re-sent while it lasts: no new randomness."""
+        seq, rep = self.state.seq, self.reporter
+        if not self.s.device["memoize"]:
+            return rep.report(value, epoch, seq), None
+        hit = self.state.recall(cid, value)
+        if hit is not None:
+            report = rep.replay(bytes.fromhex(hit[1]), epoch, seq)
+            if report is not None:
+                return report, None
+            log.warn("memo is no report body of config %s: drawing afresh" % cid)
+        report = rep.report(value, epoch, seq)
+        return report, [value, report[HEADER_BYTES:].hex()]
 
     def new_config(self, d):
         """Adopt a config pushed by the aggregator (protocol fields only)."""

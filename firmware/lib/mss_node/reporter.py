@@ -1,5 +1,10 @@
-"""One privatised report per epoch: randomiser + encoder with reused buffers."""
-from mss_device.encoder import Encoder
+"""One privatised report per epoch: randomiser + encoder with reused buffers.
+
+With ``device.memoize`` the node keeps a fresh report's body, the wire form
+of the draw (j, Z) (SPEC.md section 4: its smallest exact form), and
+``replay`` sends that body again under a new header, drawing nothing.
+"""
+from mss_device.encoder import HEADER_BYTES, VERSION, Encoder
 from mss_device.randomiser import privatise
 from mss_device.rng import ByteRng
 
@@ -18,3 +23,33 @@ class Reporter:
         """Report bytes for ``value``; the value itself never leaves this call."""
         j = privatise(self.params, value, self.rng, self.mark)
         return self.encoder.encode(j, self.mark, epoch, seq)
+
+    def replay(self, body, epoch, seq):
+        """The report of a memoized ``body`` at (epoch, seq): the header the
+        encoder writes, the same body bytes, no random draw.  None if ``body``
+        cannot be a body of this config (a tampered memo)."""
+        if not self._fits(body):
+            return None
+        out = bytearray(HEADER_BYTES + len(body))
+        out[0] = VERSION
+        out[1:5] = self.params.config_id
+        for i in range(4):
+            out[8 - i] = (epoch >> (i << 3)) & 0xFF
+        out[9] = (seq >> 8) & 0xFF
+        out[10] = seq & 0xFF
+        out[HEADER_BYTES:] = body
+        return bytes(out)
+
+    def _fits(self, body):
+        """Block index in range, the block's body length, zero padding."""
+        p = self.params
+        if len(body) << 3 < p.jbits:
+            return False
+        j = 0
+        for i in range(p.jbits):
+            j = (j << 1) | ((body[i >> 3] >> (7 - (i & 7))) & 1)
+        if j >= len(p.moduli):
+            return False
+        nbits = p.jbits + p.rank_bits[j]
+        pad = (len(body) << 3) - nbits
+        return 0 <= pad < 8 and not body[-1] & ((1 << pad) - 1)

@@ -15,6 +15,8 @@ DEVICE_DEFAULTS = {
     "transport": "serial",  # "serial" or "mqtt"
     "queue_max": 32,  # unsent reports kept in flash
     "watchdog_ms": 0,  # 0: no watchdog
+    "memoize": False,  # re-send one draw per value (SPEC.md, Memoized reports)
+    "memo_max": 16,  # values memoized per config; the least recently used goes
     "mqtt": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None,
              "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300},
     "serial": {"uart": None, "baud": 115200, "tx": None, "rx": None, "path": None},
@@ -63,11 +65,14 @@ class Settings:
                 dev[key] = sub
             else:
                 dev[key] = given[key]
-        for key in ("period_s", "poll_s", "queue_max", "watchdog_ms", "epoch_origin"):
+        for key in ("period_s", "poll_s", "queue_max", "watchdog_ms", "epoch_origin", "memo_max"):
             if type(dev[key]) is not int or dev[key] < 0:
                 raise ValueError("device.%s must be a non-negative integer" % key)
-        if dev["period_s"] < 1 or dev["queue_max"] < 1:
-            raise ValueError("device.period_s and device.queue_max must be at least 1")
+        for key in ("period_s", "queue_max", "memo_max"):
+            if dev[key] < 1:
+                raise ValueError("device.%s must be at least 1" % key)
+        if type(dev["memoize"]) is not bool:
+            raise ValueError("device.memoize must be true or false")
         if dev["transport"] not in ("serial", "mqtt"):
             raise ValueError("device.transport must be serial or mqtt")
         self.device = dev

@@ -5,14 +5,20 @@ reported, ``queue`` holds unsent reports (hex) oldest first, ``dropped``
 counts reports lost to a full queue.  The epoch is marked used in the same
 write that queues its report, so a reboot can neither send a second fresh
 report for that epoch nor lose a queued one.
+
+``memo`` (``device.memoize``) maps the active config id to its memoized
+draws, least recently used first: ``[[value, body hex], ...]`` with the
+report body (j, Z) of SPEC.md section 4.  A draw is memoized in the write
+that queues its report; memos of other configs go in that write.
 """
-from mss_node import files
+from mss_node import files, log
 
 
 class State:
-    def __init__(self, path, queue_max):
+    def __init__(self, path, queue_max, memo_max=16):
         self.path = path
         self.queue_max = queue_max
+        self.memo_max = memo_max
         d = files.load(path, None)
         if not _valid(d):
             d = {}  # unreadable or tampered: start fresh rather than crash the loop
@@ -20,23 +26,47 @@ class State:
         self.last = d.get("last", {})
         self.queue = d.get("queue", [])
         self.dropped = d.get("dropped", 0)
+        self.memo = d.get("memo", {})
 
     def save(self):
         files.save(self.path, {"seq": self.seq, "last": self.last, "queue": self.queue,
-                               "dropped": self.dropped})
+                               "dropped": self.dropped, "memo": self.memo})
 
     def due(self, config_id, epoch):
         return epoch > self.last.get(config_id, -1)
 
-    def add(self, config_id, epoch, report):
-        """Queue a report made for ``epoch``; drop the oldest when full."""
+    def recall(self, config_id, value):
+        """The memo ``[value, body hex]`` of ``value`` under ``config_id``
+        (now the most recently used), or None."""
+        entries = self.memo.get(config_id, [])
+        for e in entries:
+            if e[0] == value:
+                entries.remove(e)
+                entries.append(e)
+                return e
+        return None
+
+    def add(self, config_id, epoch, report, memo=None):
+        """Queue a report made for ``epoch``; drop the oldest when full.
+        ``memo`` (``[value, body hex]``) is the fresh draw to keep."""
         self.queue.append(report.hex())
         while len(self.queue) > self.queue_max:
             self.queue.pop(0)
             self.dropped += 1
         self.last[config_id] = epoch
         self.seq = (self.seq + 1) & 0xFFFF
+        if memo is not None:
+            self._remember(config_id, memo)
         self.save()
+
+    def _remember(self, config_id, memo):
+        entries = [e for e in self.memo.get(config_id, []) if e[0] != memo[0]]
+        entries.append(memo)
+        while len(entries) > self.memo_max:
+            entries.pop(0)
+            log.warn("memo full (%d values): forgot the least recently used one; "
+                     "it is drawn afresh if it returns" % self.memo_max)
+        self.memo = {config_id: entries}  # memos of other configs go
 
     def sent(self):
         self.queue.pop(0)
@@ -51,13 +81,21 @@ def _hex(text):
         return False
 
 
+def _entry(e):
+    return (isinstance(e, list) and len(e) == 2 and type(e[0]) is int and isinstance(e[1], str)
+            and _hex(e[1]))
+
+
 def _valid(d):
     if not isinstance(d, dict):
         return False
     for key in ("seq", "dropped"):
         if type(d.get(key, 0)) is not int:
             return False
-    last, queue = d.get("last", {}), d.get("queue", [])
+    last, queue, memo = d.get("last", {}), d.get("queue", []), d.get("memo", {})
     if not isinstance(last, dict) or not all(type(v) is int for v in last.values()):
+        return False
+    if not isinstance(memo, dict) or not all(isinstance(v, list) and all(_entry(e) for e in v)
+                                             for v in memo.values()):
         return False
     return isinstance(queue, list) and all(isinstance(q, str) and _hex(q) for q in queue)
