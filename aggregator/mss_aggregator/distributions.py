@@ -3,9 +3,12 @@
 ``zipf:S`` is P(i) proportional to (i + 1)^-S (item 0 most frequent, as in
 the PGR experiments); ``spike`` puts all mass on item 0; ``file:PATH``
 reads a CSV of non-negative counts, one per item (a single column, or
-``item,count`` rows; a header row is allowed).
+``item,count`` rows; a header row is allowed) or, for a ``.json`` file,
+the output of ``mss estimate --json`` (its estimates projected onto the
+probability simplex, as a prior must be a distribution).
 """
 import csv
+import json
 
 import numpy as np
 
@@ -31,7 +34,7 @@ def parse(spec, k):
         p = np.arange(1, k + 1, dtype=float) ** -s
         return p / p.sum()
     if name == "file" and arg:
-        return _from_csv(arg, k)
+        return _from_estimate(arg, k) if arg.endswith(".json") else _from_csv(arg, k)
     raise DistributionError(f"unknown distribution {spec!r}: use zipf:S, spike, uniform or file:PATH")
 
 
@@ -57,6 +60,25 @@ def _from_csv(path, k):
     if counts.sum() <= 0:
         raise DistributionError(f"{path}: no positive counts")
     return counts / counts.sum()
+
+
+def _from_estimate(path, k):
+    from mss_aggregator.postprocess import simplex
+
+    try:
+        with open(path) as fh:
+            rows = json.load(fh)["estimates"]
+        est = np.array([float(r["estimate"]) for r in sorted(rows, key=lambda r: r["item"])])
+        items = [r["item"] for r in rows]
+    except OSError as exc:
+        raise DistributionError(f"{path}: {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DistributionError(f"{path}: not the output of `mss estimate --json` ({exc!r})") from None
+    if sorted(items) != list(range(k)):
+        raise DistributionError(f"{path}: estimates cover {len(items)} items, expected items 0..{k - 1}")
+    if not np.all(np.isfinite(est)):
+        raise DistributionError(f"{path}: estimates are not finite numbers")
+    return simplex(est)
 
 
 def _is_number(text):

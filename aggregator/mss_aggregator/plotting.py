@@ -81,3 +81,42 @@ def plot_bench(rows, prefix):
                 ax.plot(x, y, marker="o", label=name)
             save(fig, ax, f"{label}, k={k}", label, f"{prefix}-{key.split('_')[0]}-k{k}.png")
     return paths
+
+
+def plot_audit(sweep, path, title, longitudinal=None):
+    """Reconstruction success vs epsilon for the paper's rule and the Bayes-optimal
+    attacker, with the eps-LDP ceiling, the ReRo bound and the no-information
+    line; with ``longitudinal``, a third panel of success vs reports T."""
+    panels = 3 if longitudinal else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.4))
+    eps = sweep["epsilons"]
+    colour = {name: f"C{i}" for i, name in enumerate(sweep["bayes"])}  # one colour per protocol
+    for ax, key, label in ((axes[0], "paper_rule", "paper's rule"), (axes[1], "bayes", "Bayes-optimal")):
+        for name, ys in sweep[key].items():
+            pts = [(e, y) for e, y in zip(eps, ys) if y is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3.5, color=colour[name], label=name)
+        ax.plot(eps, sweep["ceiling"], color="black", lw=2, label="eps-LDP ceiling")
+        ax.plot(eps, sweep["rero"], color="black", ls="-.", lw=1, label="ReRo bound")
+        ax.axhline(sweep["no_information"], color="grey", ls=":", label="no information")
+        ax.set_yscale("log")
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel("P[exact value recovered]")
+        ax.set_title(f"{label}: {title}", fontsize=9)
+        ax.legend(fontsize=7)
+    if longitudinal:
+        ax = axes[2]
+        t = longitudinal["horizons"]
+        for row in longitudinal["rows"]:
+            ax.plot(t, row["success"], marker="o", ms=3, ls="-" if row["mode"] == "fresh" else "--",
+                    color=colour.get(row["protocol"]), label=f"{row['protocol']} {row['mode']}")
+        ax.plot(t, longitudinal["ceiling"], color="black", lw=2, label="ceiling at T eps")
+        ax.axhline(longitudinal["memoize_ceiling"], color="black", ls=":", label="ceiling at eps")
+        ax.set_xscale("log")
+        ax.set_xlabel("reports T of one value")
+        ax.set_ylabel("P[exact value recovered]")
+        ax.set_title(f"repeated reports ({longitudinal['trials']} devices)", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -38,12 +38,14 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
+from mss_device.encoder import Encoder
 from mss_device.randomiser import privatise
 from mss_protocol import baselines
 from mss_protocol.config import MssConfig
 from mss_protocol.pgr import PGR
+from mss_protocol.wire import WireCodec
 
-EXACT_CELLS = 1 << 28  # outputs x items enumerated for an exact value (about 30 s here)
+EXACT_CELLS = 1 << 30  # outputs x items enumerated for an exact value (a few seconds)
 
 
 def _lcomb(n, r):
@@ -100,6 +102,14 @@ class Channel:
         """A hashable form of the report (identical reports, identical keys)."""
         return report
 
+    def wire(self, x, rng):
+        """The exact output the client sends (what an empirical audit inspects)."""
+        return self.client(x, rng)
+
+    def parse(self, data):
+        """The report carried by wire output ``data``."""
+        return data
+
     def bayes_exact(self, prior):
         return None
 
@@ -124,6 +134,7 @@ class ResidueChannel(Channel):
                             / ((1 - cfg.p) * np.array(cfg.omegas)))
         self.residues = [np.arange(cfg.k) % m for m in cfg.moduli]
         self.mark = bytearray((max(cfg.moduli) + 7) // 8)
+        self.encoder, self.codec = Encoder(cfg), WireCodec(cfg)
         self._client = client
 
     def client(self, x, rng):
@@ -132,6 +143,17 @@ class ResidueChannel(Channel):
         j = privatise(self.cfg, x, rng, self.mark)
         bits = np.unpackbits(np.frombuffer(self.mark, dtype=np.uint8), bitorder="little")
         return j, np.flatnonzero(bits[:self.cfg.moduli[j]])
+
+    def wire(self, x, rng):
+        if self._client is not None:
+            return self._client(x, rng)
+        return self.encoder.encode(privatise(self.cfg, x, rng, self.mark), self.mark, 0, 0)
+
+    def parse(self, data):
+        if self._client is not None:
+            return 0, np.array([data])
+        r = self.codec.decode(data)
+        return r.j, np.array(r.subset, dtype=np.int64)
 
     def support(self, report):
         j, z = report
@@ -322,10 +344,13 @@ class OLHChannel(MembershipChannel):
         return 1.0 / (2 * max(self.k / (math.exp(self.oracle.epsilon) + 1), 1))
 
 
-def channel(name, k, epsilon):
-    """The attacker's view of protocol ``name`` (as in :mod:`.protocols`)."""
+def channel(name, k, epsilon, cfg=None):
+    """The attacker's view of protocol ``name`` (as in :mod:`.protocols`);
+    ``cfg``: audit this MSS configuration instead of the planner's."""
     from mss_aggregator import protocols
 
+    if name == "mss" and cfg is not None:
+        return ResidueChannel("mss", cfg)
     if name == "grr":
         grr = baselines.GRR(k, epsilon)
         cfg = MssConfig(k, epsilon, [k], [1], [grr.threshold])
@@ -335,7 +360,9 @@ def channel(name, k, epsilon):
         return ResidueChannel(name, proto.cfg)
     oracle = proto.oracle
     if isinstance(oracle, baselines.UnaryEncoding):
-        return UnaryChannel(oracle)
+        ch = UnaryChannel(oracle)
+        ch.name = name  # "rappor" is OUE
+        return ch
     if isinstance(oracle, baselines.HadamardResponse):
         return HadamardChannel(oracle)
     if isinstance(oracle, PGR):

@@ -5,10 +5,10 @@
   whose exact probabilities follow from the integer thresholds and the
   hypergeometric law of uniform fillers.  A chi-square test at alpha =
   0.001 per value (false-alarm rate 0.2% for the test).
-* Audit: the ldp-audit epsilon lower bound (Clopper-Pearson, alpha = 0.001,
-  so a correct client fails with probability <= 0.1%) from the same reports
-  is <= epsilon; a deliberately broken randomiser (always keeps the true
-  residue) is caught: its bound exceeds epsilon.
+* Audit (``mss audit --empirical``'s statistic): the ldp-audit epsilon lower
+  bound (Clopper-Pearson, alpha = 0.001, so a correct client fails with
+  probability <= 0.1%) from the same reports is <= epsilon; a deliberately
+  broken randomiser (always keeps the true residue) is caught.
 """
 from collections import Counter
 
@@ -16,14 +16,14 @@ import pytest
 from scipy.stats import chisquare
 
 from micropython_runner import run
-from mss_aggregator.audit import epsilon_lower_bound
+from mss_aggregator.audit import X1, X2, audit_client
+from mss_aggregator.reconstruction import ResidueChannel
 from mss_protocol.config import MssConfig
 from mss_protocol.planner import plan
 from mss_protocol.privacy import ONE
 from mss_protocol.wire import WireCodec
 
-N = 20000
-X1, X2 = 0, 1  # different residues in every block
+N = 20000  # X1 = 0, X2 = 1: different residues in every block
 
 GENERATE = r"""
 import json, sys
@@ -78,12 +78,6 @@ def _classify(codec, reports, x):
     return out
 
 
-def _event_counts(codec, reports, x):
-    """How many reports contain x's residue in their block (the audit's event)."""
-    return sum(1 for data in reports
-               if x % codec.cfg.moduli[codec.decode(data).j] in codec.decode(data).subset)
-
-
 @pytest.fixture(scope="module")
 def real_reports(setup):
     cfg, path = setup
@@ -106,15 +100,10 @@ def test_distribution_matches_exact_channel(setup, real_reports):
 
 def test_audit_bound_within_epsilon(setup, real_reports):
     cfg, _ = setup
-    codec = WireCodec(cfg)
-    tp = _event_counts(codec, real_reports[0], X1)
-    fp = _event_counts(codec, real_reports[1], X1)
-    assert epsilon_lower_bound(tp, N, fp, N) <= cfg.epsilon
+    assert audit_client(ResidueChannel("mss", cfg), *real_reports, cfg.epsilon)["within_epsilon"]
 
 
 def test_audit_catches_broken_randomiser(setup):
     cfg, path = setup
-    codec = WireCodec(cfg)
-    tp = _event_counts(codec, _reports(path, X1, N, "broken"), X1)
-    fp = _event_counts(codec, _reports(path, X2, N, "broken"), X1)
-    assert epsilon_lower_bound(tp, N, fp, N) > cfg.epsilon
+    broken = [_reports(path, x, N, "broken") for x in (X1, X2)]
+    assert not audit_client(ResidueChannel("mss", cfg), *broken, cfg.epsilon)["within_epsilon"]
