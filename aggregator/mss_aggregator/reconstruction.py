@@ -245,35 +245,26 @@ class MembershipChannel(Channel):
     def support(self, report):
         return self.members(np.array([self.index(report)]))[0], math.log(self.a / self.b)
 
-    def _chunks(self):
+    def _over_outputs(self, term):
+        """sum over every output u of term(members(u)) (chunks of outputs, bool
+        (c, k) each), or None when there are more than EXACT_CELLS cells."""
         if self.n_outputs * self.k > EXACT_CELLS:
             return None
         step = max(1, (1 << 22) // self.k)
-        return (np.arange(lo, min(lo + step, self.n_outputs)) for lo in range(0, self.n_outputs, step))
+        return float(sum(term(self.members(np.arange(lo, min(lo + step, self.n_outputs)))).sum()
+                         for lo in range(0, self.n_outputs, step)))
 
     def bayes_exact(self, prior):
         """sum_u max(a max_{x in S_u} pi, b max_{x not in S_u} pi)."""
-        chunks = self._chunks()
-        if chunks is None:
-            return None
-        total = 0.0
-        for u in chunks:
-            m = self.members(u)
-            total += np.maximum(self.a * np.where(m, prior, 0).max(axis=1),
-                                self.b * np.where(m, 0, prior).max(axis=1)).sum()
-        return float(total)
+        return self._over_outputs(lambda m: np.maximum(self.a * np.where(m, prior, 0).max(axis=1),
+                                                       self.b * np.where(m, 0, prior).max(axis=1)))
 
     def paper_exact(self, prior):
         """sum_u a pi(S_u) / |S_u|, or b / k where S_u is empty."""
-        chunks = self._chunks()
-        if chunks is None:
-            return None
-        total = 0.0
-        for u in chunks:
-            m = self.members(u)
+        def term(m):
             size = m.sum(axis=1)
-            total += np.where(size > 0, self.a * (m @ prior) / np.maximum(size, 1), self.b / self.k).sum()
-        return float(total)
+            return np.where(size > 0, self.a * (m @ prior) / np.maximum(size, 1), self.b / self.k)
+        return self._over_outputs(term)
 
 
 class HadamardChannel(MembershipChannel):
