@@ -103,21 +103,26 @@ class Encoder:
                 b[0], nb = 1, 1  # C(i, i)
         raise ValueError("mark holds fewer than omega elements")
 
-    def encode(self, j, mark, epoch, seq):
-        """Bytes of the report (j, Z) at (epoch, seq)."""
-        p = self.p
-        nt = self.rank(mark, p.moduli[j], p.omegas[j])
-        rbits = p.rank_bits[j]
-        nbits = p.jbits + rbits
-        out = bytearray(HEADER_BYTES + ((nbits + 7) >> 3))
+    def header(self, size, epoch, seq):
+        """A zeroed report buffer of ``size`` bytes with its header written."""
+        out = bytearray(size)
         out[0] = VERSION
-        out[1:5] = p.config_id
+        out[1:5] = self.p.config_id
         out[5] = (epoch >> 24) & 0xFF
         out[6] = (epoch >> 16) & 0xFF
         out[7] = (epoch >> 8) & 0xFF
         out[8] = epoch & 0xFF
         out[9] = (seq >> 8) & 0xFF
         out[10] = seq & 0xFF
+        return out
+
+    def encode(self, j, mark, epoch, seq):
+        """Bytes of the report (j, Z) at (epoch, seq)."""
+        p = self.p
+        nt = self.rank(mark, p.moduli[j], p.omegas[j])
+        rbits = p.rank_bits[j]
+        nbits = p.jbits + rbits
+        out = self.header(HEADER_BYTES + ((nbits + 7) >> 3), epoch, seq)
         # body bit k (0 = most significant): j's bits, then the rank's, MSB first
         for k in range(nbits):
             if k < p.jbits:

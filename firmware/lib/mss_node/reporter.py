@@ -4,7 +4,7 @@ With ``device.memoize`` the node keeps a fresh report's body, the wire form
 of the draw (j, Z) (SPEC.md section 4: its smallest exact form), and
 ``replay`` sends that body again under a new header, drawing nothing.
 """
-from mss_device.encoder import HEADER_BYTES, VERSION, Encoder
+from mss_device.encoder import HEADER_BYTES, Encoder
 from mss_device.randomiser import privatise
 from mss_device.rng import ByteRng
 
@@ -30,13 +30,7 @@ class Reporter:
         cannot be a body of this config (a tampered memo)."""
         if not self._fits(body):
             return None
-        out = bytearray(HEADER_BYTES + len(body))
-        out[0] = VERSION
-        out[1:5] = self.params.config_id
-        for i in range(4):
-            out[8 - i] = (epoch >> (i << 3)) & 0xFF
-        out[9] = (seq >> 8) & 0xFF
-        out[10] = seq & 0xFF
+        out = self.encoder.header(HEADER_BYTES + len(body), epoch, seq)
         out[HEADER_BYTES:] = body
         return bytes(out)
 
