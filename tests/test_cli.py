@@ -104,6 +104,10 @@ def test_estimate_csv_plot_and_errors(tmp_path):
     lines = (tmp_path / "e.csv").read_text().splitlines()
     assert lines[0] == "item,estimate,stderr,ci_low,ci_high" and len(lines) == 65
     assert (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
+    out = mss("estimate", "--store", tmp_path / "s.sqlite", "--json", "--epoch", 1)
+    assert out.returncode == 0, out.stderr
+    one = json.loads(out.stdout)
+    assert one["n"] == 50 and one["epoch"] == 1  # 50 devices x 2 epochs in the store
     other = tmp_path / "other.json"
     MssConfig.build(64, 1.0, [59, 61, 63]).save(other)
     out = mss("aggregate", "--config", other, "--store", tmp_path / "s.sqlite", "--broker",

@@ -134,9 +134,14 @@ class Store:
         out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
         return out
 
-    def counts(self):
-        """The additive counts of the accepted reports (vectorised tally)."""
-        with closing(self.db.execute("SELECT j, subset FROM reports WHERE status='accepted'")) as cur:
+    def counts(self, epoch=None):
+        """The additive counts of the accepted reports (vectorised tally), of one
+        ``epoch`` only if given (memoized reports repeat across epochs, so a
+        campaign with ``device.memoize`` is decoded one epoch at a time)."""
+        sql, args = "SELECT j, subset FROM reports WHERE status='accepted'", ()
+        if epoch is not None:
+            sql, args = sql + " AND epoch=?", (epoch,)
+        with closing(self.db.execute(sql, args)) as cur:
             rows = cur.fetchall()
         j = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         members = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4").astype(np.int64)

@@ -236,7 +236,9 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the top estimates.")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
-def estimate_cmd(store_path, as_json, csv_path, plot, post, top):
+@click.option("--epoch", type=click.IntRange(min=0), default=None,
+              help="Only this epoch's reports (decode memoized campaigns one epoch at a time).")
+def estimate_cmd(store_path, as_json, csv_path, plot, post, top, epoch):
     """Frequency estimates with standard errors and 95% CIs from a store."""
     from mss_aggregator.decoder import Decoder
     from mss_aggregator.store import Store, StoreError
@@ -245,7 +247,7 @@ def estimate_cmd(store_path, as_json, csv_path, plot, post, top):
         store = Store(store_path)
     except (ConfigError, StoreError) as exc:
         _fail(str(exc))
-    counts, counters, cfg = store.counts(), store.counters(), store.cfg
+    counts, counters, cfg = store.counts(epoch), store.counters(), store.cfg
     store.close()
     est = Decoder(cfg).decode(counts, post=post)
     rows = est.rows()
@@ -259,7 +261,7 @@ def estimate_cmd(store_path, as_json, csv_path, plot, post, top):
 
         plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
     if as_json:
-        click.echo(json.dumps({"n": counts.total, "config_id": cfg.config_id_hex,
+        click.echo(json.dumps({"n": counts.total, "config_id": cfg.config_id_hex, "epoch": epoch,
                                "counters": counters, "post": post, "estimates": rows}))
         return
     out = Console()
