@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from mss_aggregator.store import Store
+from mss_aggregator.store import open_store
 
 
 class AggregatorProcess:
@@ -35,7 +35,7 @@ class AggregatorProcess:
 
 
 def counters(store_path):
-    s = Store(store_path)
+    s = open_store(store_path)
     try:
         return s.counters()
     finally:
@@ -45,7 +45,7 @@ def counters(store_path):
 def wait_for(store_path, predicate, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if os.path.exists(store_path):
+        if "://" in str(store_path) or os.path.exists(store_path):
             try:
                 c = counters(store_path)
                 if predicate(c):
@@ -53,7 +53,7 @@ def wait_for(store_path, predicate, timeout=60):
             except Exception:  # the store may be mid-creation
                 pass
         time.sleep(0.2)
-    raise AssertionError(f"timed out; counters {counters(store_path) if os.path.exists(store_path) else None}")
+    raise AssertionError(f"timed out; counters {counters(store_path)}")
 
 
 def estimate_json(store_path):

@@ -90,10 +90,10 @@ def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
 def test_estimate_csv_plot_and_errors(tmp_path):
     from mss_aggregator.loadgen import make_reports
     from mss_aggregator.ingest import Ingest
-    from mss_aggregator.store import Store
+    from mss_aggregator.store import open_store
 
     cfg = MssConfig.build(64, 2.0, [59, 61, 63])
-    store = Store(tmp_path / "s.sqlite", cfg)
+    store = open_store(tmp_path / "s.sqlite", cfg)
     ingest = Ingest(cfg, "t")
     store.write_batch([ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p)
                        for d, _, _, p in make_reports(cfg, 50, 2)])

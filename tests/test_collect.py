@@ -15,7 +15,7 @@ from collect_helpers import AggregatorProcess, counters, estimate_json, wait_for
 from mss_aggregator.counts import Counts
 from mss_aggregator.decoder import Decoder
 from mss_aggregator.loadgen import make_reports, publish
-from mss_aggregator.store import Store
+from mss_aggregator.store import open_store
 from mss_protocol.config import MssConfig
 from mss_protocol.wire import WireCodec
 
@@ -61,7 +61,7 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     tap.close()
     assert len(tap.payloads) == 60
     offline = Counts(CFG).add(WireCodec(CFG).decode(p) for p in tap.payloads)
-    s = Store(store)
+    s = open_store(store)
     online = s.counts()
     s.close()
     assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
@@ -103,7 +103,7 @@ def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitt
     wait_for(store, lambda c: c["accepted"] >= 5000, timeout=120)
     time.sleep(1.0)
     again.stop()
-    s = Store(store)
+    s = open_store(store)
     keys = s.accepted_keys()
     online = s.counts()
     final = s.counters()
@@ -133,7 +133,7 @@ def test_broker_restart_mid_stream(tmp_path, config):
         publish(second, broker, "t")  # the aggregator reconnects by itself
         wait_for(store, lambda c: c["accepted"] >= 2000, timeout=90)
         time.sleep(1.0)
-        s = Store(store)
+        s = open_store(store)
         keys = s.accepted_keys()
         s.close()
         assert keys == {(d, e, q) for d, e, q, _ in first + second}
@@ -163,7 +163,7 @@ def test_fuzzed_payloads_are_quarantined(tmp_path, any_broker, config):
     c = wait_for(store, lambda c: c["received"] >= len(good) + len(junk))
     agg.stop()
     assert c["accepted"] + c["rejected"] + c["duplicate"] == c["received"]
-    s = Store(store)
+    s = open_store(store)
     assert s.accepted_keys() >= {(d, e, q) for d, e, q, _ in good}
     quarantined = s.db.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0]
     s.close()

@@ -9,7 +9,7 @@ import pytest
 from collect_helpers import AggregatorProcess, counters, wait_for
 from micropython_runner import run
 from ptys import pty_pair  # noqa: F401 (fixture)
-from mss_aggregator.store import Store
+from mss_aggregator.store import open_store
 from mss_device.framing import frame, parse
 from mss_protocol.config import MssConfig
 from mss_protocol.wire import WireCodec
@@ -48,6 +48,6 @@ def test_serial_reports_and_a_corrupted_frame(tmp_path, pty_pair):
     c = counters(store)
     assert queue_empty
     assert c["rejected_checksum"] == 1 and 2 <= c["accepted"] <= 3
-    s = Store(store)
+    s = open_store(store)
     assert {k[0] for k in s.accepted_keys()} == {f"serial:{host}"}
     s.close()

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mss_aggregator.ingest import Ingest
-from mss_aggregator.store import Store
+from mss_aggregator.store import open_store
 from mss_protocol.config import MssConfig
 from mss_protocol.wire import WireCodec
 
@@ -30,7 +30,7 @@ payloads = st.one_of(
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    s = Store(tmp_path_factory.mktemp("fuzz") / "s.sqlite", CFG)
+    s = open_store(tmp_path_factory.mktemp("fuzz") / "s.sqlite", CFG)
     yield s
     s.close()
 

@@ -86,7 +86,9 @@ class MqttCollector:
         if share_group:
             self.topic = f"$share/{share_group}/{self.topic}"
         self.config_topic, self.config_json = f"mss/v1/{campaign}/config", config_json
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or f"mss-agg-{campaign}",
+        client_id = client_id or f"mss-agg-{campaign}"
+        self.source = f"mqtt:{client_id}"  # which worker stored a report
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                         clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
         if user:
             c.username_pw_set(user, password)
@@ -112,7 +114,7 @@ class MqttCollector:
     def _on_message(self, client, userdata, msg):
         # msg._topic is the raw bytes: paho's msg.topic decodes UTF-8 and would raise on bad topics
         topic, payload, mid, qos = msg._topic, msg.payload, msg.mid, msg.qos
-        self.writer.inbox.put((lambda: self.writer.ingest.from_mqtt(topic, payload),
+        self.writer.inbox.put((lambda: self.writer.ingest.from_mqtt(topic, payload, self.source),
                                (lambda: client.ack(mid, qos)) if qos else None))
 
     def start(self):

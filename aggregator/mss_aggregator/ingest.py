@@ -24,8 +24,8 @@ class Ingest:
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
         self.max_payload = max(self.codec.lengths)
 
-    def from_mqtt(self, topic, payload):
-        item = {"source": "mqtt", "topic": bytes(topic), "payload": bytes(payload)}
+    def from_mqtt(self, topic, payload, source="mqtt"):
+        item = {"source": source, "topic": bytes(topic), "payload": bytes(payload)}
         try:
             text = bytes(topic).decode("utf-8")
         except UnicodeDecodeError:

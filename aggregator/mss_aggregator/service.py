@@ -9,7 +9,7 @@ from rich.table import Table
 
 from mss_aggregator.collect import MqttCollector, SerialCollector, Writer
 from mss_aggregator.ingest import Ingest
-from mss_aggregator.store import Store
+from mss_aggregator.store import open_store
 from mss_protocol.config import MssConfig, read_json
 
 
@@ -26,7 +26,7 @@ class Aggregator:
         raw = read_json(config_path, "config")
         self.cfg = MssConfig.from_dict(raw, source=str(config_path))
         device = raw.get("device") or {}
-        self.store = Store(store_path, self.cfg)
+        self.store = open_store(store_path, self.cfg)
         self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0))
         self.writer = Writer(self.store, self.ingest)
         self.collectors = []
@@ -72,8 +72,8 @@ def serve(agg, quiet=False):
         signal.signal(sig, lambda *_: stop.set())
     agg.start()
     console = Console(stderr=True)
-    title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.path}"
-    reader = Store(agg.store.path)  # a second connection, so the display never blocks the writer
+    title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
+    reader = open_store(agg.store.location)  # a second connection, so the display never blocks the writer
     try:
         if quiet:
             while not stop.wait(0.5) and agg.writer.error is None:

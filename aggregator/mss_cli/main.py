@@ -202,8 +202,9 @@ def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_jso
 @click.option("--campaign", default="default", show_default=True)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config).")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), required=True,
-              help="SQLite file of the campaign's reports.")
+@click.option("--store", "store_path", required=True, metavar="PATH|URL",
+              help="The campaign's store: an SQLite file (one worker) or "
+                   "postgresql://user[:password]@host[:port]/db (shared by several workers).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False))
 @click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
 @click.option("--client-id", help="MQTT client id (default mss-agg-<campaign>); keep it stable.")
@@ -230,7 +231,12 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
 
 
 @main.command("estimate")
-@click.option("--store", "store_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--store", "store_path", metavar="PATH|URL",
+              help="SQLite file or postgresql:// URL of a campaign's store.")
+@click.option("--counts", "counts_path", type=click.Path(exists=True, dir_okay=False),
+              help="Decode a counts file (mss estimate --export-counts, mss merge) instead of a store.")
+@click.option("--export-counts", type=click.Path(dir_okay=False),
+              help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write estimates as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the top estimates.")
@@ -238,17 +244,30 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--epoch", type=click.IntRange(min=0), default=None,
               help="Only this epoch's reports (decode memoized campaigns one epoch at a time).")
-def estimate_cmd(store_path, as_json, csv_path, plot, post, top, epoch):
-    """Frequency estimates with standard errors and 95% CIs from a store."""
+def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch):
+    """Frequency estimates with standard errors and 95% CIs from a store or a counts file."""
+    from mss_aggregator.counts import Counts
     from mss_aggregator.decoder import Decoder
-    from mss_aggregator.store import Store, StoreError
+    from mss_aggregator.store import StoreError, open_store
 
+    if (store_path is None) == (counts_path is None):
+        raise click.UsageError("give --store or --counts")
+    if counts_path and epoch is not None:
+        raise click.UsageError("--epoch selects reports in a store; a counts file has no epochs")
     try:
-        store = Store(store_path)
+        if counts_path:
+            counts, counters = Counts.load(counts_path), None
+        else:
+            store = open_store(store_path)
+            try:
+                counts, counters = store.counts(epoch), store.counters()
+            finally:
+                store.close()
     except (ConfigError, StoreError) as exc:
         _fail(str(exc))
-    counts, counters, cfg = store.counts(epoch), store.counters(), store.cfg
-    store.close()
+    cfg = counts.cfg
+    if export_counts:
+        counts.save(export_counts)
     est = Decoder(cfg).decode(counts, post=post)
     rows = est.rows()
     if csv_path:
@@ -265,7 +284,8 @@ def estimate_cmd(store_path, as_json, csv_path, plot, post, top, epoch):
                                "counters": counters, "post": post, "estimates": rows}))
         return
     out = Console()
-    out.print(f"{counts.total} reports, config {cfg.config_id_hex}, counters {counters}")
+    out.print(f"{counts.total} reports, config {cfg.config_id_hex}"
+              + (f", counters {counters}" if counters is not None else ""))
     table = Table(title=f"top {top} categories")
     for col in ("item", "estimate", "stderr", "95% CI"):
         table.add_column(col, justify="right")
@@ -273,6 +293,29 @@ def estimate_cmd(store_path, as_json, csv_path, plot, post, top, epoch):
         table.add_row(str(i), f"{est.estimate[i]:.4f}", f"{est.stderr[i]:.4f}",
                       f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
     out.print(table)
+
+
+@main.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the summed counts.")
+def merge_cmd(inputs, output):
+    """Sum count files of the same config (sites that share only counts)."""
+    from functools import reduce
+
+    from mss_aggregator.counts import Counts
+
+    try:
+        parts = [Counts.load(p) for p in inputs]
+        for path, part in zip(inputs, parts):
+            if part.cfg.config_id != parts[0].cfg.config_id:
+                raise ConfigError(f"{path}: counts of config {part.cfg.config_id_hex}, but "
+                                  f"{inputs[0]} has {parts[0].cfg.config_id_hex}; only one config merges")
+    except ConfigError as exc:
+        _fail(str(exc))
+    total = reduce(Counts.merge, parts)
+    total.save(output)
+    console.print(f"{len(parts)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")
 
 
 @main.command("fleet")
@@ -332,7 +375,7 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.runtime import micropython_path
     from mss_aggregator.service import Aggregator, counters_table
-    from mss_aggregator.store import Store
+    from mss_aggregator.store import open_store
 
     out = Console()
     runtime = "micropython" if micropython_path() else "cpython"
@@ -365,7 +408,7 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
                     time.sleep(0.2)
             finally:
                 agg.stop()
-            store = Store(store_path)
+            store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
             store.close()
     finally:

@@ -1,0 +1,176 @@
+"""Stores for one or several workers: SQLite and PostgreSQL (real servers)
+give the same outcomes; concurrent writers never count a report twice; the
+schema migrates; two aggregator workers on a Mosquitto shared subscription,
+one killed with SIGKILL mid-stream and restarted, count exactly the truth."""
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from brokers import mosquitto  # noqa: F401 (fixture)
+from collect_helpers import AggregatorProcess, counters, wait_for
+from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
+from mss_aggregator.counts import Counts
+from mss_aggregator.ingest import Ingest
+from mss_aggregator.loadgen import make_reports, publish
+from mss_aggregator.store import SCHEMA_VERSION, StoreError, open_store
+from mss_protocol.config import ConfigError, MssConfig
+from mss_protocol.wire import WireCodec
+
+CFG = MssConfig.build(64, 2.0, [59, 61, 63])
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "s.sqlite")
+    return request.getfixturevalue("pg_url")
+
+
+def _items(reports):
+    ingest = Ingest(CFG, "t")
+    return [ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p) for d, _, _, p in reports]
+
+
+def test_outcomes_are_the_same_on_both_backends(location):
+    reports = make_reports(CFG, devices=20, epochs=3, prefix="d")
+    codec = WireCodec(CFG)
+    extra = ("d0", 1, 9, codec.encode(0, list(range(CFG.omegas[0])), epoch=1, seq=9))
+    store = open_store(location, CFG)
+    first = store.write_batch(_items(reports))
+    again = store.write_batch(_items(reports[:10] + [extra]) + [
+        {"source": "mqtt", "topic": b"x", "payload": b"junk", "reason": "bad_topic", "detail": "x"}])
+    assert first == ["accepted"] * 60
+    assert again == ["duplicate"] * 10 + ["extra", "quarantined"]
+    store.close()
+    back = open_store(location)  # re-opened: the config and every count come back
+    assert back.cfg == CFG
+    assert back.counters() == {"received": 72, "accepted": 60, "duplicate": 10, "rejected": 2,
+                               "rejected_bad_topic": 1, "rejected_extra_in_epoch": 1}
+    assert back.counts().total == 60 and back.counts(epoch=2).total == 20
+    offline = Counts(CFG).add(codec.decode(p) for *_, p in reports)
+    assert back.counts().c.tolist() == offline.c.tolist()
+    assert len(back.accepted_keys()) == 60
+    back.close()
+    other = MssConfig.build(64, 1.0, [59, 61, 63])
+    with pytest.raises(ConfigError, match="holds reports of config"):
+        open_store(location, other)
+
+
+def test_concurrent_writers_count_each_report_once(pg_url):
+    """Four connections write the same 2,000 reports (each in its own shuffled
+    order, in batches) at once: the database lets exactly one count each."""
+    reports = make_reports(CFG, devices=200, epochs=10, prefix="c")
+    open_store(pg_url, CFG).close()
+    results = []
+
+    def worker(seed):
+        items = _items(reports)
+        random.Random(seed).shuffle(items)
+        store = open_store(pg_url, CFG)
+        out = []
+        for lo in range(0, len(items), 100):
+            out += store.write_batch(items[lo:lo + 100])
+        store.close()
+        results.append(out)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outcomes = [o for r in results for o in r]
+    assert outcomes.count("accepted") == 2000 and outcomes.count("duplicate") == 6000
+    store = open_store(pg_url)
+    assert store.counters()["accepted"] == 2000 and store.counters()["duplicate"] == 6000
+    assert store.accepted_keys() == {(d, e, q) for d, e, q, _ in reports}
+    store.close()
+
+
+def test_sqlite_schema_v1_is_migrated(tmp_path):
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE reports (id INTEGER PRIMARY KEY, config_id TEXT NOT NULL, device_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL, seq INTEGER NOT NULL, j INTEGER NOT NULL, subset BLOB NOT NULL,
+            payload BLOB NOT NULL, source TEXT NOT NULL, received REAL NOT NULL, status TEXT NOT NULL,
+            UNIQUE (config_id, device_id, epoch, seq));
+        CREATE UNIQUE INDEX one_per_epoch ON reports (config_id, device_id, epoch) WHERE status = 'accepted';
+        CREATE TABLE quarantine (id INTEGER PRIMARY KEY, received REAL NOT NULL, source TEXT NOT NULL,
+            topic BLOB, payload BLOB, reason TEXT NOT NULL);
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);""")
+    db.execute("INSERT INTO meta VALUES ('schema', '1'), ('config', ?)", (json.dumps(CFG.to_dict()),))
+    db.commit()
+    db.close()
+    store = open_store(path)
+    assert store.write_batch(_items(make_reports(CFG, 3, 1))) == ["accepted"] * 3
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("SELECT 1 FROM sqlite_master WHERE name='accepted_by_epoch'").fetchone()
+    db.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer"):
+        open_store(path)
+
+
+def test_store_errors_name_the_problem(tmp_path):
+    with pytest.raises(StoreError, match="no such store"):
+        open_store(tmp_path / "missing.sqlite")
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL at 127.0.0.1:1/x"):
+        open_store("postgresql://u:secret@127.0.0.1:1/x")
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store",
+                          "postgresql://u:secret@127.0.0.1:1/x"], capture_output=True, text=True)
+    assert out.returncode == 3 and "cannot connect" in out.stderr and "secret" not in out.stderr
+
+
+def test_two_workers_share_the_stream_and_survive_kill_9(tmp_path, mosquitto, pg_url):
+    """200 devices x 100 epochs = 20,000 reports plus 2,000 deliberate
+    duplicates, through a $share subscription to two workers on one database;
+    worker 1 is killed with SIGKILL mid-stream and restarted with its session."""
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    broker = f"mqtt://127.0.0.1:{mosquitto.port}"
+    reports = make_reports(CFG, devices=200, epochs=100, prefix="w")
+    dupes = random.Random(1).sample(reports, 2000)
+    stream = reports + dupes
+    random.Random(2).shuffle(stream)
+
+    def worker(n):
+        return AggregatorProcess(tmp_path, config, pg_url, broker=broker,
+                                 extra=["--share-group", "workers", "--client-id", f"w{n}"]).start()
+
+    w1, w2 = worker(1), worker(2)
+    time.sleep(1.5)
+    pub = threading.Thread(target=publish, args=(stream, broker, "t"))
+    pub.start()
+    wait_for(pg_url, lambda c: c["received"] >= 3000, timeout=120)
+    w1.kill9()
+    killed_at = counters(pg_url)["received"]
+    pub.join()
+    w1 = worker(1)
+    final = wait_for(pg_url, lambda c: c["received"] >= len(stream), timeout=300)
+    time.sleep(1.0)
+    w1.stop()
+    w2.stop()
+    store = open_store(pg_url)
+    keys, online, final = store.accepted_keys(), store.counts(), store.counters()
+    store.close()
+    assert killed_at < len(stream)
+    assert keys == {(d, e, q) for d, e, q, _ in reports}  # nothing lost
+    assert final["accepted"] == 20000 and final["rejected"] == 0  # nothing counted twice
+    assert final["duplicate"] == final["received"] - 20000 >= 2000  # redeliveries are duplicates
+    offline = Counts(CFG).add(WireCodec(CFG).decode(p) for *_, p in reports)
+    assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
+    import psycopg
+
+    with psycopg.connect(pg_url) as db:  # both workers took part
+        share = dict(db.execute("SELECT source, count(*) FROM reports GROUP BY source").fetchall())
+    assert set(share) == {"mqtt:w1", "mqtt:w2"} and min(share.values()) > 1000, share
