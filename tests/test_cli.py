@@ -138,3 +138,39 @@ def test_bench_json_and_plots(tmp_path):
 def test_bench_names_unknown_protocols():
     out = mss("bench", "--k", 64, "--epsilon", 1, "--trials", 1, "--protocols", "mss,nope")
     assert out.returncode == 2 and "nope" in out.stderr
+
+
+def test_merge_counts_of_two_sites(tmp_path):
+    """Sites export counts; mss merge sums them; the merged file decodes like
+    one store holding every report; another config is refused by name."""
+    from mss_aggregator.ingest import Ingest
+    from mss_aggregator.loadgen import make_reports
+    from mss_aggregator.store import open_store
+
+    cfg = MssConfig.build(64, 2.0, [59, 61, 63])
+    ingest = Ingest(cfg, "t")
+    everything = open_store(tmp_path / "all.sqlite", cfg)
+    for site in ("a", "b"):
+        items = [ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p)
+                 for d, _, _, p in make_reports(cfg, 40, 2, prefix=site, seed=ord(site))]
+        store = open_store(tmp_path / f"{site}.sqlite", cfg)
+        store.write_batch(items)
+        store.close()
+        everything.write_batch(items)
+        out = mss("estimate", "--store", tmp_path / f"{site}.sqlite", "--export-counts", tmp_path / f"{site}.json")
+        assert out.returncode == 0, out.stderr
+    everything.close()
+    out = mss("merge", tmp_path / "a.json", tmp_path / "b.json", "-o", tmp_path / "ab.json")
+    assert out.returncode == 0, out.stderr
+    merged = json.loads(mss("estimate", "--counts", tmp_path / "ab.json", "--json").stdout)
+    whole = json.loads(mss("estimate", "--store", tmp_path / "all.sqlite", "--json").stdout)
+    assert merged["n"] == whole["n"] == 160
+    assert [r["estimate"] for r in merged["estimates"]] == pytest.approx(
+        [r["estimate"] for r in whole["estimates"]], abs=1e-12)
+    from mss_aggregator.counts import Counts
+
+    Counts(MssConfig.build(64, 1.0, [59, 61, 63])).save(tmp_path / "other.json")
+    out = mss("merge", tmp_path / "a.json", tmp_path / "other.json", "-o", tmp_path / "x.json")
+    assert out.returncode == 3 and "other.json" in out.stderr and not (tmp_path / "x.json").exists()
+    out = mss("estimate", "--counts", tmp_path / "ab.json", "--store", tmp_path / "all.sqlite")
+    assert out.returncode == 2
