@@ -36,3 +36,20 @@ def test_simulate_ss_json():
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["protocol"] == "ss" and d["bits_per_report"]["max"] == MssConfig.subset_selection(256, 2.0).bits_per_report["max"]
+
+
+def test_rank_bits_equals_the_exact_binomial():
+    """The lgamma fast path of rank_bits is exact: every (m, omega) with m < 300
+    (powers of two and near-integers included), 200 random blocks up to 2^20
+    with omega up to 5,000, and one k = 2^20, eps = 4 block."""
+    import math
+    import random
+
+    from mss_protocol.subset_selection import rank_bits
+
+    rng = random.Random(1)
+    cases = [(m, w) for m in range(1, 300) for w in range(m + 1)]
+    cases += [(m, rng.randrange(1, min(m // 2, 5000) + 1))
+              for m in (rng.randrange(1000, 1 << 20) for _ in range(200))]
+    cases.append((1048575, 18960))
+    assert all(rank_bits(m, w) == (math.comb(m, w) - 1).bit_length() for m, w in cases)

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""End-to-end collection throughput through Mosquitto on loopback (issue: collection).
+"""End-to-end collection throughput through Mosquitto on loopback (issues: collection, scale).
 
-Starts its own Mosquitto on a free loopback port, one aggregator process
-(``mss aggregate``) and P publisher processes (``mss_aggregator.loadgen``)
-sending N reports in total at QoS 1, then reports accepted reports/s
-(first publish to last durable commit) and the publish-to-durable-storage
-latency p50/p99 (the store's commit timestamp minus the publisher's send
-time).  Target: >= 5,000 reports/s with nothing lost, for 100,000 reports.
+Starts its own Mosquitto on a free loopback port, W aggregator worker
+processes (``mss aggregate``; with W > 1 on a ``$share`` subscription) on
+one store (SQLite, or a throw-away local PostgreSQL) and P publisher
+processes (``mss_aggregator.loadgen``) sending N reports in total at QoS 1,
+then reports accepted reports/s (first publish to last durable commit) and
+the publish-to-durable-storage latency p50/p99 (the store's commit
+timestamp minus the publisher's send time).  Target: >= 5,000 reports/s
+with nothing lost, for 100,000 reports.
 
 Usage: python tools/bench_collect.py [--reports 100000] [--publishers 2]
+       [--store sqlite|postgresql] [--workers 1] [--no-paced]
 """
 import argparse
 import json
@@ -24,7 +27,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psycopg
 
+from mss_aggregator.local_postgres import LocalPostgres
 from mss_protocol.config import MssConfig
 from mss_protocol.planner import plan
 
@@ -49,11 +54,14 @@ def run(args, rate=None):
         cfg = MssConfig.from_dict(plan(args.k, args.epsilon)["config"])
         cfg.save(tmp / "cfg.json")
         url = f"mqtt://127.0.0.1:{port}"
-        store = tmp / "s.sqlite"
-        agg = subprocess.Popen([sys.executable, "-m", "mss_cli", "aggregate", "--broker", url,
-                                "--campaign", "bench", "--config", str(tmp / "cfg.json"),
-                                "--store", str(store), "--quiet"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pg = LocalPostgres().start() if args.store == "postgresql" else None
+        store = pg.new_database() if pg else str(tmp / "s.sqlite")
+        share = ["--share-group", "bench"] if args.workers > 1 else []
+        aggs = [subprocess.Popen([sys.executable, "-m", "mss_cli", "aggregate", "--broker", url,
+                                  "--campaign", "bench", "--config", str(tmp / "cfg.json"),
+                                  "--store", store, "--quiet", "--client-id", f"bench-w{w}", *share],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for w in range(args.workers)]
         time.sleep(1.5)
         per = args.reports // args.publishers
         epochs = 10
@@ -65,7 +73,7 @@ def run(args, rate=None):
         for p in pubs:
             p.wait()
         total = per // epochs * epochs * args.publishers
-        db = sqlite3.connect(store)
+        db = psycopg.connect(store, autocommit=True) if pg else sqlite3.connect(store)
         deadline = time.time() + 600
         while time.time() < deadline:
             n = db.execute("SELECT COUNT(*) FROM reports WHERE status='accepted'").fetchone()[0]
@@ -73,9 +81,13 @@ def run(args, rate=None):
                 break
             time.sleep(0.2)
         rows = db.execute("SELECT device_id, epoch, seq, received FROM reports").fetchall()
-        agg.terminate()
-        agg.wait(30)
+        db.close()
+        for agg in aggs:
+            agg.terminate()
+            agg.wait(30)
         broker.terminate()
+        if pg:
+            pg.stop()
         stored = {(d, e, s): r for d, e, s, r in rows}
         sent = [tuple(x) for i in range(args.publishers)
                 for x in json.loads((tmp / f"log{i}.json").read_text())]
@@ -95,10 +107,16 @@ def main():
     ap.add_argument("--epsilon", type=float, default=4.0)
     ap.add_argument("--paced-rate", type=float, default=5000.0,
                     help="offered load of the latency run (reports/s)")
+    ap.add_argument("--no-paced", action="store_true", help="saturated run only")
+    ap.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
+    ap.add_argument("--workers", type=int, default=1, help="aggregator processes ($share subscription)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; k={args.k}, eps={args.epsilon}, "
-          f"{args.publishers} publisher processes, 1 aggregator process, Mosquitto on loopback")
-    for label, rate in (("saturated", None), (f"paced at {args.paced_rate:,.0f}/s", args.paced_rate)):
+          f"{args.publishers} publisher processes, {args.workers} aggregator process(es) on "
+          f"{args.store}, Mosquitto on loopback")
+    runs = [("saturated", None)] + ([] if args.no_paced else
+                                    [(f"paced at {args.paced_rate:,.0f}/s", args.paced_rate)])
+    for label, rate in runs:
         sent, stored, lost, got, lat, offered = run(args, rate)
         ok = got >= 5000 if rate is None else got >= 0.95 * offered
         print(f"{label}: sent {sent} (offered {offered:,.0f}/s), stored {stored}, lost {lost}; "

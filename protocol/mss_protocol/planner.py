@@ -8,6 +8,8 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
    largest mutually coprime integers below k;
 2. each gets SS-optimal omega_j, capped when a bit budget is given so that
    ceil(log2 l) + ceil(log2 C(m_j, omega_j)) <= max_bits;
+   (above ``LARGE_K`` without a bit budget: the greedy sets and one set
+   from [0.95 k, k) per l, to keep planning k = 2^20 within two minutes);
 3. candidates whose normal matrix is singular are dropped; the rest are
    scored by the predicted per-item MSE tr((A^T W A)^-1)/k (first at a
    coarse tolerance, then the best few exactly or at 0.3%);
@@ -30,8 +32,12 @@ from mss_protocol.linalg import SingularError
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 from mss_protocol.variance import predicted_mse, ss_mse
 
-PLANNER_VERSION = 1
+PLANNER_VERSION = 2
 MAX_MODULI = 10
+# Above this k an unconstrained search keeps to moduli near k: their residue
+# graph has small components (exact MSE in seconds), and every wider band
+# measured at k = 2^20 scored worse while costing up to 14 s a candidate.
+LARGE_K = 1 << 16
 # Screening: dense inverses only for small components, a coarse stochastic
 # trace and few CG steps elsewhere (a set needing more is badly conditioned
 # and would lose anyway).  The best REFINE candidates are then re-scored
@@ -108,6 +114,8 @@ def candidate_sets(k, eps, max_bits, rng, per_band):
     bands = [(0.5, 1.0), (0.7, 1.0), (0.85, 1.0), (0.95, 1.0)]
     if max_bits is not None:
         bands += [(0.05, 0.15), (0.1, 0.3), (0.2, 0.5), (0.33, 0.67), (0.5, 0.8)]
+    elif k > LARGE_K:
+        bands, per_band = [(0.95, 1.0)], 1
     seen = set()
     for l in range(2, MAX_MODULI + 1):
         sets = [_greedy_top(k, l, top)]
