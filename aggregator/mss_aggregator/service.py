@@ -65,13 +65,27 @@ def counters_table(counters, title):
     return table
 
 
-def serve(agg, quiet=False):
-    """Run until SIGINT/SIGTERM; show live counters unless ``quiet``."""
+def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
+    """Run until SIGINT/SIGTERM; show live counters unless ``quiet``; with
+    ``http`` ("host:port") serve the dashboard, JSON API and /metrics."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    agg.start()
     console = Console(stderr=True)
+    web = live = None
+    if http:
+        from mss_aggregator.live import LiveView
+        from mss_aggregator.webserver import WebServer
+
+        live = LiveView(agg.store.location, interval=refresh)
+        try:
+            web = WebServer(live, http, token).start()
+        except BaseException:
+            live.close()
+            raise
+        live.start()
+        console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
+    agg.start()
     title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
     reader = open_store(agg.store.location)  # a second connection, so the display never blocks the writer
     try:
@@ -85,6 +99,9 @@ def serve(agg, quiet=False):
                     live.update(counters_table(reader.counters(), title))
     finally:
         agg.stop()
+        if web is not None:
+            web.stop()
+            live.close()
         console.print(f"stopped; counters: {json.dumps(reader.counters())}")
         reader.close()
     if agg.writer.error is not None:

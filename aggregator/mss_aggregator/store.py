@@ -186,6 +186,12 @@ class Store:
         members = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<u4").astype(np.int64)
         return Counts(self.cfg).add_tally(j, members)
 
+    def devices_per_epoch(self, last=48):
+        """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
+        rows = self._query("SELECT epoch, COUNT(*) FROM reports WHERE status='accepted' "
+                           "GROUP BY epoch ORDER BY epoch DESC LIMIT ?", (last,))
+        return [(int(e), int(c)) for e, c in reversed(rows)]
+
     def accepted_keys(self):
         """Set of (device_id, epoch, seq) of accepted reports (for audits and tests)."""
         return set(map(tuple, self._query("SELECT device_id, epoch, seq FROM reports "

@@ -12,7 +12,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from mss_aggregator import postprocess
+from mss_aggregator import jsonout, postprocess
 from mss_aggregator.distributions import DistributionError, parse
 from mss_protocol.config import ConfigError, MssConfig
 from mss_protocol.planner import PlanError, plan
@@ -211,12 +211,28 @@ def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_jso
 @click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
               help="Serial port with framed reports; repeat for several.")
 @click.option("--quiet", is_flag=True, help="No live counters.")
+@click.option("--http", "http_bind", metavar="HOST:PORT",
+              help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
+@click.option("--http-token", envvar="MSS_HTTP_TOKEN",
+              help="Token the dashboard/API require (Bearer, or basic-auth password); needed "
+                   "when --http is not on loopback. Default: $MSS_HTTP_TOKEN.")
+@click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group, client_id,
-                  serial_ports, quiet):
+                  serial_ports, quiet, http_bind, http_token, refresh):
     """Collect reports from MQTT and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.service import Aggregator, serve
     from mss_aggregator.store import StoreError
+    from mss_aggregator.webserver import HttpError, is_loopback, parse_bind
 
+    if http_bind:
+        try:
+            host, _ = parse_bind(http_bind)
+        except HttpError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http")
+        if not is_loopback(host) and not http_token:
+            raise click.UsageError(f"--http {http_bind} is reachable from other hosts: give "
+                                   f"--http-token (or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
     if share_group and not client_id:
@@ -227,7 +243,10 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
                          tls_ca, client_id, log=lambda m: console.print(m, highlight=False))
     except (ConfigError, StoreError, ValueError) as exc:
         _fail(str(exc))
-    serve(agg, quiet=quiet)
+    try:
+        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh)
+    except OSError as exc:  # e.g. the --http port is taken
+        _fail(f"--http {http_bind}: {exc.strerror or exc}")
 
 
 @main.command("estimate")
@@ -280,8 +299,8 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
 
         plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
     if as_json:
-        click.echo(json.dumps({"n": counts.total, "config_id": cfg.config_id_hex, "epoch": epoch,
-                               "counters": counters, "post": post, "estimates": rows}))
+        click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, "epoch": epoch,
+                                  "counters": counters, "post": post, "estimates": rows}))
         return
     out = Console()
     out.print(f"{counts.total} reports, config {cfg.config_id_hex}"

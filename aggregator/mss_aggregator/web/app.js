@@ -1,0 +1,169 @@
+// The mss-iot dashboard: polls the JSON API and redraws plain SVG (no library,
+// no network access beyond this aggregator).
+"use strict";
+
+const NS = "http://www.w3.org/2000/svg";
+const REFRESH_MS = 2000;
+
+function el(tag, attrs, parent) {
+  const node = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function fmt(x, digits = 4) {
+  return x === null || x === undefined ? "–" : Number(x).toFixed(digits);
+}
+
+function size(svg) {
+  const box = svg.getBoundingClientRect();
+  return [Math.max(box.width, 300), Math.max(box.height, 150)];
+}
+
+// Top-N estimates as bars with 95% CI whiskers; each bar carries its numbers.
+function drawEstimates(doc) {
+  const svg = document.getElementById("chart");
+  svg.replaceChildren();
+  const top = Number(document.getElementById("top").value);
+  const rows = [...doc.estimates].sort((a, b) => b.estimate - a.estimate).slice(0, top);
+  const [w, h] = size(svg);
+  const pad = { l: 50, r: 10, t: 10, b: 30 };
+  const hi = Math.max(0.01, ...rows.map(r => (r.ci_high === null ? r.estimate : r.ci_high)));
+  const lo = Math.min(0, ...rows.map(r => (r.ci_low === null ? r.estimate : r.ci_low)));
+  const y = v => pad.t + (h - pad.t - pad.b) * (hi - v) / (hi - lo);
+  const bw = (w - pad.l - pad.r) / Math.max(rows.length, 1);
+  el("line", { x1: pad.l, x2: w - pad.r, y1: y(0), y2: y(0), class: "axis" }, svg);
+  for (const t of [lo, (lo + hi) / 2, hi]) {
+    const tick = el("text", { x: pad.l - 4, y: y(t) + 3, "text-anchor": "end", class: "label" }, svg);
+    tick.textContent = t.toFixed(3);
+  }
+  rows.forEach((r, i) => {
+    const x = pad.l + i * bw;
+    const top = y(Math.max(r.estimate, 0)), bottom = y(Math.min(r.estimate, 0));
+    const bar = el("rect", { x: x + bw * 0.15, width: bw * 0.7, y: top, height: Math.max(bottom - top, 0.5),
+                             class: "bar", "data-item": r.item, "data-estimate": r.estimate }, svg);
+    el("title", {}, bar).textContent =
+      `item ${r.item}: ${fmt(r.estimate)} (95% CI ${fmt(r.ci_low)} – ${fmt(r.ci_high)})`;
+    if (r.ci_low !== null && r.ci_high !== null) {
+      const cx = x + bw / 2;
+      el("line", { x1: cx, x2: cx, y1: y(Math.min(r.ci_high, hi)), y2: y(Math.max(r.ci_low, lo)), class: "ci" }, svg);
+    }
+    const label = el("text", { x: x + bw / 2, y: h - pad.b + 14, "text-anchor": "middle", class: "label" }, svg);
+    label.textContent = r.item;
+  });
+  const body = document.querySelector("#estimates tbody");
+  body.replaceChildren();
+  for (const r of doc.estimates) {
+    const tr = body.insertRow();
+    for (const v of [r.item, fmt(r.estimate), fmt(r.stderr), `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`]) {
+      tr.insertCell().textContent = v;
+    }
+  }
+}
+
+function polyline(svg, points, colour, label, w, h, pad, xmax, ymax) {
+  if (!points.length) return;
+  const x0 = points[0][0];
+  const span = Math.max(xmax - x0, 1);
+  const pts = points.map(([t, v]) =>
+    `${pad.l + (w - pad.l - pad.r) * (t - x0) / span},${pad.t + (h - pad.t - pad.b) * (1 - v / ymax)}`);
+  el("polyline", { points: pts.join(" "), fill: "none", stroke: colour, "stroke-width": 2, "data-series": label }, svg);
+}
+
+function drawCounters(doc) {
+  const svg = document.getElementById("counters-chart");
+  svg.replaceChildren();
+  const [w, h] = size(svg);
+  const pad = { l: 50, r: 10, t: 10, b: 20 };
+  const hist = doc.history;
+  const ymax = Math.max(1, ...hist.map(p => p.received));
+  const xmax = hist.length ? hist[hist.length - 1].t : 1;
+  const series = [["accepted", "#1a9850"], ["duplicate", "#fdae61"], ["rejected", "#d73027"]];
+  series.forEach(([name, colour], i) => {
+    polyline(svg, hist.map(p => [p.t, p[name]]), colour, name, w, h, pad, xmax, ymax);
+    const key = el("text", { x: pad.l + 8 + i * 90, y: pad.t + 10, style: `fill:${colour}`, class: "label" }, svg);
+    key.textContent = name;
+  });
+  const tick = el("text", { x: pad.l - 4, y: pad.t + 8, "text-anchor": "end", class: "label" }, svg);
+  tick.textContent = ymax;
+  const table = document.getElementById("counters");
+  table.replaceChildren();
+  for (const [k, v] of Object.entries(doc.counters)) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = k;
+    tr.insertCell().textContent = v;
+  }
+  drawEpochs(doc.devices_per_epoch);
+}
+
+function drawEpochs(epochs) {
+  const svg = document.getElementById("epochs-chart");
+  svg.replaceChildren();
+  const [w, h] = size(svg);
+  const pad = { l: 40, r: 10, t: 10, b: 20 };
+  const ymax = Math.max(1, ...epochs.map(e => e.devices));
+  const bw = (w - pad.l - pad.r) / Math.max(epochs.length, 1);
+  epochs.forEach((e, i) => {
+    const bh = (h - pad.t - pad.b) * e.devices / ymax;
+    const bar = el("rect", { x: pad.l + i * bw + 1, width: Math.max(bw - 2, 1), y: h - pad.b - bh, height: bh,
+                             class: "bar", "data-epoch": e.epoch, "data-devices": e.devices }, svg);
+    el("title", {}, bar).textContent = `epoch ${e.epoch}: ${e.devices} devices`;
+  });
+  const tick = el("text", { x: pad.l - 4, y: pad.t + 8, "text-anchor": "end", class: "label" }, svg);
+  tick.textContent = ymax;
+}
+
+function drawConfig(cfg) {
+  const table = document.getElementById("config");
+  table.replaceChildren();
+  const rows = [["config id", cfg.config_id], ["k (categories)", cfg.k], ["epsilon", cfg.epsilon],
+                ["eps_effective", fmt(cfg.eps_effective, 6)], ["moduli", cfg.moduli.join(", ")],
+                ["subset sizes", cfg.omegas.join(", ")],
+                ["bits per report", `${cfg.bits_per_report.max} max, ${fmt(cfg.bits_per_report.mean, 1)} mean`]];
+  for (const [k, v] of rows) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = k;
+    tr.insertCell().textContent = v;
+  }
+  const audit = document.getElementById("audit");
+  audit.replaceChildren();
+  const head = audit.insertRow();
+  for (const c of ["prior", "best attacker", "paper's rule", "no information", "any-protocol ceiling"]) {
+    head.insertCell().textContent = c;
+  }
+  for (const a of cfg.audit) {
+    const tr = audit.insertRow();
+    for (const v of [a.prior, fmt(a.bayes_exact, 5), fmt(a.paper_rule, 5), fmt(a.no_information, 5), fmt(a.ceiling, 5)]) {
+      tr.insertCell().textContent = v;
+    }
+  }
+}
+
+async function getJSON(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    const [est, ctr, cfg] = await Promise.all(
+      [getJSON("api/estimates"), getJSON("api/counters"), getJSON("api/config")]);
+    drawEstimates(est);
+    drawCounters(ctr);
+    drawConfig(cfg);
+    document.getElementById("campaign").textContent = `config ${cfg.config_id}`;
+    status.textContent = `${est.n} reports decoded · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`;
+    status.className = "";
+    document.body.dataset.reports = est.n;
+  } catch (err) {
+    status.textContent = `cannot reach the aggregator (${err.message}); retrying`;
+    status.className = "error";
+  }
+}
+
+document.getElementById("top").addEventListener("change", refresh);
+refresh();
+setInterval(refresh, REFRESH_MS);

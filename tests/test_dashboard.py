@@ -1,0 +1,212 @@
+"""The live dashboard of ``mss aggregate --http``: its JSON API and /metrics over
+real HTTP, the OpenAPI document, the token, and the page itself rendered in
+real headless Chromium (Debian's, driven by Playwright) showing the current
+estimates as reports arrive, without reloading.  The browser test writes
+build/screenshots/dashboard.png for people to look at."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from brokers import free_port, mosquitto  # noqa: F401 (fixture)
+from collect_helpers import AggregatorProcess, estimate_json, wait_for
+from mss_aggregator.loadgen import make_reports, publish
+from mss_protocol.config import MssConfig
+
+CFG = MssConfig.build(64, 2.0, [59, 61, 63])
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def get(url, token=None, basic=None):
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    if basic:
+        req.add_header("Authorization", "Basic " + base64.b64encode(basic.encode()).decode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = r.read()
+        return r.status, r.headers.get("Content-Type"), body
+
+
+def get_json(url, **kw):
+    return json.loads(get(url, **kw)[2])
+
+
+@pytest.fixture
+def dashboard(tmp_path, mosquitto):
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    port = free_port()
+    store = tmp_path / "s.sqlite"
+    broker = f"mqtt://127.0.0.1:{mosquitto.port}"
+    agg = AggregatorProcess(tmp_path, config, store, broker=broker,
+                            extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 30
+    while True:
+        try:
+            get(url + "api/config")
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    yield url, broker, store
+    agg.stop()
+
+
+def wait_api(url, n, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        doc = get_json(url + "api/estimates")
+        if doc["n"] >= n:
+            return doc
+        time.sleep(0.2)
+    raise AssertionError(f"the API never reached {n} reports")
+
+
+def _conforms(value, schema, defs):
+    """The response satisfies the OpenAPI schema's types and required fields."""
+    if "$ref" in schema:
+        return _conforms(value, defs[schema["$ref"].rsplit("/", 1)[1]], defs)
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types
+    py = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+          "null": type(None)}
+    if types and not any(isinstance(value, py[t]) and not (t != "boolean" and isinstance(value, bool))
+                         for t in types):
+        return False
+    if isinstance(value, dict):
+        if not set(schema.get("required", ())) <= set(value):
+            return False
+        return all(_conforms(value[k], s, defs) for k, s in schema.get("properties", {}).items()
+                   if k in value)
+    if isinstance(value, list) and "items" in schema:
+        return all(_conforms(v, schema["items"], defs) for v in value)
+    return True
+
+
+def test_api_metrics_and_openapi(dashboard):
+    url, broker, store = dashboard
+    empty = get_json(url + "api/estimates")  # before any report: valid JSON, infinite SEs as null
+    assert empty["n"] == 0 and empty["estimates"][0]["stderr"] is None
+    publish(make_reports(CFG, devices=300, epochs=1, prefix="d"), broker, "t")
+    wait_for(store, lambda c: c["accepted"] >= 300)
+    est = wait_api(url, 300)
+    cli = estimate_json(store)
+    assert [r["estimate"] for r in est["estimates"]] == pytest.approx(
+        [r["estimate"] for r in cli["estimates"]], abs=1e-12)
+    assert est["config_id"] == CFG.config_id_hex
+    counters = get_json(url + "api/counters")
+    assert counters["counters"]["accepted"] == 300 and counters["history"][-1]["accepted"] == 300
+    assert counters["devices_per_epoch"] == [{"epoch": 0, "devices": 300}]
+    config = get_json(url + "api/config")
+    assert config["config_id"] == CFG.config_id_hex and config["eps_effective"] <= config["epsilon"]
+    assert config["bits_per_report"] == CFG.bits_per_report
+    assert [a["prior"] for a in config["audit"]] == ["uniform", "current estimate"]
+    assert all(a["no_information"] <= a["bayes_exact"] <= a["ceiling"] for a in config["audit"])
+    status, ctype, body = get(url + "metrics")
+    assert status == 200 and ctype.startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(body.decode()) for s in fam.samples}
+    assert samples[("mss_reports_total", (("outcome", "accepted"),))] == 300
+    assert samples[("mss_estimate_reports", ())] == 300
+    assert samples[("mss_devices_last_epoch", ())] == 300
+    spec = get_json(url + "api/openapi.json")
+    defs = spec["components"]["schemas"]
+    for path in ("/api/estimates", "/api/counters", "/api/config"):
+        schema = spec["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert _conforms(get_json(url + path.lstrip("/")), schema, defs), path
+    assert not _conforms({"n": 1}, spec["paths"]["/api/estimates"]["get"]["responses"]["200"]
+                         ["content"]["application/json"]["schema"], defs)  # the checker can fail
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get(url + "nope")
+    assert err.value.code == 404
+
+
+def test_token_and_binding(tmp_path, mosquitto):
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    base = [sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config), "--store",
+            str(tmp_path / "s.sqlite"), "--broker", f"mqtt://127.0.0.1:{mosquitto.port}", "--quiet"]
+    out = subprocess.run(base + ["--http", "0.0.0.0:8080"], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "MSS_HTTP_TOKEN"})
+    assert out.returncode == 2 and "--http-token" in out.stderr  # refused before binding anything
+    out = subprocess.run(base + ["--http", "nonsense"], capture_output=True, text=True)
+    assert out.returncode == 2 and "HOST:PORT" in out.stderr
+    port = free_port()
+    agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite",
+                            broker=f"mqtt://127.0.0.1:{mosquitto.port}",
+                            extra=["--http", f"127.0.0.1:{port}", "--http-token", "s3cret"]).start()
+    url = f"http://127.0.0.1:{port}/api/config"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                get(url)
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 401 and exc.headers["WWW-Authenticate"].startswith("Basic")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.time() < deadline
+                time.sleep(0.2)
+        assert get(url, token="s3cret")[0] == 200
+        assert get(url, basic="anyone:s3cret")[0] == 200
+        with pytest.raises(urllib.error.HTTPError):
+            get(url, token="wrong")
+    finally:
+        agg.stop()
+
+
+def _chromium():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing under CI (make test installs Debian's chromium as root)")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    return exe
+
+
+def _bars(page):
+    return [tuple(b) for b in page.eval_on_selector_all(
+        "#chart rect.bar", "els => els.map(e => [Number(e.dataset.item), Number(e.dataset.estimate)])")]
+
+
+def test_page_in_headless_chromium_shows_current_estimates(dashboard):
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    url, broker, store = dashboard
+    publish(make_reports(CFG, devices=200, epochs=1, prefix="a"), broker, "t")
+    wait_api(url, 200)
+    shots = ROOT / "build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(url)
+        page.wait_for_function("document.body.dataset.reports === '200'", timeout=20000)
+        top = sorted(get_json(url + "api/estimates")["estimates"], key=lambda r: -r["estimate"])[:20]
+        assert _bars(page) == [(r["item"], pytest.approx(r["estimate"], abs=1e-12)) for r in top]
+        assert page.locator("#estimates tbody tr").count() == CFG.k
+        assert page.locator("#epochs-chart rect.bar").count() == 1
+        assert "eps_effective" in page.inner_text("#config")
+        # more reports arrive: the page follows without a reload
+        publish(make_reports(CFG, devices=200, epochs=1, prefix="b", seed=5), broker, "t")
+        page.wait_for_function("document.body.dataset.reports === '400'", timeout=20000)
+        top = sorted(get_json(url + "api/estimates")["estimates"], key=lambda r: -r["estimate"])[:20]
+        assert _bars(page) == [(r["item"], pytest.approx(r["estimate"], abs=1e-12)) for r in top]
+        page.wait_for_timeout(700)  # one more refresh so the counters chart has a history
+        page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
+        browser.close()
+    assert (shots / "dashboard.png").stat().st_size > 10_000
