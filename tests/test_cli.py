@@ -174,3 +174,51 @@ def test_merge_counts_of_two_sites(tmp_path):
     assert out.returncode == 3 and "other.json" in out.stderr and not (tmp_path / "x.json").exists()
     out = mss("estimate", "--counts", tmp_path / "ab.json", "--store", tmp_path / "all.sqlite")
     assert out.returncode == 2
+
+
+def test_version_and_shell_completion():
+    from importlib.metadata import version
+
+    out = mss("--version")
+    assert out.returncode == 0 and version("mss-iot") in out.stdout
+    out = mss("completion", "bash")
+    assert out.returncode == 0 and "_MSS_COMPLETE" in out.stdout
+    import os
+
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mss")], capture_output=True, text=True,
+                          env=dict(os.environ, _MSS_COMPLETE="bash_complete", COMP_WORDS="mss au", COMP_CWORD="1"))
+    assert "plain,audit" in done.stdout.split()  # bash completion protocol: type,value
+
+
+@pytest.mark.parametrize("args,code,named", [
+    (["plan", "--k", 2, "--epsilon", 1], 2, "--k"),
+    (["plan", "--k", 64, "--epsilon", 1, "--bogus"], 2, "--bogus"),
+    (["simulate", "--config", "{tmp}/missing.json", "--n", 10], 2, "missing.json"),
+    (["simulate", "--config", "{tmp}/bad.json", "--n", 10], 3, "bad.json"),
+    (["estimate", "--store", "{tmp}/missing.sqlite"], 3, "missing.sqlite"),
+    (["estimate", "--counts", "{tmp}/bad.json"], 3, "bad.json"),
+    (["merge", "{tmp}/bad.json", "-o", "{tmp}/x.json"], 3, "bad.json"),
+    (["audit", "--k", 16, "--epsilon", 1, "--prior", "file:{tmp}/missing.csv", "--trials", 0], 3, "missing.csv"),
+    (["audit", "--config", "{tmp}/bad.json"], 3, "bad.json"),
+    (["device-sim", "--config", "{tmp}/bad.json", "--value", 1], 3, "bad.json"),
+    (["bench", "--protocols", "mss,nope"], 2, "nope"),
+])
+def test_errors_exit_2_for_usage_3_for_data_and_name_the_culprit(tmp_path, args, code, named):
+    (tmp_path / "bad.json").write_text("{not json")
+    out = mss(*[str(a).format(tmp=tmp_path) for a in args])
+    assert out.returncode == code, out.stderr
+    assert named in out.stderr and "Traceback" not in out.stderr
+
+
+def test_json_everywhere(tmp_path):
+    """Every command that reports has machine-readable output on stdout."""
+    out = mss("bench", "--k", 64, "--epsilon", 2, "--n", 1000, "--dist", "spike", "--trials", 1,
+              "--protocols", "mss,grr", "--json", "-")
+    assert out.returncode == 0, out.stderr
+    assert [r["protocol"] for r in json.loads(out.stdout)["rows"]] == ["mss", "grr"]
+    from mss_aggregator.counts import Counts
+
+    cfg = MssConfig.build(64, 2.0, [59, 61, 63])
+    Counts(cfg).save(tmp_path / "a.json")
+    out = mss("merge", tmp_path / "a.json", tmp_path / "a.json", "-o", tmp_path / "m.json", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["config_id"] == cfg.config_id_hex

@@ -318,7 +318,8 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Where to write the summed counts.")
-def merge_cmd(inputs, output):
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def merge_cmd(inputs, output, as_json):
     """Sum count files of the same config (sites that share only counts)."""
     from functools import reduce
 
@@ -334,6 +335,10 @@ def merge_cmd(inputs, output):
         _fail(str(exc))
     total = reduce(Counts.merge, parts)
     total.save(output)
+    if as_json:
+        click.echo(json.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
+                               "config_id": total.cfg.config_id_hex}))
+        return
     console.print(f"{len(parts)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")
 
 
@@ -349,7 +354,9 @@ def merge_cmd(inputs, output):
               show_default=True)
 @click.option("--parallel", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--truth", "truth_path", type=click.Path(dir_okay=False), help="Write the devices' values.")
-def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path):
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path,
+              as_json):
     """Start DEVICES emulated devices running the firmware; each reports once."""
     from mss_aggregator.fleet import draw_values, run_fleet
     from mss_aggregator.runtime import RuntimeUnavailable
@@ -367,7 +374,11 @@ def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, run
             json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
                        "values": {d: v for d, (v, _, _) in sorted(results.items())},
                        "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
-    console.print(f"{devices - len(failed)} of {devices} devices published")
+    if as_json:
+        click.echo(json.dumps({"devices": devices, "published": devices - len(failed), "failed": failed,
+                               "config_id": cfg.config_id_hex, "campaign": campaign}))
+    else:
+        console.print(f"{devices - len(failed)} of {devices} devices published")
     if failed:
         _fail(f"devices that could not publish: {', '.join(failed[:10])}"
               + (f" (+{len(failed) - 10} more)" if len(failed) > 10 else "")
@@ -463,7 +474,8 @@ def _csv_list(kind):
               callback=_csv_list(str), help="mss, ss, pgr, grr, rappor (OUE), sue, olh, hr.")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write {\"rows\": [...]}.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write {\"rows\": [...]} to this file (- prints it instead of the table).")
 @click.option("--plot", "plot_prefix", help="Write <prefix>-mse/decode/bits-*.png.")
 def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot_prefix):
     """Accuracy, bits and decode time of every protocol on the same data."""
@@ -486,9 +498,12 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot
         task = bar.add_task("bench", total=total)
         rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed,
                          progress=lambda: bar.advance(task))
+    if json_path == "-":
+        click.echo(jsonout.dumps({"rows": rows}))
+        return
     if json_path:
         with open(json_path, "w") as fh:
-            json.dump({"rows": rows}, fh, indent=1)
+            fh.write(jsonout.dumps({"rows": rows}, indent=1))
     table = Table(title=f"mss bench: n={n}, {trials} trials, post={post}")
     for col in ("protocol", "k", "eps", "dist", "MSE", "± std", "vs SS", "bits max", "client s",
                 "decode s"):
@@ -646,3 +661,12 @@ def _print_audit(report, plot):
         out.print(table)
     if plot:
         out.print(f"plot: {plot}")
+
+
+@main.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the shell completion script, e.g. eval "$(mss completion bash)" in ~/.bashrc."""
+    from click.shell_completion import get_completion_class
+
+    click.echo(get_completion_class(shell)(main, {}, "mss", "_MSS_COMPLETE").source())
