@@ -7,11 +7,7 @@ import time
 
 import pytest
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from mss_aggregator.ports import free_port
 
 
 class Mosquitto:

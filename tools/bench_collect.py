@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,14 +29,10 @@ import numpy as np
 import psycopg
 
 from mss_aggregator.local_postgres import LocalPostgres
+from mss_aggregator.ports import free_port
 from mss_protocol.config import MssConfig
 from mss_protocol.planner import plan
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(args, rate=None):

@@ -6,14 +6,9 @@ production broker: point ``--broker`` at Mosquitto or EMQX for real fleets.
 """
 import asyncio
 import logging
-import socket
 import threading
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from mss_aggregator.ports import free_port
 
 
 class EmbeddedBroker:

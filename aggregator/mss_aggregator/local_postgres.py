@@ -8,10 +8,11 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
+
+from mss_aggregator.ports import free_port
 
 
 def bindir():
@@ -23,11 +24,6 @@ def bindir():
     return os.path.dirname(exe) if exe else None
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class LocalPostgres:
     def __init__(self, fsync=False):
@@ -36,7 +32,7 @@ class LocalPostgres:
             raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
         self.root = tempfile.mkdtemp(prefix="mss-pg-")
         os.chmod(self.root, 0o755)  # the server user must reach it
-        self.port, self.fsync = _free_port(), fsync
+        self.port, self.fsync = free_port(), fsync
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if self.as_user:
             shutil.chown(self.root, "postgres")
