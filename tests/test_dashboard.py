@@ -211,3 +211,49 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
         browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
+
+
+def test_top_query_host_check_and_received_metric(dashboard):
+    url, broker, store = dashboard
+    publish(make_reports(CFG, devices=50, epochs=1, prefix="q"), broker, "t")
+    wait_api(url, 50)
+    top = get_json(url + "api/estimates?top=5")["estimates"]
+    everything = get_json(url + "api/estimates")["estimates"]
+    assert [r["item"] for r in top] == [r["item"] for r in sorted(everything, key=lambda r: -r["estimate"])[:5]]
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get(url + "api/estimates?top=zero")
+    assert err.value.code == 400
+    req = urllib.request.Request(url + "api/config", headers={"Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as err:  # DNS rebinding onto a loopback server
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 403
+    body = get(url + "metrics")[2].decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(body) for s in fam.samples}
+    assert samples[("mss_reports_received_total", ())] == 50
+    assert sum(v for (name, _), v in samples.items() if name == "mss_reports_total") == 50
+
+
+def test_clean_shutdown_with_the_live_console(tmp_path, mosquitto):
+    """--http beside the live counters display (no --quiet): SIGTERM stops both cleanly."""
+    import signal
+
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config),
+                             "--store", str(tmp_path / "s.sqlite"), "--broker",
+                             f"mqtt://127.0.0.1:{mosquitto.port}", "--http", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while True:
+        try:
+            get(f"http://127.0.0.1:{port}/api/config")
+            break
+        except (urllib.error.URLError, ConnectionError):
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped; counters" in err and "Traceback" not in err

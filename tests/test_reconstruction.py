@@ -191,3 +191,9 @@ def test_longitudinal_fresh_reports_compose_and_memoized_stay_flat():
         assert fresh[1] >= 30 and fresh[1] > fresh[0], name
         memo = longitudinal(ch, prior, [1, 10, 100], 60, seed=2, memoize=True)
         assert memo[0] == memo[1] == memo[2], name
+
+
+def test_longitudinal_horizons_may_repeat():
+    ch = channel("grr", 16, 1.0)
+    hits = longitudinal(ch, parse("uniform", 16), [5, 1, 5, 1], 30, seed=3)
+    assert len(hits) == 2 and list(hits) == list(longitudinal(ch, parse("uniform", 16), [1, 5], 30, seed=3))

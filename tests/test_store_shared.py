@@ -174,3 +174,32 @@ def test_two_workers_share_the_stream_and_survive_kill_9(tmp_path, mosquitto, pg
     with psycopg.connect(pg_url) as db:  # both workers took part
         share = dict(db.execute("SELECT source, count(*) FROM reports GROUP BY source").fetchall())
     assert set(share) == {"mqtt:w1", "mqtt:w2"} and min(share.values()) > 1000, share
+
+
+def test_first_arrival_counts_within_a_batch_and_large_epochs(location):
+    """Within one batch the report that arrived first is the counted one (as
+    across batches), and any u32 epoch is stored (PostgreSQL: BIGINT)."""
+    codec = WireCodec(CFG)
+    ingest = Ingest(CFG, "t")
+    late = (1 << 31) + 5
+    reports = [("d0", 3, 9), ("d0", 3, 3), ("d1", late, 1), ("d2", (1 << 32) - 1, 0)]
+    items = [ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(),
+                              codec.encode(0, list(range(CFG.omegas[0])), epoch=e, seq=q))
+             for d, e, q in reports]
+    store = open_store(location, CFG)
+    assert store.write_batch(items) == ["accepted", "extra", "accepted", "accepted"]
+    assert store.counts(epoch=late).total == 1
+    store.close()
+
+
+def test_readers_need_no_write_rights(pg_url):
+    """mss estimate and the dashboard open an up-to-date store read-only."""
+    import psycopg
+
+    open_store(pg_url, CFG).write_batch(_items(make_reports(CFG, 5, 1)))
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("CREATE ROLE reader LOGIN")
+        db.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    reader = open_store(pg_url.replace("//mss@", "//reader@"))
+    assert reader.counts().total == 5 and reader.counters()["accepted"] == 5
+    reader.close()

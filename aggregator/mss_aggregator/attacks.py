@@ -45,12 +45,12 @@ def single_report(ch, prior, trials, seed=0):
 
 
 def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False):
-    """Bayes-optimal hits after T reports, for each T in ``horizons`` (sorted):
-    array of len(horizons), over ``trials`` devices."""
+    """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
+    (ascending): array of len(set(horizons)), over ``trials`` devices."""
     rng = np.random.default_rng(seed)
     device = ByteRng(random.Random(seed).randbytes)
     log_prior = _log_prior(prior)
-    horizons = sorted(horizons)
+    horizons = sorted(set(horizons))
     hits = np.zeros(len(horizons), dtype=np.int64)
     for x in rng.choice(ch.k, size=trials, p=prior):
         post = log_prior.copy()

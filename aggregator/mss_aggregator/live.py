@@ -59,6 +59,7 @@ class LiveView:
         audit = list(self.config["audit"][:1])
         if counts.total and self.cfg.k <= AUDIT_MAX_K:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
+        # no "error" key: a good refresh clears the last failure
         snap = {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex,
                 "estimates": est.rows(), "decode_seconds": est.seconds, "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit}
@@ -71,7 +72,7 @@ class LiveView:
         while not self.stop_event.wait(self.interval):
             try:
                 self.refresh()
-            except Exception as exc:  # a failed refresh keeps the last snapshot; say so once per failure
+            except Exception as exc:  # keep the last snapshot, and say why it is stale (API, page)
                 with self.lock:
                     self.snapshot = dict(self.snapshot, error=f"refresh failed: {exc}")
 
@@ -86,16 +87,24 @@ class LiveView:
         self.store.close()
 
     # -- the API's documents ------------------------------------------------
-    def estimates(self):
+    def estimates(self, top=None):
+        """The latest estimates; ``top``: only the largest ``top`` (largest first), for big k."""
         with self.lock:
             s = self.snapshot
-            return {k: s[k] for k in ("updated", "n", "config_id", "decode_seconds", "estimates")}
+        rows = s["estimates"]
+        if top is not None:
+            top = int(top)
+            if top < 1:
+                raise ValueError("top must be at least 1")
+            rows = sorted(rows, key=lambda r: -r["estimate"])[:top]
+        doc = {k: s[k] for k in ("updated", "n", "config_id", "decode_seconds")}
+        return dict(doc, estimates=rows, error=s.get("error"))
 
     def counters(self):
         with self.lock:
             s = self.snapshot
             return {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
-                    "devices_per_epoch": s["devices_per_epoch"]}
+                    "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error")}
 
     def config_doc(self):
         with self.lock:

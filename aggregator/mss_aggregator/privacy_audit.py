@@ -79,6 +79,7 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
                  cfg=None, progress=None):
     """Bayes-optimal success after T reports of one fixed value, fresh and memoized:
     {"horizons", "trials", "ceiling" (the LDP ceiling at T epsilon), "rows": [...]}."""
+    horizons = sorted(set(horizons))
     rows = []
     for name in names:
         ch = channel(name, k, epsilon, cfg)
@@ -89,8 +90,8 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
                          "ci": [r[1] for r in rates]})
             if progress:
                 progress()
-    return {"horizons": sorted(horizons), "trials": trials, "seed": seed,
-            "ceiling": [ceilings.ldp_prior(prior, t * epsilon) for t in sorted(horizons)],
+    return {"horizons": horizons, "trials": trials, "seed": seed,
+            "ceiling": [ceilings.ldp_prior(prior, t * epsilon) for t in horizons],
             "memoize_ceiling": ceilings.ldp_prior(prior, epsilon), "rows": rows}
 
 

@@ -72,37 +72,35 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     console = Console(stderr=True)
-    web = live = None
-    if http:
-        from mss_aggregator.live import LiveView
-        from mss_aggregator.webserver import WebServer
-
-        live = LiveView(agg.store.location, interval=refresh)
-        try:
-            web = WebServer(live, http, token).start()
-        except BaseException:
-            live.close()
-            raise
-        live.start()
-        console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
-    agg.start()
-    title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
-    reader = open_store(agg.store.location)  # a second connection, so the display never blocks the writer
+    web = view = reader = None
     try:
+        if http:
+            from mss_aggregator.live import LiveView
+            from mss_aggregator.webserver import WebServer
+
+            view = LiveView(agg.store.location, interval=refresh)
+            web = WebServer(view, http, token).start()
+            view.start()
+            console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
+        agg.start()
+        title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
+        reader = open_store(agg.store.location)  # a second connection: the display never blocks the writer
         if quiet:
             while not stop.wait(0.5) and agg.writer.error is None:
                 pass
         else:
             with Live(counters_table(reader.counters(), title), console=console,
-                      refresh_per_second=2) as live:
+                      refresh_per_second=2) as display:
                 while not stop.wait(0.5) and agg.writer.error is None:
-                    live.update(counters_table(reader.counters(), title))
+                    display.update(counters_table(reader.counters(), title))
     finally:
         agg.stop()
         if web is not None:
             web.stop()
-            live.close()
-        console.print(f"stopped; counters: {json.dumps(reader.counters())}")
-        reader.close()
+        if view is not None:
+            view.close()
+        if reader is not None:
+            console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            reader.close()
     if agg.writer.error is not None:
         raise agg.writer.error

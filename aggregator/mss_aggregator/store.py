@@ -21,8 +21,10 @@ first transaction and then does nothing.  A batch is committed before its
 messages are acknowledged to the broker, so an acknowledged report is
 stored.  The counts decoded by :meth:`counts` come only from accepted rows.
 
-The schema is versioned (``meta.schema``) and migrated on open, under an
-advisory lock on PostgreSQL so that workers starting together agree.
+The schema is versioned (``meta.schema``) and created or migrated on open
+(in one transaction, under an advisory lock on PostgreSQL so that workers
+starting together agree); a store that is up to date is only read, so
+readers such as ``mss estimate`` need no write rights.
 """
 import json
 import time
@@ -38,7 +40,7 @@ MIGRATIONS = [
     (1, ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
          """CREATE TABLE IF NOT EXISTS reports (
             id {id}, config_id TEXT NOT NULL, device_id TEXT NOT NULL,
-            epoch INTEGER NOT NULL, seq INTEGER NOT NULL, j INTEGER NOT NULL, subset {blob} NOT NULL,
+            epoch BIGINT NOT NULL, seq INTEGER NOT NULL, j INTEGER NOT NULL, subset {blob} NOT NULL,
             payload {blob} NOT NULL, source TEXT NOT NULL, received {real} NOT NULL, status TEXT NOT NULL,
             UNIQUE (config_id, device_id, epoch, seq))""",
          """CREATE UNIQUE INDEX IF NOT EXISTS one_per_epoch ON reports (config_id, device_id, epoch)
@@ -72,6 +74,25 @@ class Store:
     TYPES = {}
 
     def _open(self, cfg):
+        meta = self._read_meta()
+        if meta.get("schema") != str(SCHEMA_VERSION) or "config" not in meta:
+            meta = self._set_up(cfg)  # only then write: readers may hold read-only rights
+        if "config" not in meta:
+            raise StoreError(f"{self.name}: empty store and no config given")
+        stored = MssConfig.from_dict(json.loads(meta["config"]), source=f"{self.name}: config")
+        if cfg is not None and cfg.config_id != stored.config_id:
+            raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}, "
+                              f"not {cfg.config_id_hex}; use another --store")
+        self.cfg = stored
+
+    def _read_meta(self):
+        try:
+            return dict(self._query("SELECT key, value FROM meta"))
+        except self.NO_TABLE:
+            return {}
+
+    def _set_up(self, cfg):
+        """Create or migrate the schema and store the config, in one locked transaction."""
         with self._transaction() as cur:
             self._lock(cur)
             self._exec(cur, MIGRATIONS[0][1][0])
@@ -86,17 +107,11 @@ class Store:
                         self._exec(cur, sql.format(**self.TYPES))
             self._exec(cur, "INSERT INTO meta VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE "
                             "SET value = excluded.value", (str(SCHEMA_VERSION),))
-            if "config" in meta:
-                stored = MssConfig.from_dict(json.loads(meta["config"]), source=f"{self.name}: config")
-                if cfg is not None and cfg.config_id != stored.config_id:
-                    raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}, "
-                                      f"not {cfg.config_id_hex}; use another --store")
-                self.cfg = stored
-            elif cfg is None:
-                raise StoreError(f"{self.name}: empty store and no config given")
-            else:
-                self.cfg = cfg
-                self._exec(cur, "INSERT INTO meta VALUES ('config', ?)", (json.dumps(cfg.to_dict()),))
+            meta["schema"] = str(SCHEMA_VERSION)
+            if "config" not in meta and cfg is not None:
+                meta["config"] = json.dumps(cfg.to_dict())
+                self._exec(cur, "INSERT INTO meta VALUES ('config', ?)", (meta["config"],))
+        return meta
 
     def _lock(self, cur):
         """Serialise schema set-up between processes (SQLite: the write transaction)."""
@@ -129,12 +144,11 @@ class Store:
         outcomes, bump = {}, {"received": len(items)}
         cid = self.cfg.config_id_hex
         insert = ("INSERT INTO reports (config_id, device_id, epoch, seq, j, subset, payload, source, "
-                  "received, status) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING RETURNING id")
+                  "received, status) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
 
-        def key(i):  # reports in key order: concurrent workers take row locks in one order
-            it = items[i]
-            return (0, "", 0, 0) if "reason" in it else (1, it["device_id"], it["report"].epoch,
-                                                           it["report"].seq)
+        def key(i):  # (device, epoch) order: concurrent workers take row locks in one order, and
+            it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
+            return (0, "", 0) if "reason" in it else (1, it["device_id"], it["report"].epoch)
         with self._transaction() as cur:
             for i in sorted(range(len(items)), key=key):
                 it = items[i]
@@ -148,9 +162,9 @@ class Store:
                     r = it["report"]
                     row = (cid, it["device_id"], r.epoch, r.seq, r.j,
                            np.asarray(r.subset, dtype="<u4").tobytes(), it["payload"], it["source"], now)
-                    if self._exec(cur, insert, row + ("accepted",)).fetchone():
+                    if self._exec(cur, insert, row + ("accepted",)).rowcount == 1:
                         outcome = counter = "accepted"
-                    elif self._exec(cur, insert, row + ("extra",)).fetchone():
+                    elif self._exec(cur, insert, row + ("extra",)).rowcount == 1:
                         outcome, counter = "extra", "rejected_extra_in_epoch"
                     else:  # this (config, device, epoch, seq) is stored already
                         outcome = counter = "duplicate"
@@ -208,6 +222,7 @@ class SqliteStore(Store):
         import os
         import sqlite3
 
+        self.NO_TABLE = sqlite3.OperationalError
         if cfg is None and not os.path.exists(path):
             raise StoreError(f"{path}: no such store")
         self.location = self.name = str(path)
@@ -237,12 +252,11 @@ class PostgresStore(Store):
     LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi")
 
     def __init__(self, url, cfg=None):
-        try:
-            import psycopg
-        except ImportError:
-            raise StoreError("PostgreSQL stores need psycopg 3 (pip install 'psycopg[binary]')") from None
+        import psycopg
+
         self.location, self.name = url, url.split("@")[-1]  # never print a password
         self.RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+        self.NO_TABLE = psycopg.errors.UndefinedTable
         try:
             self.db = psycopg.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:

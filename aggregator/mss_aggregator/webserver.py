@@ -35,12 +35,17 @@ class HttpError(ValueError):
     pass
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
 def parse_bind(text):
     """'host:port' -> (host, port); a bad value raises HttpError naming it."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise HttpError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8080 (got {text!r})")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    if ":" in host or host.startswith("["):
+        raise HttpError(f"--http {text}: IPv6 addresses are not supported; use 127.0.0.1 or an IPv4 address")
+    return host or "127.0.0.1", int(port)
 
 
 def is_loopback(host):
@@ -48,6 +53,15 @@ def is_loopback(host):
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
+
+
+def check_bind(bind, token):
+    """(host, port) for --http, refusing an address beyond loopback without a token."""
+    host, port = parse_bind(bind)
+    if not is_loopback(host) and not token:
+        raise HttpError(f"--http {bind} is reachable from other hosts: give --http-token "
+                        f"(or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
+    return host, port
 
 
 class MetricsCollector:
@@ -65,9 +79,11 @@ class MetricsCollector:
                              "eps_effective": repr(cfg.eps_effective),
                              "moduli": ",".join(map(str, cfg.moduli))})
         yield info
-        reports = CounterMetricFamily("mss_reports", "Reports by outcome", labels=["outcome"])
+        yield CounterMetricFamily("mss_reports_received", "Reports received", value=snap["counters"]["received"])
+        reports = CounterMetricFamily("mss_reports", "Reports by outcome (they sum to received)",
+                                      labels=["outcome"])
         for name, value in snap["counters"].items():
-            if name != "rejected":  # the sum of the rejected_<reason> series
+            if name not in ("received", "rejected"):  # rejected is the sum of the rejected_<reason> series
                 reports.add_metric([name], value)
         yield reports
         est = self.live.estimates()
@@ -85,6 +101,14 @@ def make_handler(live, token, registry):
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "mss-aggregate"
+        timeout = 30  # an idle client does not hold a thread for ever
+
+        def _host_ok(self):
+            """Without a token only loopback names are served (no DNS rebinding)."""
+            if token is not None:
+                return True
+            host = self.headers.get("Host", "").rsplit(":", 1)[0]
+            return host in LOOPBACK_NAMES
 
         def log_message(self, fmt, *args):  # quiet: the operator's console shows the counters
             pass
@@ -120,12 +144,20 @@ def make_handler(live, token, registry):
             self.do_GET()
 
         def do_GET(self):
-            path = self.path.split("?", 1)[0]
-            if not self._authorised():
+            path, _, query = self.path.partition("?")
+            if not self._host_ok():
+                self._send(403, b'{"error": "use http://127.0.0.1 or http://localhost"}', "application/json")
+            elif not self._authorised():
                 self._send(401, b'{"error": "unauthorised"}', "application/json",
                            [("WWW-Authenticate", 'Basic realm="mss-iot"')])
             elif path in api:
-                self._send(200, jsonout.dumps(api[path]()).encode(), "application/json")
+                try:
+                    doc = api[path](**dict(p.split("=", 1) for p in query.split("&") if "=" in p))
+                except (TypeError, ValueError) as exc:
+                    self._send(400, jsonout.dumps({"error": f"bad query {query!r}: {exc}"}).encode(),
+                               "application/json")
+                    return
+                self._send(200, jsonout.dumps(doc).encode(), "application/json")
             elif path == "/metrics":
                 self._send(200, generate_latest(registry), "text/plain; version=0.0.4; charset=utf-8")
             elif path in STATIC:
@@ -142,13 +174,13 @@ class WebServer:
     """The dashboard/API server in a background thread."""
 
     def __init__(self, live, bind, token=None):
-        host, port = parse_bind(bind)
-        if not is_loopback(host) and not token:
-            raise HttpError(f"--http {bind} is reachable from other hosts: give --http-token "
-                            f"(or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
+        host, port = check_bind(bind, token)
         registry = CollectorRegistry()
         registry.register(MetricsCollector(live))
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(live, token, registry))
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), make_handler(live, token, registry))
+        except OSError as exc:  # the port is taken, the address is not ours, ...
+            raise HttpError(f"--http {bind}: {exc.strerror or exc}") from None
         self.httpd.daemon_threads = True
         self.url = f"http://{host}:{self.httpd.server_address[1]}/"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -223,16 +223,13 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
     """Collect reports from MQTT and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.service import Aggregator, serve
     from mss_aggregator.store import StoreError
-    from mss_aggregator.webserver import HttpError, is_loopback, parse_bind
+    from mss_aggregator.webserver import HttpError, check_bind
 
     if http_bind:
         try:
-            host, _ = parse_bind(http_bind)
+            check_bind(http_bind, http_token)  # before connecting anything
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
-        if not is_loopback(host) and not http_token:
-            raise click.UsageError(f"--http {http_bind} is reachable from other hosts: give "
-                                   f"--http-token (or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
     if share_group and not client_id:
@@ -245,8 +242,8 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
         _fail(str(exc))
     try:
         serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh)
-    except OSError as exc:  # e.g. the --http port is taken
-        _fail(f"--http {http_bind}: {exc.strerror or exc}")
+    except HttpError as exc:  # e.g. the --http port is taken
+        _fail(str(exc))
 
 
 @main.command("estimate")
@@ -336,7 +333,7 @@ def merge_cmd(inputs, output, as_json):
     total = reduce(Counts.merge, parts)
     total.save(output)
     if as_json:
-        click.echo(json.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
+        click.echo(jsonout.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
                                "config_id": total.cfg.config_id_hex}))
         return
     console.print(f"{len(parts)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")
@@ -375,7 +372,7 @@ def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, run
                        "values": {d: v for d, (v, _, _) in sorted(results.items())},
                        "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
     if as_json:
-        click.echo(json.dumps({"devices": devices, "published": devices - len(failed), "failed": failed,
+        click.echo(jsonout.dumps({"devices": devices, "published": devices - len(failed), "failed": failed,
                                "config_id": cfg.config_id_hex, "campaign": campaign}))
     else:
         console.print(f"{devices - len(failed)} of {devices} devices published")
@@ -600,7 +597,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
                    f"k={k}, prior {prior_spec}", report.get("longitudinal"))
     problems = privacy_audit.problems(report)
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(jsonout.dumps(report))
     else:
         _print_audit(report, plot)
     for p in problems:

@@ -58,11 +58,12 @@ def optimal_omega(m, eps, max_omega=None):
 def rank_bits(m, omega):
     """ceil(log2 C(m, omega)): bits of the enumerative subset code.
 
-    From lgamma (absolute error far below 1e-6 bits even at m = 2^20), with
-    the exact big-integer binomial only when log2 C is that close to an
-    integer (C(2^20, 280000) alone takes 2 s to compute exactly).
+    From lgamma for m <= 2^24 (absolute error below 1e-7 bits there; it grows
+    with m), with the exact big-integer binomial when log2 C is within 1e-6
+    of an integer or m is larger (C(2^20, 280000) alone takes 2 s exactly).
     """
-    bits = (math.lgamma(m + 1) - math.lgamma(omega + 1) - math.lgamma(m - omega + 1)) / math.log(2)
-    if abs(bits - round(bits)) > 1e-6:
-        return math.ceil(bits)
+    if m <= 1 << 24:
+        bits = (math.lgamma(m + 1) - math.lgamma(omega + 1) - math.lgamma(m - omega + 1)) / math.log(2)
+        if abs(bits - round(bits)) > 1e-6:
+            return math.ceil(bits)
     return (math.comb(m, omega) - 1).bit_length()

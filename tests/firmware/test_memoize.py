@@ -417,3 +417,34 @@ def test_each_epoch_estimate_is_unbiased_with_memoize(tmp_path):
             else:
                 assert used[e, i] > 0
                 seen[v] = bodies[e, i]
+
+
+def test_failed_flash_write_changes_nothing_in_memory(tmp_path, monkeypatch):
+    """A write that fails without a reboot (flash full) leaves the state as it
+    was: the draw is not queued, so it is never sent and never needs a memo;
+    the next tick draws the one report that leaves the board."""
+    dev = Device(tmp_path, seed=8, memoize=True)
+    state = dev.node.state
+    before = (list(state.queue), state.seq, dict(state.last), state.memo)
+
+    def full(path, obj):
+        raise OSError("no space left")
+
+    monkeypatch.setattr(files, "save", full)
+    dev.value, dev.now = 7, T0
+    with pytest.raises(OSError):
+        dev.node.tick()
+    assert (list(state.queue), state.seq, dict(state.last), state.memo) == before
+    assert dev.link.out == []
+    monkeypatch.undo()
+    body, used = dev.report(7, 0)
+    assert used > 0 and len(dev.link.out) == 1
+    assert dev.report(7, 1) == (body, 0)
+
+
+def test_turning_memoize_off_removes_the_memos_from_flash(tmp_path):
+    dev = Device(tmp_path, seed=9, memoize=True)
+    dev.report(7, 0)
+    assert json.loads((tmp_path / "state.json").read_text())["memo"]
+    Device(tmp_path, seed=9, memoize=False)  # the board restarts with memoize off
+    assert json.loads((tmp_path / "state.json").read_text())["memo"] == {}

@@ -4,6 +4,7 @@
 
 const NS = "http://www.w3.org/2000/svg";
 const REFRESH_MS = 2000;
+const TABLE_ROWS = 1000;  // the largest estimates listed (the chart takes its top N from them)
 
 function el(tag, attrs, parent) {
   const node = document.createElementNS(NS, tag);
@@ -150,13 +151,14 @@ async function refresh() {
   const status = document.getElementById("status");
   try {
     const [est, ctr, cfg] = await Promise.all(
-      [getJSON("api/estimates"), getJSON("api/counters"), getJSON("api/config")]);
+      [getJSON(`api/estimates?top=${TABLE_ROWS}`), getJSON("api/counters"), getJSON("api/config")]);
     drawEstimates(est);
     drawCounters(ctr);
     drawConfig(cfg);
     document.getElementById("campaign").textContent = `config ${cfg.config_id}`;
-    status.textContent = `${est.n} reports decoded · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`;
-    status.className = "";
+    status.textContent = `${est.n} reports decoded · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
+      + (est.error ? ` · STALE: ${est.error}` : "");
+    status.className = est.error ? "error" : "";
     document.body.dataset.reports = est.n;
   } catch (err) {
     status.textContent = `cannot reach the aggregator (${err.message}); retrying`;

@@ -45,6 +45,8 @@ class Node:
         self.s = settings.load(config_path)
         self.reporter = Reporter(self.s.params, rng)
         self.state = State(state_path, self.s.device["queue_max"], self.s.device["memo_max"])
+        if not self.s.device["memoize"]:
+            self.state.forget_memos()
         self.link = link or self._make_link()
 
     def _make_link(self):

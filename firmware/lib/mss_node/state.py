@@ -48,7 +48,10 @@ class State:
 
     def add(self, config_id, epoch, report, memo=None):
         """Queue a report made for ``epoch``; drop the oldest when full.
-        ``memo`` (``[value, body hex]``) is the fresh draw to keep."""
+        ``memo`` (``[value, body hex]``) is the fresh draw to keep.  If the
+        flash write fails nothing changes: the report is not queued (so not
+        sent), as after a reboot it would not be remembered."""
+        before = (list(self.queue), self.dropped, dict(self.last), self.seq, self.memo)
         self.queue.append(report.hex())
         while len(self.queue) > self.queue_max:
             self.queue.pop(0)
@@ -57,7 +60,17 @@ class State:
         self.seq = (self.seq + 1) & 0xFFFF
         if memo is not None:
             self._remember(config_id, memo)
-        self.save()
+        try:
+            self.save()
+        except Exception:
+            self.queue, self.dropped, self.last, self.seq, self.memo = before
+            raise
+
+    def forget_memos(self):
+        """Drop every memo (memoize turned off: no raw value stays in flash)."""
+        if self.memo:
+            self.memo = {}
+            self.save()
 
     def _remember(self, config_id, memo):
         entries = [e for e in self.memo.get(config_id, []) if e[0] != memo[0]]
