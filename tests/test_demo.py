@@ -36,3 +36,34 @@ def test_cpython_fleet_through_embedded_broker(tmp_path):
         assert c["accepted"] == 12 and c["rejected"] == 0
     finally:
         broker.stop()
+
+
+def test_demo_shows_the_dashboard_until_stopped(tmp_path):
+    import json
+    import signal
+    import urllib.request
+
+    from mss_aggregator.ports import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mss_cli", "demo", "--devices", "30", "--plot",
+                             str(tmp_path / "demo.png"), "--http", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 300
+    n = 0
+    while n < 30:
+        assert time.time() < deadline and proc.poll() is None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/estimates", timeout=5) as r:
+                n = json.loads(r.read())["n"]
+        except OSError:
+            pass
+        time.sleep(0.3)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+        assert b"<svg id=\"chart\"" in r.read()
+    time.sleep(1.0)  # the demo prints its tables, then keeps serving
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "30 reports from 30 of 30 devices" in out and "dashboard still at" in out

@@ -390,9 +390,13 @@ def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, run
 @click.option("--dist", default="zipf:1.1", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
-def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
+@click.option("--http", "http_bind", metavar="HOST:PORT",
+              help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
+def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
+    import signal
     import tempfile
+    import threading
     import time
     import uuid
 
@@ -403,7 +407,13 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
     from mss_aggregator.runtime import micropython_path
     from mss_aggregator.service import Aggregator, counters_table
     from mss_aggregator.store import open_store
+    from mss_aggregator.webserver import HttpError, check_bind
 
+    if http_bind:
+        try:
+            check_bind(http_bind, None)
+        except HttpError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http")
     out = Console()
     runtime = "micropython" if micropython_path() else "cpython"
     if runtime == "cpython":
@@ -412,6 +422,7 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
     url = broker or embedded.url
     out.print(f"broker: {url}" + (" (embedded amqtt on loopback)" if embedded else ""))
     campaign = f"demo-{uuid.uuid4().hex[:8]}"
+    web = view = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = plan(k, epsilon)
@@ -426,6 +437,16 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
             try:
                 if not agg.wait_connected(15):
                     _fail(f"could not connect to {url}")
+                if http_bind:
+                    from mss_aggregator.live import LiveView
+                    from mss_aggregator.webserver import WebServer
+
+                    view = LiveView(store_path, interval=0.5).start()
+                    try:
+                        web = WebServer(view, http_bind).start()
+                    except HttpError as exc:
+                        _fail(str(exc))
+                    out.print(f"dashboard: {web.url}")
                 values = draw_values(parse(dist, k), devices, seed)
                 with out.status(f"{devices} devices running the firmware on {runtime}"):
                     results = run_fleet(cfg, url, campaign, values, runtime=runtime)
@@ -438,16 +459,30 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot):
             store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
             store.close()
+            est = Decoder(cfg).decode(counts)
+            truth = np.bincount(values, minlength=k) / devices
+            out.print(_top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
+                                 truth, est, 8))
+            out.print(counters_table(counters, "counters"))
+            plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
+            out.print(f"plot: {plot}")
+            if web is not None:
+                stop = threading.Event()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, lambda *_: stop.set())
+                out.print(f"dashboard still at {web.url} - Ctrl-C to stop")
+                while not stop.wait(0.5):
+                    pass
+                web.stop()
+                view.close()  # before the store's folder goes
+                web = view = None
     finally:
+        if web is not None:
+            web.stop()
+        if view is not None:
+            view.close()
         if embedded:
             embedded.stop()
-    est = Decoder(cfg).decode(counts)
-    truth = np.bincount(values, minlength=k) / devices
-    out.print(_top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
-                         truth, est, 8))
-    out.print(counters_table(counters, "counters"))
-    plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
-    out.print(f"plot: {plot}")
 
 
 def _csv_list(kind):
