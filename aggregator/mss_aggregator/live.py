@@ -1,7 +1,7 @@
 """What the dashboard, its JSON API and /metrics show, refreshed in the background.
 
 A :class:`LiveView` owns its own store connection (never the writer's) and,
-every ``interval`` seconds, decodes the counts (estimates with SEs and 95%
+every ``interval`` seconds when the counters have moved, decodes the counts (estimates with SEs and 95%
 CIs), reads the counters and the devices per epoch, and appends the
 counters to a bounded history.  Requests read the latest snapshot, so a
 busy dashboard never slows collection.  The privacy audit summary (exact
@@ -51,22 +51,28 @@ class LiveView:
         return d
 
     def refresh(self):
-        counts = self.store.counts()
         counters = self.store.counters()
-        epochs = self.store.devices_per_epoch()
-        est = self.decoder.decode(counts)
         now = time.time()
+        point = {"t": now, **{k: counters[k] for k in ("received", "accepted", "duplicate", "rejected")}}
+        if self.snapshot is not None and counters == self.snapshot["counters"]:
+            snap = dict(self.snapshot, updated=now, error=None)  # nothing new: keep the decode
+        else:
+            snap = self._decode(counters, now)
+        with self.lock:
+            self.snapshot = snap
+            self.history.append(point)
+
+    def _decode(self, counters, now):
+        counts = self.store.counts()
+        est = self.decoder.decode(counts)
         audit = list(self.config["audit"][:1])
         if counts.total and self.cfg.k <= AUDIT_MAX_K:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
-        # no "error" key: a good refresh clears the last failure
-        snap = {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex,
+        epochs = self.store.devices_per_epoch()
+        return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex,
                 "estimates": est.rows(), "decode_seconds": est.seconds, "counters": counters,
-                "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit}
-        with self.lock:
-            self.snapshot = snap
-            self.history.append({"t": now, **{k: counters[k] for k in
-                                              ("received", "accepted", "duplicate", "rejected")}})
+                "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
+                "error": None}  # a good refresh clears the last failure
 
     def _run(self):
         while not self.stop_event.wait(self.interval):

@@ -24,11 +24,11 @@ def _method(ch, exact):
 def reconstruction_row(ch, prior, trials, seed):
     """One protocol: the paper's rule and the Bayes-optimal attacker, exact
     where computable, and both run empirically on ``trials`` devices."""
-    bayes, paper = ch.bayes_exact(prior), ch.paper_exact(prior)
-    closed = ch.paper_closed_form()
+    bayes = ch.bayes_exact(prior)
+    paper, method = _paper_rule(ch, prior)
     row = {"protocol": ch.name, "eps_effective": ch.eps_effective,
-           "paper_rule": paper, "paper_rule_method": "exact" if paper is not None else None,
-           "paper_rule_closed_form": closed,
+           "paper_rule": paper, "paper_rule_method": method,
+           "paper_rule_closed_form": ch.paper_closed_form(),
            "bayes_exact": bayes, "bayes_method": _method(ch, bayes),
            "empirical": None, "empirical_ci": None,
            "paper_rule_empirical": None, "paper_rule_empirical_ci": None, "trials": trials}
@@ -36,11 +36,8 @@ def reconstruction_row(ch, prior, trials, seed):
         hits = attacks.single_report(ch, prior, trials, seed)
         row["empirical"], row["empirical_ci"] = attacks.rate(hits["bayes"], trials)
         row["paper_rule_empirical"], row["paper_rule_empirical_ci"] = attacks.rate(hits["paper"], trials)
-    if paper is None:  # no exact value: the published closed form, else the measurement
-        if closed is not None:
-            row["paper_rule"], row["paper_rule_method"] = closed, "closed form (approximation)"
-        elif trials:
-            row["paper_rule"], row["paper_rule_method"] = row["paper_rule_empirical"], "empirical"
+    if paper is None and trials:  # neither exact nor published: the measurement
+        row["paper_rule"], row["paper_rule_method"] = row["paper_rule_empirical"], "empirical"
     return row
 
 
@@ -66,13 +63,18 @@ def sweep(k, prior, names, epsilons):
     for name in names:
         chans = [channel(name, k, e) for e in epsilons]
         out["bayes"][name] = [ch.bayes_exact(prior) for ch in chans]
-        out["paper_rule"][name] = [_paper_or_closed(ch, prior) for ch in chans]
+        out["paper_rule"][name] = [_paper_rule(ch, prior)[0] for ch in chans]
     return out
 
 
-def _paper_or_closed(ch, prior):
+def _paper_rule(ch, prior):
+    """(success of the paper's rule, how it was obtained): exact, else the
+    published closed form, else (None, None)."""
     value = ch.paper_exact(prior)
-    return ch.paper_closed_form() if value is None else value
+    if value is not None:
+        return value, "exact"
+    closed = ch.paper_closed_form()
+    return (closed, "closed form (approximation)") if closed is not None else (None, None)
 
 
 def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, trials=100, seed=0,

@@ -318,25 +318,24 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def merge_cmd(inputs, output, as_json):
     """Sum count files of the same config (sites that share only counts)."""
-    from functools import reduce
-
     from mss_aggregator.counts import Counts
 
     try:
-        parts = [Counts.load(p) for p in inputs]
-        for path, part in zip(inputs, parts):
-            if part.cfg.config_id != parts[0].cfg.config_id:
-                raise ConfigError(f"{path}: counts of config {part.cfg.config_id_hex}, but "
-                                  f"{inputs[0]} has {parts[0].cfg.config_id_hex}; only one config merges")
+        total = Counts.load(inputs[0])
+        for path in inputs[1:]:
+            part = Counts.load(path)
+            try:
+                total = total.merge(part)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc} ({inputs[0]}); only one config merges") from None
     except ConfigError as exc:
         _fail(str(exc))
-    total = reduce(Counts.merge, parts)
     total.save(output)
     if as_json:
         click.echo(jsonout.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
                                "config_id": total.cfg.config_id_hex}))
         return
-    console.print(f"{len(parts)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")
+    console.print(f"{len(inputs)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")
 
 
 @main.command("fleet")

@@ -202,20 +202,28 @@ def test_memo_is_saved_in_the_write_that_queues_the_report(tmp_path, monkeypatch
     assert queued["last"] == {CID: E0}
 
 
-def test_power_cut_before_the_write_redraws_nothing_sent(tmp_path, monkeypatch):
-    """A draw that never reached flash was never sent either: the next boot
-    draws afresh and only that draw ever leaves the board."""
+@pytest.mark.parametrize("reboot", [True, False], ids=["power-cut", "flash-full"])
+def test_a_failed_flash_write_sends_nothing_and_changes_nothing(tmp_path, monkeypatch, reboot):
+    """A draw that never reached flash is never sent: after a power cut the next
+    boot draws afresh; when the write fails without a reboot (flash full) the
+    state in memory is left as it was and the next tick draws afresh.  Either
+    way only one draw ever leaves the board, and it is the one memoized."""
     dev = Device(tmp_path, seed=5, memoize=True)
+    state = dev.node.state
+    before = (list(state.queue), state.seq, dict(state.last), state.memo)
 
-    def cut(path, obj):
-        raise OSError("power cut")
+    def fail(path, obj):
+        raise OSError("power cut" if reboot else "no space left")
 
-    monkeypatch.setattr(files, "save", cut)
+    monkeypatch.setattr(files, "save", fail)
+    dev.value, dev.now = 7, T0
     with pytest.raises(OSError):
-        dev.report(7, 0)
-    monkeypatch.undo()
+        dev.node.tick()
+    assert (list(state.queue), state.seq, dict(state.last), state.memo) == before
     assert dev.link.out == []
-    dev.boot()
+    monkeypatch.undo()
+    if reboot:
+        dev.boot()
     body, used = dev.report(7, 0)
     assert used > 0 and len(dev.link.out) == 1
     assert dev.report(7, 1) == (body, 0)
@@ -417,29 +425,6 @@ def test_each_epoch_estimate_is_unbiased_with_memoize(tmp_path):
             else:
                 assert used[e, i] > 0
                 seen[v] = bodies[e, i]
-
-
-def test_failed_flash_write_changes_nothing_in_memory(tmp_path, monkeypatch):
-    """A write that fails without a reboot (flash full) leaves the state as it
-    was: the draw is not queued, so it is never sent and never needs a memo;
-    the next tick draws the one report that leaves the board."""
-    dev = Device(tmp_path, seed=8, memoize=True)
-    state = dev.node.state
-    before = (list(state.queue), state.seq, dict(state.last), state.memo)
-
-    def full(path, obj):
-        raise OSError("no space left")
-
-    monkeypatch.setattr(files, "save", full)
-    dev.value, dev.now = 7, T0
-    with pytest.raises(OSError):
-        dev.node.tick()
-    assert (list(state.queue), state.seq, dict(state.last), state.memo) == before
-    assert dev.link.out == []
-    monkeypatch.undo()
-    body, used = dev.report(7, 0)
-    assert used > 0 and len(dev.link.out) == 1
-    assert dev.report(7, 1) == (body, 0)
 
 
 def test_turning_memoize_off_removes_the_memos_from_flash(tmp_path):
