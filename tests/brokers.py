@@ -66,7 +66,7 @@ def any_broker(tmp_path):
     try:
         broker = Mosquitto(tmp_path).start()
     except pytest.skip.Exception:
-        from mss_aggregator.embedded_broker import EmbeddedBroker
+        from mss_aggregator.collect.embedded_broker import EmbeddedBroker
 
         broker = EmbeddedBroker().start()
     yield broker

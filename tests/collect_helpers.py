@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from mss_aggregator.store import open_store
+from mss_aggregator.collect.store import open_store
 
 
 class AggregatorProcess:

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from mss_aggregator.runtime import micropython_path
+from mss_aggregator.devices.runtime import micropython_path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
-from mss_aggregator.runtime import MPLIB  # noqa: E402  umqtt.simple, fetched by tools/get_umqtt.sh
+from mss_aggregator.devices.runtime import MPLIB  # noqa: E402  umqtt.simple, fetched by tools/get_umqtt.sh
 
 
 def require_micropython():

@@ -1,10 +1,10 @@
 """A real PostgreSQL server for the tests: one per session on a free loopback
-port (:mod:`mss_aggregator.local_postgres`), a fresh database per test."""
+port (``tools/local_postgres.py``), a fresh database per test."""
 import os
 
 import pytest
 
-from mss_aggregator.local_postgres import LocalPostgres, bindir
+from local_postgres import LocalPostgres, bindir
 
 
 @pytest.fixture(scope="session")

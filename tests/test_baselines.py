@@ -11,7 +11,10 @@ from scipy.stats import chisquare
 
 from channel import enumerate_outputs
 from mss_device.rng import ByteRng
-from mss_protocol.baselines import GRR, OLH, HadamardResponse, UnaryEncoding
+from mss_protocol.grr import GRR
+from mss_protocol.hr import HadamardResponse
+from mss_protocol.olh import OLH
+from mss_protocol.unary import UnaryEncoding
 
 ORACLES = [lambda k, e: GRR(k, e), lambda k, e: UnaryEncoding(k, e, "oue"),
            lambda k, e: UnaryEncoding(k, e, "sue")]
@@ -76,7 +79,6 @@ def test_olh_client_supports_with_p_and_q():
     """20,000 integer-client reports for x = 7: the share supporting x is
     Binomial(n, p), the share supporting another item Binomial(n, q)
     (|z| < 4.5 each: false alarm < 1e-5)."""
-    from mss_protocol.baselines import OLH
 
     o = OLH(64, 2.0)
     rng = ByteRng(random.Random(2).randbytes)

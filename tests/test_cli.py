@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from mss_protocol.config import MssConfig
+from mss_protocol.mss.config import MssConfig
 
 PLAN_FIELDS = {"k", "epsilon", "eps_effective", "moduli", "omegas", "bits_per_report",
                "predicted_mse", "ss_variance", "variance_ratio_vs_ss", "config_id", "config"}
@@ -88,9 +88,9 @@ def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
 
 
 def test_estimate_csv_plot_and_errors(tmp_path):
-    from mss_aggregator.loadgen import make_reports
-    from mss_aggregator.ingest import Ingest
-    from mss_aggregator.store import open_store
+    from loadgen import make_reports
+    from mss_aggregator.collect.ingest import Ingest
+    from mss_aggregator.collect.store import open_store
 
     cfg = MssConfig.build(64, 2.0, [59, 61, 63])
     store = open_store(tmp_path / "s.sqlite", cfg)
@@ -143,9 +143,9 @@ def test_bench_names_unknown_protocols():
 def test_merge_counts_of_two_sites(tmp_path):
     """Sites export counts; mss merge sums them; the merged file decodes like
     one store holding every report; another config is refused by name."""
-    from mss_aggregator.ingest import Ingest
-    from mss_aggregator.loadgen import make_reports
-    from mss_aggregator.store import open_store
+    from mss_aggregator.collect.ingest import Ingest
+    from loadgen import make_reports
+    from mss_aggregator.collect.store import open_store
 
     cfg = MssConfig.build(64, 2.0, [59, 61, 63])
     ingest = Ingest(cfg, "t")
@@ -167,7 +167,7 @@ def test_merge_counts_of_two_sites(tmp_path):
     assert merged["n"] == whole["n"] == 160
     assert [r["estimate"] for r in merged["estimates"]] == pytest.approx(
         [r["estimate"] for r in whole["estimates"]], abs=1e-12)
-    from mss_aggregator.counts import Counts
+    from mss_protocol.mss.counts import Counts
 
     Counts(MssConfig.build(64, 1.0, [59, 61, 63])).save(tmp_path / "other.json")
     out = mss("merge", tmp_path / "a.json", tmp_path / "other.json", "-o", tmp_path / "x.json")
@@ -216,7 +216,7 @@ def test_json_everywhere(tmp_path):
               "--protocols", "mss,grr", "--json", "-")
     assert out.returncode == 0, out.stderr
     assert [r["protocol"] for r in json.loads(out.stdout)["rows"]] == ["mss", "grr"]
-    from mss_aggregator.counts import Counts
+    from mss_protocol.mss.counts import Counts
 
     cfg = MssConfig.build(64, 2.0, [59, 61, 63])
     Counts(cfg).save(tmp_path / "a.json")

@@ -12,12 +12,12 @@ import pytest
 
 from brokers import Mosquitto, any_broker, mosquitto  # noqa: F401 (fixtures)
 from collect_helpers import AggregatorProcess, counters, estimate_json, wait_for
-from mss_aggregator.counts import Counts
-from mss_aggregator.decoder import Decoder
-from mss_aggregator.loadgen import make_reports, publish
-from mss_aggregator.store import open_store
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import WireCodec
+from loadgen import make_reports, publish
+from mss_aggregator.collect.store import open_store
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.wire import WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 

@@ -8,11 +8,11 @@ import pytest
 
 from collect_helpers import AggregatorProcess, counters, wait_for
 from micropython_runner import run
-from ptys import pty_pair  # noqa: F401 (fixture)
-from mss_aggregator.store import open_store
+from mss_aggregator.collect.store import open_store
 from mss_device.framing import frame, parse
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.wire import WireCodec
+from ptys import pty_pair  # noqa: F401 (fixture)
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 NODE = r"""

@@ -2,7 +2,7 @@
 import pytest
 
 from mss_device.params import Params
-from mss_protocol.config import ConfigError, MssConfig
+from mss_protocol.mss.config import ConfigError, MssConfig
 
 
 @pytest.mark.parametrize("k,moduli,match", [

@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from mss_aggregator.counts import Counts
-from mss_protocol.config import ConfigError, MssConfig
-from mss_protocol.sampler import sample_reports
-from mss_protocol.wire import Report
+from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.sampler import sample_reports
+from mss_protocol.mss.wire import Report
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 

@@ -19,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, estimate_json, wait_for
-from mss_aggregator.loadgen import make_reports, publish
+from loadgen import make_reports, publish
 from mss_aggregator.ports import free_port
-from mss_protocol.config import MssConfig
+from mss_protocol.mss.config import MssConfig
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,13 +12,13 @@ re-randomised in T = 12 independent trials (fixed seeds).
 import numpy as np
 import pytest
 
-from mss_aggregator.counts import Counts
-from mss_aggregator.decoder import Decoder
 from mss_aggregator.distributions import parse
-from mss_aggregator.postprocess import simplex
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
-from mss_protocol.sampler import sample_counts
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.sampler import sample_counts
+from mss_protocol.postprocess import simplex
 
 K, N, TRIALS = 1024, 100_000, 12
 

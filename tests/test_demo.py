@@ -6,8 +6,8 @@ import sys
 import time
 
 from collect_helpers import AggregatorProcess, wait_for
-from mss_aggregator.embedded_broker import EmbeddedBroker
-from mss_protocol.config import MssConfig
+from mss_aggregator.collect.embedded_broker import EmbeddedBroker
+from mss_protocol.mss.config import MssConfig
 
 
 def test_demo_end_to_end(tmp_path):

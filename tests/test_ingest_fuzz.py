@@ -4,10 +4,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mss_aggregator.ingest import Ingest
-from mss_aggregator.store import open_store
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import WireCodec
+from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.store import open_store
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.wire import WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 GOOD = WireCodec(CFG).encode(0, list(range(CFG.omegas[0])), epoch=1, seq=1)

@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import PlanError, cache_dir, plan
-from mss_protocol.residues import residue_matrix
-from mss_protocol.variance import block_weights, predicted_mse
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import PlanError, cache_dir, plan
+from mss_protocol.mss.residues import residue_matrix
+from mss_protocol.mss.variance import block_weights, predicted_mse
 
 EPS = [0.5, 1, 2, 3, 4, 5]
 

@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from mss_aggregator.audit import epsilon_lower_bound
+from mss_aggregator.privacy.empirical import epsilon_lower_bound
 from mss_device.randomiser import privatise
 from mss_device.rng import ByteRng
-from mss_protocol.baselines import UnaryEncoding
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.wire import WireCodec
+from mss_protocol.unary import UnaryEncoding
 
 N, EPS, K = 6000, 1.0, 16
 X1, X2 = 3, 9

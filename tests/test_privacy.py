@@ -9,8 +9,8 @@ import pytest
 from channel import enumerate_reports
 from mss_device.encoder import encode
 from mss_protocol import privacy
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
 
 # the last two are the SubsetSelection baseline (one block, m = k); the
 # enumeration is over exact wire bytes, so an order leak would show here too

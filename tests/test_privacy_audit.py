@@ -11,22 +11,22 @@ import random
 
 import numpy as np
 import pytest
-
-from mss_aggregator import audit, privacy_audit
-from mss_aggregator.distributions import DistributionError, parse
-from mss_aggregator.reconstruction import channel
-from mss_device.rng import ByteRng
-from mss_protocol.config import MssConfig
-from mss_cli import main as cli
 from test_cli import mss
+
+from mss_aggregator.distributions import DistributionError, parse
+from mss_aggregator.privacy import audit, empirical
+from mss_aggregator.privacy.audit import channel
+from mss_cli import audit as audit_cli
+from mss_device.rng import ByteRng
+from mss_protocol.mss.config import MssConfig
 
 AUDIT_FIELDS = {"k", "epsilon", "prior", "ceiling", "rows"}
 ROW_FIELDS = {"protocol", "paper_rule", "bayes_exact", "empirical", "empirical_ci"}
 
 
 def test_cli_defaults_list_every_protocol():
-    assert cli.AUDIT_PROTOCOLS.split(",") == list(privacy_audit.PROTOCOLS)
-    assert tuple(map(int, cli.AUDIT_HORIZONS.split(","))) == privacy_audit.HORIZONS
+    assert audit_cli.AUDIT_PROTOCOLS.split(",") == list(audit.PROTOCOLS)
+    assert tuple(map(int, audit_cli.AUDIT_HORIZONS.split(","))) == audit.HORIZONS
 
 
 def test_audit_json_contract_and_plot(tmp_path):
@@ -35,7 +35,7 @@ def test_audit_json_contract_and_plot(tmp_path):
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert AUDIT_FIELDS <= set(d) and d["k"] == 32 and d["epsilon"] == 2.0 and d["prior"] == "zipf:1.1"
-    assert [r["protocol"] for r in d["rows"]] == list(privacy_audit.PROTOCOLS)
+    assert [r["protocol"] for r in d["rows"]] == list(audit.PROTOCOLS)
     for r in d["rows"]:
         assert ROW_FIELDS <= set(r)
         lo, hi = r["empirical_ci"]
@@ -43,7 +43,7 @@ def test_audit_json_contract_and_plot(tmp_path):
         if r["bayes_exact"] is not None:
             assert r["bayes_exact"] <= d["ceiling"]
             assert r["paper_rule"] <= r["bayes_exact"] + 1e-12
-    olh = d["rows"][privacy_audit.PROTOCOLS.index("olh")]
+    olh = d["rows"][audit.PROTOCOLS.index("olh")]
     assert olh["bayes_exact"] is None and olh["paper_rule_method"] == "closed form (approximation)"
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -79,12 +79,12 @@ def test_prior_from_an_estimate(tmp_path):
 def test_empirical_audit_passes_honest_clients_and_catches_the_control():
     """Every host client at k = 16, eps = 1 stays within epsilon; the MSS control
     built for 2 eps (its true epsilon) is caught."""
-    d = privacy_audit.empirical_epsilon(16, 1.0, privacy_audit.PROTOCOLS, 20000, seed=4, firmware=False)
+    d = audit.empirical_epsilon(16, 1.0, audit.PROTOCOLS, 20000, seed=4, firmware=False)
     honest = [r for r in d["rows"] if not r["control"]]
     assert len(honest) == 8 and all(r["within_epsilon"] for r in honest)
     (control,) = [r for r in d["rows"] if r["control"]]
     assert not control["within_epsilon"] and control["eps_lower_bound"] > 1.0
-    assert privacy_audit.problems({"rows": [], "epsilon_audit": d}) == []
+    assert audit.problems({"rows": [], "epsilon_audit": d}) == []
 
 
 def test_the_audit_statistic_catches_a_biased_client():
@@ -94,8 +94,8 @@ def test_the_audit_statistic_catches_a_biased_client():
     honest = channel("grr", 8, 1.0)
     biased = channel("grr", 8, 1.5)
     for ch, expect in ((honest, True), (biased, False)):
-        reports = [audit.host_reports(ch, x, 30000, rng) for x in (audit.X1, audit.X2)]
-        assert audit.audit_client(honest, *reports, 1.0)["within_epsilon"] is expect
+        reports = [empirical.host_reports(ch, x, 30000, rng) for x in (empirical.X1, empirical.X2)]
+        assert empirical.audit_client(honest, *reports, 1.0)["within_epsilon"] is expect
 
 
 def test_audit_fails_when_the_control_is_not_caught():
@@ -113,7 +113,7 @@ def test_firmware_under_micropython_is_audited():
     require_micropython()
     ch = channel("mss", 64, 1.0)
     cfg = ch.cfg
-    reports = [audit.firmware_reports(cfg, x, 20000) for x in (audit.X1, audit.X2)]
+    reports = [empirical.firmware_reports(cfg, x, 20000) for x in (empirical.X1, empirical.X2)]
     assert all(len(r) == 20000 for r in reports)
-    row = audit.audit_client(ch, *reports, 1.0)
+    row = empirical.audit_client(ch, *reports, 1.0)
     assert row["within_epsilon"] and row["tp"] > row["fp"]

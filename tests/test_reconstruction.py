@@ -19,11 +19,12 @@ from scipy.linalg import hadamard
 from scipy.optimize import linprog
 
 from channel import enumerate_outputs
-from mss_aggregator import ceilings
-from mss_aggregator.attacks import longitudinal, single_report
 from mss_aggregator.distributions import parse
-from mss_aggregator.reconstruction import OLHChannel, channel, subset_bayes
-from mss_protocol.baselines import OLH
+from mss_aggregator.privacy import ceilings
+from mss_aggregator.privacy.attacks import longitudinal, single_report
+from mss_aggregator.privacy.audit import channel
+from mss_protocol.channel import subset_bayes
+from mss_protocol.olh import OLH, OLHChannel
 
 ALL = ("mss", "ss", "grr", "rappor", "sue", "olh", "hr", "pgr")
 ENUMERABLE = ("mss", "ss", "grr", "rappor", "sue")  # clients without rejection loops or 10^9 seeds

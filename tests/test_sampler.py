@@ -15,9 +15,9 @@ from channel import enumerate_reports
 from mss_device.encoder import encode
 from mss_device.randomiser import privatise
 from mss_device.rng import ByteRng
-from mss_protocol.config import MssConfig
-from mss_protocol.sampler import sample_counts, sample_reports
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.sampler import sample_counts, sample_reports
+from mss_protocol.mss.wire import WireCodec
 
 ALPHA = 0.001
 N = 20000

@@ -14,13 +14,13 @@ import pytest
 
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, counters, wait_for
+from loadgen import make_reports, publish
+from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.store import SCHEMA_VERSION, StoreError, open_store
+from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.wire import WireCodec
 from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
-from mss_aggregator.counts import Counts
-from mss_aggregator.ingest import Ingest
-from mss_aggregator.loadgen import make_reports, publish
-from mss_aggregator.store import SCHEMA_VERSION, StoreError, open_store
-from mss_protocol.config import ConfigError, MssConfig
-from mss_protocol.wire import WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 

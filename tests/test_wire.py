@@ -1,6 +1,5 @@
 """Wire format: round trips, fixed lengths, shared vectors, fuzzed decoding."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mss_device.encoder import HEADER_BYTES
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
-from mss_protocol.vectors import check_file
-from mss_protocol.wire import WireCodec, WireError
+from mss_protocol.mss import vectors
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.vectors import check_file
+from mss_protocol.mss.wire import WireCodec, WireError
 
-VECTORS = sorted((Path(__file__).parent.parent / "protocol" / "vectors").glob("*.json"))
+VECTORS = sorted(vectors.DIR.glob("*.json"))
 
 
 def _configs():

@@ -10,8 +10,8 @@
 import numpy as np
 from bench_core import timed  # tools/ is the script's folder
 
-from mss_aggregator import protocols
-from mss_protocol.baselines import OLH
+from mss_protocol import registry
+from mss_protocol.olh import OLH
 from mss_protocol.pgr import PGR
 
 
@@ -30,8 +30,8 @@ def main():
         print(f"  eps={eps}: q={o.field} t={o.t} K={o.K:,}: decode {dec:.3f} s; n + Kqt = {units:,} "
               f"-> one pass {unit:.4f} s; ratio {dec / unit:.1f} "
               f"({'OK' if dec / unit <= 10 else 'MISSED'} <= 10)")
-        mss = protocols.make("mss", 22000, eps)
-        counts = mss.sample(values, rng)
+        mss = registry.make("mss", 22000, eps)
+        counts = mss.sample_counts(values, rng)
         print(f"           MSS decode {timed(lambda: mss.decode(counts, n, 'none'), 5):.4f} s")
     o = OLH(1024, 4.0)
     vals = rng.integers(0, 1024, size=100_000)

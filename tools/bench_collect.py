@@ -4,7 +4,7 @@
 Starts its own Mosquitto on a free loopback port, W aggregator worker
 processes (``mss aggregate``; with W > 1 on a ``$share`` subscription) on
 one store (SQLite, or a throw-away local PostgreSQL) and P publisher
-processes (``mss_aggregator.loadgen``) sending N reports in total at QoS 1,
+processes (``tools/loadgen.py``) sending N reports in total at QoS 1,
 then reports accepted reports/s (first publish to last durable commit) and
 the publish-to-durable-storage latency p50/p99 (the store's commit
 timestamp minus the publisher's send time).  Target: >= 5,000 reports/s
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from mss_aggregator.local_postgres import LocalPostgres
+from local_postgres import LocalPostgres
 from mss_aggregator.ports import free_port
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
 
 
 
@@ -61,7 +61,7 @@ def run(args, rate=None):
         per = args.reports // args.publishers
         epochs = 10
         pace = ["--rate", str(rate / args.publishers)] if rate else []
-        pubs = [subprocess.Popen([sys.executable, "-m", "mss_aggregator.loadgen", str(tmp / "cfg.json"),
+        pubs = [subprocess.Popen([sys.executable, str(Path(__file__).with_name("loadgen.py")), str(tmp / "cfg.json"),
                                   url, "bench", str(per // epochs), str(epochs), str(tmp / f"log{i}.json"),
                                   "--prefix", f"p{i}-", "--seed", str(i), *pace])
                 for i in range(args.publishers)]

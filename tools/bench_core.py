@@ -23,13 +23,13 @@ import time
 import numpy as np
 import scipy
 
-from mss_aggregator.counts import Counts
-from mss_aggregator.decoder import Decoder
 from mss_aggregator.distributions import parse
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
-from mss_protocol.sampler import sample_counts, sample_reports
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.sampler import sample_counts, sample_reports
+from mss_protocol.mss.wire import WireCodec
 
 
 def machine():

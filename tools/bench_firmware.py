@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mss_aggregator.runtime import FIRMWARE_LIB, command, micropython_path
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
+from mss_aggregator.devices.runtime import FIRMWARE_LIB, command, micropython_path
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
 
 FIRMWARE = FIRMWARE_LIB.parent
 

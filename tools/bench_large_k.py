@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
-from mss_aggregator.counts import Counts
-from mss_aggregator.decoder import Decoder
-from mss_protocol.config import MssConfig
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
 
 
 def synthetic_counts(cfg, n, rng):
@@ -58,7 +58,7 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--plot", help="write a PNG of decode time vs k here")
     args = ap.parse_args()
-    from mss_protocol.planner import plan
+    from mss_protocol.mss.planner import plan
 
     os.environ.setdefault("MSS_CACHE_DIR", tempfile.mkdtemp(prefix="mss-plans-"))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}; "

@@ -30,7 +30,7 @@ try:
 except ImportError as exc:
     sys.exit(f"bench_peers: the peer libraries are not installed ({exc}); see this script's docstring")
 
-from mss_aggregator import postprocess, protocols
+from mss_protocol import postprocess, registry
 
 warnings.filterwarnings("ignore", message=".*small amounts of data.*")  # pure-ldp, at small n
 
@@ -56,8 +56,8 @@ def main():
     print("|---|---|---|---|---|---|")
     for eps in (1.0, 4.0):
         for ours, label in (("grr", "GRR"), ("ss", "SS"), ("olh", "OLH")):
-            proto = protocols.make(ours, k, eps)
-            est, secs = timed(lambda: proto.decode(proto.sample(values, np.random.default_rng(1)), n, "none").raw)
+            proto = registry.make(ours, k, eps)
+            est, secs = timed(lambda: proto.decode(proto.sample_counts(values, np.random.default_rng(1)), n, "none").raw)
             print(f"| {eps:g} | {label} | mss-iot (vectorised) | {mse(est):.3g} | "
                   f"{mse(postprocess.clip(est)):.3g} | {secs:.2f} |")
         peers = [

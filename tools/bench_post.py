@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 
-from mss_aggregator import postprocess, protocols
 from mss_aggregator.distributions import parse
+from mss_protocol import postprocess, registry
 
 NAMES = ("mss", "ss", "pgr", "grr", "rappor", "olh", "hr")
 
@@ -37,13 +37,13 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for eps in (1.0, 4.0):
         for name in NAMES:
-            proto = protocols.make(name, k, eps)
+            proto = registry.make(name, k, eps)
             rng = np.random.default_rng([2, int(eps), NAMES.index(name)])
             mse = {p: [] for p in postprocess.CHOICES}
             err = {p: [] for p in ("none", "simplex")}
             for values in pops:
                 truth = np.bincount(values, minlength=k) / n
-                raw = proto.decode(proto.sample(values, rng), n, "none").raw
+                raw = proto.decode(proto.sample_counts(values, rng), n, "none").raw
                 for post in postprocess.CHOICES:
                     est = postprocess.apply(raw, post)
                     mse[post].append(np.mean((est - truth) ** 2))

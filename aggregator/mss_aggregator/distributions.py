@@ -63,7 +63,7 @@ def _from_csv(path, k):
 
 
 def _from_estimate(path, k):
-    from mss_aggregator.postprocess import simplex
+    from mss_protocol.postprocess import simplex
 
     try:
         with open(path) as fh:

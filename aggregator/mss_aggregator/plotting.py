@@ -83,6 +83,14 @@ def plot_bench(rows, prefix):
     return paths
 
 
+def _success_axes(ax, xlabel, title):
+    """Labels, title and legend of a reconstruction-success panel."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("P[exact value recovered]")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def plot_audit(sweep, path, title, longitudinal=None):
     """Reconstruction success vs epsilon for the paper's rule and the Bayes-optimal
     attacker, with the eps-LDP ceiling, the ReRo bound and the no-information
@@ -100,10 +108,7 @@ def plot_audit(sweep, path, title, longitudinal=None):
         ax.plot(eps, sweep["rero"], color="black", ls="-.", lw=1, label="ReRo bound")
         ax.axhline(sweep["no_information"], color="grey", ls=":", label="no information")
         ax.set_yscale("log")
-        ax.set_xlabel("epsilon")
-        ax.set_ylabel("P[exact value recovered]")
-        ax.set_title(f"{label}: {title}", fontsize=9)
-        ax.legend(fontsize=7)
+        _success_axes(ax, "epsilon", f"{label}: {title}")
     if longitudinal:
         ax = axes[2]
         t = longitudinal["horizons"]
@@ -113,10 +118,7 @@ def plot_audit(sweep, path, title, longitudinal=None):
         ax.plot(t, longitudinal["ceiling"], color="black", lw=2, label="ceiling at T eps")
         ax.axhline(longitudinal["memoize_ceiling"], color="black", ls=":", label="ceiling at eps")
         ax.set_xscale("log")
-        ax.set_xlabel("reports T of one value")
-        ax.set_ylabel("P[exact value recovered]")
-        ax.set_title(f"repeated reports ({longitudinal['trials']} devices)", fontsize=9)
-        ax.legend(fontsize=7)
+        _success_axes(ax, "reports T of one value", f"repeated reports ({longitudinal['trials']} devices)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,8 +1,28 @@
-"""The one definition of the ModularSubsetSelection protocol on the host.
+"""The one definition of every protocol: one module (or, for MSS, one package) each.
 
-Parameters and planning (:mod:`.config`, :mod:`.planner`), the exact privacy
-of the integer device implementation (:mod:`.privacy`), the wire format
-(:mod:`.wire`) and a vectorised sampler of the device channel
-(:mod:`.sampler`).  The per-report randomiser itself lives in the firmware
-package :mod:`mss_device` and is reused here unchanged.
+The rule for what lives here: everything that is a protocol's math.  What
+both ends must agree on bit for bit (parameters, integer thresholds and
+``eps_effective``, the wire format, test vectors) and what follows from the
+protocol alone (its host client and vectorised sampler, the shape of its
+additive counts, its decoder with standard errors, its predicted variance,
+its channel as an attacker sees it).  The aggregator only collects, stores,
+schedules decoding, compares, audits and serves; it never defines a
+protocol.  The device side of each protocol lives in ``firmware/lib``.
+
+==================  ==========================================================
+:mod:`.registry`    every protocol by name (``make(name, k, epsilon)``)
+:mod:`.base`        the interface every protocol implements
+:mod:`.mss`         ModularSubsetSelection (config, planner, wire, decoder, ...)
+:mod:`.ss`          SubsetSelection, MSS's one-block case
+:mod:`.pgr`         projective geometry response
+:mod:`.grr`         generalised randomised response
+:mod:`.unary`       unary encoding: RAPPOR (OUE) and SUE
+:mod:`.olh`         optimised local hashing
+:mod:`.hr`          Hadamard response
+==================  ==========================================================
+
+Shared math: :mod:`.privacy` (integer thresholds, exact ``eps_effective``),
+:mod:`.subset_selection` (SS on [m]), :mod:`.support` (the support-count
+estimator), :mod:`.estimate` and :mod:`.postprocess` (estimates, CIs,
+projection), :mod:`.channel` (attacker-view base classes).
 """

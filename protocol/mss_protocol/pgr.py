@@ -12,8 +12,8 @@ v' != v lands in S_v with probability
     r = s c_int / c_set + (1 - s) (c_set - c_int) / (K - c_set),
 
 and fhat_v = (C_v / n - r)/(s - r) with C_v = sum_{u in S_v} hist[u]
-(the support estimator of :mod:`.baselines`).  The histogram over [K] is
-the additive sufficient statistic.
+(the support estimator of :mod:`.support`).  Counts: the histogram of
+reports over [K].
 
 Decoding computes every C_v at once with the DFT over F_q^t:
 1{<u, v> = 0} = (1/q) sum_{c in F_q} w^{c <u, v>}, so
@@ -23,11 +23,13 @@ O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
 import math
+
 import numpy as np
 
 from mss_protocol import privacy
-from mss_protocol.baselines import SupportOracle
+from mss_protocol.channel import PointChannel
 from mss_protocol.privacy import ONE
+from mss_protocol.support import SupportOracle
 
 
 def _is_prime(n):
@@ -57,7 +59,7 @@ class PGR(SupportOracle):
         out = self.K - self.c_set
         # the support estimator's q is r, the chance a non-holder lands in S_v
         self.q = (self.p * self.c_int / self.c_set + (1 - self.p) * (self.c_set - self.c_int) / out)
-        self.bits = (self.K - 1).bit_length()
+        self.body_bits = (self.K - 1).bit_length()
         self.coords = self._points()
 
     def _points(self):
@@ -116,10 +118,21 @@ class PGR(SupportOracle):
             total += half[w @ weights]
         return np.rint(total / q)
 
-    def estimate(self, hist, n):
-        return super().estimate(self.support(hist), n)
-
     def support_slow(self, hist):
         """Direct O(k K) reference of :meth:`support`, for tests."""
         dots = (self.coords[:self.k] @ self.coords.T) % self.field
         return (dots == 0).astype(np.int64) @ np.asarray(hist)
+
+    def channel(self):
+        return PGRChannel(self)
+
+
+class PGRChannel(PointChannel):
+    """Outputs u in [K]; S(u) = {v : <u, v> = 0 in F_q}, c_set points each."""
+
+    def __init__(self, oracle):
+        super().__init__(oracle, oracle.c_set)
+        self.items = oracle.coords[:self.k].T
+
+    def members(self, u):
+        return (self.oracle.coords[u] @ self.items) % self.oracle.field == 0

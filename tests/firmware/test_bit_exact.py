@@ -3,16 +3,17 @@ import json
 
 import pytest
 
-from micropython_runner import ROOT, run
+from micropython_runner import run
+from mss_protocol.mss import vectors
 
-VECTORS = sorted((ROOT / "protocol" / "vectors").glob("*.json"))
+VECTORS = sorted(vectors.DIR.glob("*.json"))
 
 SCRIPT = r"""
 import json, sys
-from mss_device.params import Params
-from mss_device.rng import ByteRng
-from mss_device.randomiser import privatise
 from mss_device.encoder import encode
+from mss_device.params import Params
+from mss_device.randomiser import privatise
+from mss_device.rng import ByteRng
 
 d = json.load(open(sys.argv[1]))
 p = Params(d["config"])

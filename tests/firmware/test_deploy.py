@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from micropython_runner import ROOT
-from mss_protocol.config import MssConfig
+from mss_protocol.mss.config import MssConfig
 
 DEPLOY = [sys.executable, str(ROOT / "tools" / "deploy.py")]
 

@@ -17,16 +17,17 @@ import numpy as np
 import pytest
 
 from micropython_runner import run
-from mss_aggregator.counts import Counts
-from mss_aggregator.decoder import Decoder
 from mss_aggregator.distributions import parse
 from mss_device.rng import ByteRng
 from mss_node import files, settings
 from mss_node.app import Node
 from mss_node.reporter import Reporter
 from mss_node.state import State
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import HEADER_BYTES, WireCodec
+from mss_protocol.mss import vectors
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.wire import HEADER_BYTES, WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 CID = CFG.config_id_hex
@@ -37,8 +38,8 @@ RUNTIMES = ["micropython", "cpython"]
 # One boot per epoch: a new Node (and State) from the same files each time.
 REBOOTS = r"""
 import json, sys
-from mss_node.app import Node
 from mss_device.rng import ByteRng
+from mss_node.app import Node
 
 
 class Link:
@@ -293,7 +294,7 @@ def test_replay_writes_the_encoders_header(runtime, vector):
     and at the largest epoch and sequence number."""
     from micropython_runner import FIRMWARE
 
-    path = FIRMWARE.parent / "protocol" / "vectors" / f"{vector}.json"
+    path = vectors.DIR / f"{vector}.json"
     if runtime == "micropython":
         res = run(REPLAY_VECTORS, args=[str(path)])
     else:
@@ -316,9 +317,9 @@ def test_replay_allocates_only_its_output(tmp_path):
     encoder allocates for the same (j, Z)."""
     script = r"""
 import gc, json, sys
-from mss_node.reporter import Reporter
 from mss_device.params import Params
 from mss_device.randomiser import privatise
+from mss_node.reporter import Reporter
 r = Reporter(Params(json.load(open(sys.argv[1]))))
 diff = []
 for i in range(21):

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from micropython_runner import FIRMWARE, require_micropython
+from mss_protocol.mss import vectors
 
 FILES = sorted(p for p in FIRMWARE.rglob("*.py"))
 
@@ -42,7 +43,7 @@ def test_compiled_firmware_reproduces_a_vector(tmp_path):
         "import json\nfrom mss_device.params import Params\nfrom mss_device.rng import ByteRng\n"
         "from mss_device.randomiser import privatise\nfrom mss_device.encoder import encode\n"
         "import mss_device.rng as r\nassert r.__file__.endswith('.mpy')\n"
-        f"d = json.load(open({str(FIRMWARE.parent / 'protocol/vectors/k64_eps1.json')!r}))\n"
+        f"d = json.load(open({str(vectors.DIR / 'k64_eps1.json')!r}))\n"
         "p = Params(d['config']); v = d['vectors'][0]; data = bytes.fromhex(v['random_hex'])\n"
         "m = bytearray(8); j = privatise(p, v['value'], ByteRng(lambda n: data), m)\n"
         "print(encode(p, j, m, v['epoch'], v['seq']).hex() == v['report_hex'])\n")

@@ -9,9 +9,9 @@ import pytest
 
 from brokers import Mosquitto, free_port, mosquitto  # noqa: F401 (fixture)
 from micropython_runner import MPLIB, ROOT, run
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.wire import WireCodec
 
 NODE = r"""
 import sys, time

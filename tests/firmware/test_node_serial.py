@@ -11,10 +11,10 @@ import pytest
 import serial
 
 from micropython_runner import run
-from ptys import pty_pair  # noqa: F401 (fixture)
 from mss_device.framing import frame, parse
-from mss_protocol.config import MssConfig
-from mss_protocol.wire import WireCodec
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.wire import WireCodec
+from ptys import pty_pair  # noqa: F401 (fixture)
 
 NODE = r"""
 import sys

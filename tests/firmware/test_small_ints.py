@@ -12,8 +12,9 @@ import pytest
 
 from micropython_runner import FIRMWARE, run
 from mss_node.reporter import Reporter
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
+from mss_protocol.mss import vectors
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
 
 LIMIT = 1 << 30
 DEVICE = str(FIRMWARE / "lib")
@@ -76,8 +77,8 @@ def test_checker_catches_a_big_int():
 HEAP_LOCK = r"""
 import json, micropython, sys
 from mss_device.params import Params
-from mss_device.rng import ByteRng
 from mss_device.randomiser import privatise
+from mss_device.rng import ByteRng
 p = Params(json.load(open(sys.argv[1]))["config"])
 rng = ByteRng()
 mark = bytearray((max(p.moduli) + 7) // 8)
@@ -100,5 +101,5 @@ print("ok")
 
 @pytest.mark.parametrize("vector", ["k64_eps1", "k1024_eps4", "k22000_eps5"])
 def test_randomiser_allocates_nothing_under_heap_lock(vector):
-    out = run(HEAP_LOCK, args=[str(FIRMWARE.parent / "protocol" / "vectors" / f"{vector}.json")])
+    out = run(HEAP_LOCK, args=[str(vectors.DIR / f"{vector}.json")])
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr

@@ -52,7 +52,7 @@ def test_power_cut_between_remove_and_rename_keeps_state(tmp_path):
 
 def test_unset_clock_sends_nothing(tmp_path):
     from mss_node.app import Node
-    from mss_protocol.config import MssConfig
+    from mss_protocol.mss.config import MssConfig
 
     d = MssConfig.build(64, 2.0, [59, 61, 63]).to_dict()
     d["device"] = {"device_id": "c1", "transport": "serial", "serial": {"path": str(tmp_path / "out")}}

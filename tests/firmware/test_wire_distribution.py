@@ -16,12 +16,12 @@ import pytest
 from scipy.stats import chisquare
 
 from micropython_runner import run
-from mss_aggregator.audit import X1, X2, audit_client
-from mss_aggregator.reconstruction import ResidueChannel
-from mss_protocol.config import MssConfig
-from mss_protocol.planner import plan
+from mss_aggregator.privacy.empirical import X1, X2, audit_client
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.protocol import MssProtocol
+from mss_protocol.mss.wire import WireCodec
 from mss_protocol.privacy import ONE
-from mss_protocol.wire import WireCodec
 
 N = 20000  # X1 = 0, X2 = 1: different residues in every block
 
@@ -100,10 +100,10 @@ def test_distribution_matches_exact_channel(setup, real_reports):
 
 def test_audit_bound_within_epsilon(setup, real_reports):
     cfg, _ = setup
-    assert audit_client(ResidueChannel("mss", cfg), *real_reports, cfg.epsilon)["within_epsilon"]
+    assert audit_client(MssProtocol(cfg).channel(), *real_reports, cfg.epsilon)["within_epsilon"]
 
 
 def test_audit_catches_broken_randomiser(setup):
     cfg, path = setup
     broken = [_reports(path, x, N, "broken") for x in (X1, X2)]
-    assert not audit_client(ResidueChannel("mss", cfg), *broken, cfg.epsilon)["within_epsilon"]
+    assert not audit_client(MssProtocol(cfg).channel(), *broken, cfg.epsilon)["within_epsilon"]

@@ -1,0 +1,106 @@
+"""The aggregator service: collectors -> writer -> store, with live counters."""
+import json
+import signal
+import threading
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
+from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.store import open_store
+from mss_protocol.mss.config import MssConfig, read_json
+
+
+class Aggregator:
+    """Collect one campaign's reports into ``store_path``.
+
+    ``config_path`` is a file from ``mss plan --device-config`` (its
+    optional ``device`` section gives the reporting period, used to reject
+    reports from the future).
+    """
+
+    def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
+                 share_group=None, tls_ca=None, client_id=None, log=print):
+        raw = read_json(config_path, "config")
+        self.cfg = MssConfig.from_dict(raw, source=str(config_path))
+        device = raw.get("device") or {}
+        self.store = open_store(store_path, self.cfg)
+        self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0))
+        self.writer = Writer(self.store, self.ingest)
+        self.collectors = []
+        if broker:
+            self.collectors.append(MqttCollector(broker, campaign, self.writer,
+                                                 json.dumps(self.cfg.to_dict()), client_id=client_id,
+                                                 share_group=share_group, tls_ca=tls_ca, log=log))
+        self.collectors += [SerialCollector(spec, self.writer, log=log) for spec in serial_ports]
+        if not self.collectors:
+            raise ValueError("give --broker and/or --serial")
+
+    def start(self):
+        self.writer.start()
+        for c in self.collectors:
+            c.start()
+        return self
+
+    def stop(self):
+        """Stop taking messages, store what was received, close the store."""
+        for c in self.collectors:
+            c.stop()
+        self.writer.stop()
+        self.store.close()
+
+    def wait_connected(self, timeout=10):
+        mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
+        return all(c.connected.wait(timeout) for c in mqtt)
+
+
+def counters_table(counters, title):
+    table = Table(title=title)
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for name, value in counters.items():
+        table.add_row(name, str(value))
+    return table
+
+
+def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
+    """Run until SIGINT/SIGTERM; show live counters unless ``quiet``; with
+    ``http`` ("host:port") serve the dashboard, JSON API and /metrics."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    console = Console(stderr=True)
+    web = view = reader = None
+    try:
+        if http:
+            from mss_aggregator.web.live import LiveView
+            from mss_aggregator.web.server import WebServer
+
+            view = LiveView(agg.store.location, interval=refresh)
+            web = WebServer(view, http, token).start()
+            view.start()
+            console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
+        agg.start()
+        title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
+        reader = open_store(agg.store.location)  # a second connection: the display never blocks the writer
+        if quiet:
+            while not stop.wait(0.5) and agg.writer.error is None:
+                pass
+        else:
+            with Live(counters_table(reader.counters(), title), console=console,
+                      refresh_per_second=2) as display:
+                while not stop.wait(0.5) and agg.writer.error is None:
+                    display.update(counters_table(reader.counters(), title))
+    finally:
+        agg.stop()
+        if web is not None:
+            web.stop()
+        if view is not None:
+            view.close()
+        if reader is not None:
+            console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            reader.close()
+    if agg.writer.error is not None:
+        raise agg.writer.error

@@ -1,0 +1,276 @@
+"""Durable report store: SQLite (one worker) or PostgreSQL (several workers).
+
+``open_store(location)`` takes a file path (SQLite in WAL mode,
+synchronous=FULL) or a ``postgresql://`` URL (psycopg 3).  Both run the
+same SQL; every received message ends in exactly one place, in the same
+transaction that updates the counters:
+
+* ``reports`` with status ``accepted`` -- the one counted report of a
+  (config, device, epoch);
+* ``reports`` with status ``extra`` -- a later, different report for an
+  epoch that already has one (kept aside, counted as rejected: a device
+  cannot outvote the others);
+* ``quarantine`` -- anything invalid, with the reason;
+* nowhere, counted as ``duplicate`` -- a redelivery of a stored
+  (config, device, epoch, sequence).
+
+The database enforces both rules with unique indexes, and a report is
+inserted with ``ON CONFLICT DO NOTHING``, so two workers that receive the
+same report can never both count it: the second one's insert waits for the
+first transaction and then does nothing.  A batch is committed before its
+messages are acknowledged to the broker, so an acknowledged report is
+stored.  The counts decoded by :meth:`counts` come only from accepted rows.
+
+The schema is versioned (``meta.schema``) and created or migrated on open
+(in one transaction, under an advisory lock on PostgreSQL so that workers
+starting together agree); a store that is up to date is only read, so
+readers such as ``mss estimate`` need no write rights.
+"""
+import json
+import time
+from contextlib import closing, contextmanager
+
+import numpy as np
+
+from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.mss.counts import Counts
+
+# (version, statements); {id}, {blob}, {real} are the dialect's types.
+MIGRATIONS = [
+    (1, ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+         """CREATE TABLE IF NOT EXISTS reports (
+            id {id}, config_id TEXT NOT NULL, device_id TEXT NOT NULL,
+            epoch BIGINT NOT NULL, seq INTEGER NOT NULL, j INTEGER NOT NULL, subset {blob} NOT NULL,
+            payload {blob} NOT NULL, source TEXT NOT NULL, received {real} NOT NULL, status TEXT NOT NULL,
+            UNIQUE (config_id, device_id, epoch, seq))""",
+         """CREATE UNIQUE INDEX IF NOT EXISTS one_per_epoch ON reports (config_id, device_id, epoch)
+            WHERE status = 'accepted'""",
+         """CREATE TABLE IF NOT EXISTS quarantine (
+            id {id}, received {real} NOT NULL, source TEXT NOT NULL, topic {blob},
+            payload {blob}, reason TEXT NOT NULL)""",
+         "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)"]),
+    (2, ["CREATE INDEX IF NOT EXISTS accepted_by_epoch ON reports (epoch) WHERE status = 'accepted'"]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+RETRIES = 5  # a batch that loses a deadlock against another worker is retried
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def open_store(location, cfg=None):
+    """The store at ``location``: a ``postgresql://`` URL or an SQLite file path."""
+    location = str(location)
+    if location.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(location, cfg)
+    return SqliteStore(location, cfg)
+
+
+class Store:
+    """One campaign's reports under one config.  Subclasses give the connection,
+    the dialect's types and placeholders, and transactions."""
+
+    TYPES = {}
+
+    def _open(self, cfg):
+        meta = self._read_meta()
+        if meta.get("schema") != str(SCHEMA_VERSION) or "config" not in meta:
+            meta = self._set_up(cfg)  # only then write: readers may hold read-only rights
+        if "config" not in meta:
+            raise StoreError(f"{self.name}: empty store and no config given")
+        stored = MssConfig.from_dict(json.loads(meta["config"]), source=f"{self.name}: config")
+        if cfg is not None and cfg.config_id != stored.config_id:
+            raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}, "
+                              f"not {cfg.config_id_hex}; use another --store")
+        self.cfg = stored
+
+    def _read_meta(self):
+        try:
+            return dict(self._query("SELECT key, value FROM meta"))
+        except self.NO_TABLE:
+            return {}
+
+    def _set_up(self, cfg):
+        """Create or migrate the schema and store the config, in one locked transaction."""
+        with self._transaction() as cur:
+            self._lock(cur)
+            self._exec(cur, MIGRATIONS[0][1][0])
+            meta = dict(self._exec(cur, "SELECT key, value FROM meta").fetchall())
+            version = int(meta.get("schema", 0))
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.name}: schema version {version} is newer than this "
+                                 f"program's {SCHEMA_VERSION}; upgrade mss-iot")
+            for v, statements in MIGRATIONS:
+                if v > version:
+                    for sql in statements:
+                        self._exec(cur, sql.format(**self.TYPES))
+            self._exec(cur, "INSERT INTO meta VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE "
+                            "SET value = excluded.value", (str(SCHEMA_VERSION),))
+            meta["schema"] = str(SCHEMA_VERSION)
+            if "config" not in meta and cfg is not None:
+                meta["config"] = json.dumps(cfg.to_dict())
+                self._exec(cur, "INSERT INTO meta VALUES ('config', ?)", (meta["config"],))
+        return meta
+
+    def _lock(self, cur):
+        """Serialise schema set-up between processes (SQLite: the write transaction)."""
+
+    def _exec(self, cur, sql, args=()):
+        cur.execute(sql, args)
+        return cur
+
+    def close(self):
+        self.db.close()
+
+    # -- writing (one batch = one transaction) -------------------------------
+    def write_batch(self, items):
+        """Store a batch of classified messages; return per-item outcomes.
+
+        ``items``: dicts with ``source``, ``topic``, ``payload`` and either
+        ``reason`` and ``detail`` (quarantine) or ``device_id`` and ``report``.
+        Outcomes: "accepted", "extra", "duplicate" or "quarantined".
+        """
+        for attempt in range(RETRIES):
+            try:
+                return self._write(items)
+            except self.RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def _write(self, items):
+        now = time.time()
+        outcomes, bump = {}, {"received": len(items)}
+        cid = self.cfg.config_id_hex
+        insert = ("INSERT INTO reports (config_id, device_id, epoch, seq, j, subset, payload, source, "
+                  "received, status) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
+
+        def key(i):  # (device, epoch) order: concurrent workers take row locks in one order, and
+            it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
+            return (0, "", 0) if "reason" in it else (1, it["device_id"], it["report"].epoch)
+        with self._transaction() as cur:
+            for i in sorted(range(len(items)), key=key):
+                it = items[i]
+                if "reason" in it:
+                    self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason) "
+                                    "VALUES (?, ?, ?, ?, ?)",
+                               (now, it["source"], it["topic"], it["payload"],
+                                f"{it['reason']}: {it.get('detail', '')}"))
+                    outcome, counter = "quarantined", f"rejected_{it['reason']}"
+                else:
+                    r = it["report"]
+                    row = (cid, it["device_id"], r.epoch, r.seq, r.j,
+                           np.asarray(r.subset, dtype="<u4").tobytes(), it["payload"], it["source"], now)
+                    if self._exec(cur, insert, row + ("accepted",)).rowcount == 1:
+                        outcome = counter = "accepted"
+                    elif self._exec(cur, insert, row + ("extra",)).rowcount == 1:
+                        outcome, counter = "extra", "rejected_extra_in_epoch"
+                    else:  # this (config, device, epoch, seq) is stored already
+                        outcome = counter = "duplicate"
+                outcomes[i] = outcome
+                bump[counter] = bump.get(counter, 0) + 1
+            for name in sorted(bump):
+                self._exec(cur, "INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) "
+                                "DO UPDATE SET value = counters.value + excluded.value", (name, bump[name]))
+        return [outcomes[i] for i in range(len(items))]
+
+    # -- reading ------------------------------------------------------------
+    def _query(self, sql, args=()):
+        with closing(self.db.cursor()) as cur:
+            return self._exec(cur, sql, args).fetchall()
+
+    def counters(self):
+        """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...}."""
+        c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
+        out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
+        out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
+        out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
+        return out
+
+    def counts(self, epoch=None):
+        """The additive counts of the accepted reports (vectorised tally), of one
+        ``epoch`` only if given (memoized reports repeat across epochs, so a
+        campaign with ``device.memoize`` is decoded one epoch at a time)."""
+        sql, args = "SELECT j, subset FROM reports WHERE status='accepted'", ()
+        if epoch is not None:
+            sql, args = sql + " AND epoch=?", (epoch,)
+        rows = self._query(sql, args)
+        j = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        members = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<u4").astype(np.int64)
+        return Counts(self.cfg).add_tally(j, members)
+
+    def devices_per_epoch(self, last=48):
+        """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
+        rows = self._query("SELECT epoch, COUNT(*) FROM reports WHERE status='accepted' "
+                           "GROUP BY epoch ORDER BY epoch DESC LIMIT ?", (last,))
+        return [(int(e), int(c)) for e, c in reversed(rows)]
+
+    def accepted_keys(self):
+        """Set of (device_id, epoch, seq) of accepted reports (for audits and tests)."""
+        return set(map(tuple, self._query("SELECT device_id, epoch, seq FROM reports "
+                                          "WHERE status='accepted'")))
+
+
+class SqliteStore(Store):
+    """One file, WAL journal, synchronous=FULL: the embedded default for one worker."""
+
+    TYPES = {"id": "INTEGER PRIMARY KEY", "blob": "BLOB", "real": "REAL"}
+    RETRYABLE = ()
+
+    def __init__(self, path, cfg=None):
+        import os
+        import sqlite3
+
+        self.NO_TABLE = sqlite3.OperationalError
+        if cfg is None and not os.path.exists(path):
+            raise StoreError(f"{path}: no such store")
+        self.location = self.name = str(path)
+        self.db = sqlite3.connect(self.name, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self._open(cfg)
+
+    @contextmanager
+    def _transaction(self):
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        finally:
+            cur.close()
+
+
+class PostgresStore(Store):
+    """PostgreSQL through psycopg 3: the shared store of several workers."""
+
+    TYPES = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "real": "DOUBLE PRECISION"}
+    LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi")
+
+    def __init__(self, url, cfg=None):
+        import psycopg
+
+        self.location, self.name = url, url.split("@")[-1]  # never print a password
+        self.RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+        self.NO_TABLE = psycopg.errors.UndefinedTable
+        try:
+            self.db = psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.name}: {str(exc).strip()}") from None
+        self._open(cfg)
+
+    def _exec(self, cur, sql, args=()):
+        cur.execute(sql.replace("?", "%s"), args)
+        return cur
+
+    def _lock(self, cur):
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (self.LOCK_ID,))
+
+    @contextmanager
+    def _transaction(self):
+        with self.db.transaction(), self.db.cursor() as cur:
+            yield cur

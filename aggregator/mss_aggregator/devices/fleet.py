@@ -1,0 +1,54 @@
+"""Emulated fleets: N devices running the real firmware, each reporting once.
+
+Each device is its own process of the firmware's emulator entry point
+(``python -m mss_node.app``), on the MicroPython unix port or CPython, with
+its own config.json and state.json in a scratch folder, so devices share
+nothing but the broker.
+"""
+import json
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from mss_aggregator.collect.collectors import parse_broker
+from mss_aggregator.devices.runtime import ensure_umqtt, run_module
+
+
+def device_config(cfg, broker, campaign, device_id, period_s=3600):
+    host, port, user, password, _ = parse_broker(broker)
+    d = cfg.to_dict()
+    d["device"] = {"campaign": campaign, "device_id": device_id, "period_s": period_s, "poll_s": 1,
+                   "transport": "mqtt",
+                   "mqtt": {"host": host, "port": port, "user": user, "password": password,
+                            "timeout_s": 5, "backoff_max_s": 2}}
+    return d
+
+
+def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
+              parallel=8, period_s=3600, workdir=None, on_done=None):
+    """Run one device per value; return {device_id: (value, returncode, output)}."""
+    if runtime == "micropython":
+        ensure_umqtt()
+    results = {}
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        def one(i):
+            device_id = f"{id_prefix}{i}"
+            folder = Path(tmp) / device_id
+            folder.mkdir()
+            (folder / "config.json").write_text(
+                json.dumps(device_config(cfg, broker, campaign, device_id, period_s)))
+            out = run_module(runtime, "mss_node.app", ["config.json", "state.json", int(values[i])],
+                             cwd=folder, timeout=300)
+            results[device_id] = (int(values[i]), out.returncode, out.stdout + out.stderr)
+            if on_done:
+                on_done()
+
+        with ThreadPoolExecutor(parallel) as pool:
+            list(pool.map(one, range(len(values))))
+    return results
+
+
+def draw_values(probs, n, seed):
+    return np.random.default_rng(seed).choice(probs.size, size=n, p=probs)

@@ -1,0 +1,194 @@
+"""The aggregator's web face: a live dashboard, a JSON API and Prometheus metrics.
+
+Routes (described by ``/api/openapi.json``):
+
+* ``/`` -- the dashboard (static HTML + a small script drawing plain SVG;
+  nothing is fetched from elsewhere, field deployments are often offline);
+* ``/api/estimates``, ``/api/counters``, ``/api/config`` -- JSON from the
+  :class:`~mss_aggregator.web.live.LiveView` snapshot;
+* ``/metrics`` -- Prometheus text format (prometheus-client).
+
+Served by the standard library's threading HTTP server: a handful of routes
+on loopback need no framework.  Loopback is the default; binding anywhere
+else requires a token, accepted as ``Authorization: Bearer <token>`` or as
+the password of HTTP basic auth (so a browser can log in).
+"""
+import base64
+import hmac
+import ipaddress
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+from mss_aggregator import jsonout
+
+STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
+          "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+          "/style.css": ("style.css", "text/css; charset=utf-8"),
+          "/api/openapi.json": ("openapi.json", "application/json")}
+
+
+class HttpError(ValueError):
+    pass
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1")
+
+
+def parse_bind(text):
+    """'host:port' -> (host, port); a bad value raises HttpError naming it."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise HttpError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8080 (got {text!r})")
+    if ":" in host or host.startswith("["):
+        raise HttpError(f"--http {text}: IPv6 addresses are not supported; use 127.0.0.1 or an IPv4 address")
+    return host or "127.0.0.1", int(port)
+
+
+def is_loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def check_bind(bind, token):
+    """(host, port) for --http, refusing an address beyond loopback without a token."""
+    host, port = parse_bind(bind)
+    if not is_loopback(host) and not token:
+        raise HttpError(f"--http {bind} is reachable from other hosts: give --http-token "
+                        f"(or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
+    return host, port
+
+
+class MetricsCollector:
+    """Exports the store's counters (as counters: they only grow) and the
+    latest decode, read from the snapshot at scrape time."""
+
+    def __init__(self, live):
+        self.live = live
+
+    def collect(self):
+        snap = self.live.counters()
+        cfg = self.live.cfg
+        info = InfoMetricFamily("mss_config", "The campaign's protocol configuration")
+        info.add_metric([], {"config_id": cfg.config_id_hex, "k": str(cfg.k), "epsilon": repr(cfg.epsilon),
+                             "eps_effective": repr(cfg.eps_effective),
+                             "moduli": ",".join(map(str, cfg.moduli))})
+        yield info
+        yield CounterMetricFamily("mss_reports_received", "Reports received", value=snap["counters"]["received"])
+        reports = CounterMetricFamily("mss_reports", "Reports by outcome (they sum to received)",
+                                      labels=["outcome"])
+        for name, value in snap["counters"].items():
+            if name not in ("received", "rejected"):  # rejected is the sum of the rejected_<reason> series
+                reports.add_metric([name], value)
+        yield reports
+        est = self.live.estimates()
+        yield GaugeMetricFamily("mss_estimate_reports", "Reports behind the current estimates", value=est["n"])
+        yield GaugeMetricFamily("mss_decode_seconds", "Seconds of the last decode", value=est["decode_seconds"])
+        epochs = snap["devices_per_epoch"]
+        yield GaugeMetricFamily("mss_devices_last_epoch", "Devices with a report in the latest epoch",
+                                value=epochs[-1]["devices"] if epochs else 0)
+        yield GaugeMetricFamily("mss_snapshot_timestamp_seconds", "When the snapshot was taken",
+                                value=snap["updated"])
+
+
+def make_handler(live, token, registry):
+    api = {"/api/estimates": live.estimates, "/api/counters": live.counters, "/api/config": live.config_doc}
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "mss-aggregate"
+        timeout = 30  # an idle client does not hold a thread for ever
+
+        def _host_ok(self):
+            """Without a token only loopback names are served (no DNS rebinding)."""
+            if token is not None:
+                return True
+            host = self.headers.get("Host", "").rsplit(":", 1)[0]
+            return host in LOOPBACK_NAMES
+
+        def log_message(self, fmt, *args):  # quiet: the operator's console shows the counters
+            pass
+
+        def _authorised(self):
+            if token is None:
+                return True
+            auth = self.headers.get("Authorization", "")
+            kind, _, value = auth.partition(" ")
+            if kind == "Bearer":
+                given = value
+            elif kind == "Basic":
+                try:
+                    given = base64.b64decode(value).decode().partition(":")[2]
+                except (ValueError, UnicodeDecodeError):
+                    given = ""
+            else:
+                given = ""
+            return hmac.compare_digest(given.encode(), token.encode())
+
+        def _send(self, code, body, ctype, extra=()):
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_HEAD(self):
+            self.do_GET()
+
+        def do_GET(self):
+            path, _, query = self.path.partition("?")
+            if not self._host_ok():
+                self._send(403, b'{"error": "use http://127.0.0.1 or http://localhost"}', "application/json")
+            elif not self._authorised():
+                self._send(401, b'{"error": "unauthorised"}', "application/json",
+                           [("WWW-Authenticate", 'Basic realm="mss-iot"')])
+            elif path in api:
+                try:
+                    doc = api[path](**dict(p.split("=", 1) for p in query.split("&") if "=" in p))
+                except (TypeError, ValueError) as exc:
+                    self._send(400, jsonout.dumps({"error": f"bad query {query!r}: {exc}"}).encode(),
+                               "application/json")
+                    return
+                self._send(200, jsonout.dumps(doc).encode(), "application/json")
+            elif path == "/metrics":
+                self._send(200, generate_latest(registry), "text/plain; version=0.0.4; charset=utf-8")
+            elif path in STATIC:
+                name, ctype = STATIC[path]
+                self._send(200, resources.files("mss_aggregator.web").joinpath("static", name).read_bytes(), ctype)
+            else:
+                self._send(404, jsonout.dumps({"error": f"no such resource {path}"}).encode(),
+                           "application/json")
+
+    return Handler
+
+
+class WebServer:
+    """The dashboard/API server in a background thread."""
+
+    def __init__(self, live, bind, token=None):
+        host, port = check_bind(bind, token)
+        registry = CollectorRegistry()
+        registry.register(MetricsCollector(live))
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), make_handler(live, token, registry))
+        except OSError as exc:  # the port is taken, the address is not ours, ...
+            raise HttpError(f"--http {bind}: {exc.strerror or exc}") from None
+        self.httpd.daemon_threads = True
+        self.url = f"http://{host}:{self.httpd.server_address[1]}/"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,156 @@
+"""``mss audit``: reconstruction risk, repeated reports and the empirical epsilon audit."""
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mss_aggregator import jsonout
+from mss_aggregator.distributions import DistributionError, parse
+from mss_cli.common import AUDIT_FAILED, console, csv_list, fail
+from mss_protocol.mss.config import ConfigError, MssConfig
+
+# mss audit defaults (privacy.audit.PROTOCOLS / HORIZONS; written out to keep startup light)
+AUDIT_PROTOCOLS = "mss,ss,pgr,grr,rappor,sue,olh,hr"
+AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
+
+
+@click.command("audit")
+@click.option("--k", "k", type=click.IntRange(min=4), help="Domain size (or take it from --config).")
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True),
+              help="Privacy budget (or take it from --config).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="Audit this device config (MSS) instead of the planner's for --k/--epsilon.")
+@click.option("--prior", "prior_spec", default="uniform", show_default=True,
+              help="Attacker's prior: uniform, zipf:S, spike, file:est.json (mss estimate --json) "
+                   "or file:counts.csv.")
+@click.option("--protocols", "names", default=AUDIT_PROTOCOLS, show_default=True,
+              callback=csv_list(str), help="Protocols to audit.")
+@click.option("--trials", type=click.IntRange(min=0), default=10000, show_default=True,
+              help="Devices in the empirical attack run (0: exact values only).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="PNG: success vs epsilon with the ceilings.")
+@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=csv_list(float))
+@click.option("--longitudinal", is_flag=True, help="Also attack T repeated reports (fresh and memoized).")
+@click.option("--horizons", default=AUDIT_HORIZONS, show_default=True,
+              callback=csv_list(int), help="Report counts T for --longitudinal.")
+@click.option("--long-trials", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Devices per protocol and mode for --longitudinal.")
+@click.option("--empirical", is_flag=True,
+              help="Also audit epsilon empirically on every client's wire output (ldp-audit).")
+@click.option("--audit-trials", type=click.IntRange(min=100), default=20000, show_default=True,
+              help="Reports per input for --empirical.")
+@click.option("--firmware/--no-firmware", default=True, show_default=True,
+              help="Include the firmware under the MicroPython unix port in --empirical.")
+@click.option("--control/--no-control", default=True, show_default=True,
+              help="Include a deliberately broken client (MSS at 2 epsilon) that --empirical must catch.")
+def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json, plot, plot_epsilons,
+              longitudinal, horizons, long_trials, empirical, audit_trials, firmware, control):
+    """Reconstruction risk of one report (and of many) against the provable ceilings,
+    and an empirical epsilon audit of the real clients."""
+    from rich.progress import Progress
+
+    from mss_aggregator.privacy import audit as privacy_audit
+
+    cfg = None
+    if config_path:
+        try:
+            cfg = MssConfig.load(config_path)
+        except ConfigError as exc:
+            fail(str(exc))
+        if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):
+            fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
+        k, epsilon = cfg.k, cfg.epsilon
+    if k is None or epsilon is None:
+        raise click.UsageError("give --k and --epsilon, or --config")
+    unknown = [p for p in names if p not in privacy_audit.PROTOCOLS]
+    if unknown:
+        raise click.BadParameter(f"unknown protocols {', '.join(unknown)} (available: "
+                                 f"{', '.join(privacy_audit.PROTOCOLS)})", param_hint="--protocols")
+    if any(t < 1 for t in horizons):
+        raise click.BadParameter("report counts must be >= 1", param_hint="--horizons")
+    try:
+        prior = parse(prior_spec, k)
+    except DistributionError as exc:
+        fail(str(exc))
+    steps = len(names) + (4 if longitudinal else 0) + ((len(names) + 2) if empirical else 0)
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("audit", total=steps)
+        tick = lambda: bar.advance(task)  # noqa: E731
+        report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
+        if longitudinal:
+            report["longitudinal"] = privacy_audit.longitudinal(
+                k, epsilon, prior, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg, progress=tick)
+        if empirical:
+            report["epsilon_audit"] = privacy_audit.empirical_epsilon(
+                k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
+    if plot:
+        from mss_aggregator.plotting import plot_audit
+
+        grid = sorted(set(plot_epsilons) | {epsilon})
+        plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
+                   f"k={k}, prior {prior_spec}", report.get("longitudinal"))
+    problems = privacy_audit.problems(report)
+    if as_json:
+        click.echo(jsonout.dumps(report))
+    else:
+        _print_audit(report, plot)
+    for p in problems:
+        console.print(f"[red]audit failed:[/red] {p}")
+    if problems:
+        sys.exit(AUDIT_FAILED)
+
+
+def _fmt(x, ci=None):
+    if x is None:
+        return "-"
+    return f"{x:.4g}" + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "")
+
+
+def _print_audit(report, plot):
+    out = Console(width=170)
+    b = report["bounds"]
+    table = Table(title=f"single-report reconstruction: k={report['k']}, epsilon={report['epsilon']}, "
+                        f"prior {report['prior']}, {report['trials']} devices per empirical run")
+    for col in ("protocol", "eps_eff", "paper rule", "(how)", "paper rule measured [95% CI]",
+                "Bayes-optimal exact", "Bayes measured [95% CI]", "of ceiling"):
+        table.add_column(col, justify="right")
+    for r in report["rows"]:
+        best = r["bayes_exact"] if r["bayes_exact"] is not None else r["empirical"]
+        share = f"{best / report['ceiling']:.0%}" if best is not None else "-"
+        table.add_row(r["protocol"], f"{r['eps_effective']:.4f}", _fmt(r["paper_rule"]),
+                      r["paper_rule_method"] or "-",
+                      _fmt(r["paper_rule_empirical"], r["paper_rule_empirical_ci"]),
+                      _fmt(r["bayes_exact"]), _fmt(r["empirical"], r["empirical_ci"]), share)
+    out.print(table)
+    out.print(f"ceiling for any {report['epsilon']}-LDP protocol with this prior: {report['ceiling']:.4g}  "
+              f"(uniform-prior ceiling {b['ldp_uniform']:.4g}, ReRo bound {b['rero']:.4g}, "
+              f"no information {b['no_information']:.4g}, random guess {b['random_guess']:.4g})")
+    lon = report.get("longitudinal")
+    if lon:
+        table = Table(title=f"repeated reports of one value ({lon['trials']} devices, Bayes-optimal)")
+        table.add_column("T", justify="right")
+        for r in lon["rows"]:
+            table.add_column(f"{r['protocol']} {r['mode']}", justify="right")
+        table.add_column("ceiling at T eps", justify="right")
+        for i, t in enumerate(lon["horizons"]):
+            table.add_row(str(t), *[f"{r['success'][i]:.3f}" for r in lon["rows"]], f"{lon['ceiling'][i]:.3g}")
+        out.print(table)
+    ea = report.get("epsilon_audit")
+    if ea:
+        table = Table(title=f"empirical epsilon (ldp-audit): inputs {ea['x1']} vs {ea['x2']}, "
+                            f"{ea['trials']} reports each, Clopper-Pearson alpha={ea['alpha']}")
+        for col in ("client", "runtime", "eps_eff", "TP", "FP", "eps lower bound", "verdict"):
+            table.add_column(col, justify="right")
+        for r in ea["rows"]:
+            if "error" in r:
+                table.add_row(r["client"], r["runtime"], "-", "-", "-", "-", f"not run: {r['error']}")
+                continue
+            verdict = ("caught" if not r["within_epsilon"] else "NOT caught") if r["control"] else \
+                ("<= epsilon" if r["within_epsilon"] else "EXCEEDS epsilon")
+            table.add_row(r["client"], r["runtime"], f"{r['eps_effective']:.4f}", str(r["tp"]), str(r["fp"]),
+                          f"{r['eps_lower_bound']:.3f}", verdict)
+        out.print(table)
+    if plot:
+        out.print(f"plot: {plot}")

@@ -1,0 +1,54 @@
+"""``mss aggregate``: collect reports from MQTT and serial ports into a store."""
+import click
+
+from mss_cli.common import console, fail
+from mss_protocol.mss.config import ConfigError
+
+
+@click.command("aggregate")
+@click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS)")
+@click.option("--campaign", default="default", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Campaign config (mss plan --device-config).")
+@click.option("--store", "store_path", required=True, metavar="PATH|URL",
+              help="The campaign's store: an SQLite file (one worker) or "
+                   "postgresql://user[:password]@host[:port]/db (shared by several workers).")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False))
+@click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
+@click.option("--client-id", help="MQTT client id (default mss-agg-<campaign>); keep it stable.")
+@click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
+              help="Serial port with framed reports; repeat for several.")
+@click.option("--quiet", is_flag=True, help="No live counters.")
+@click.option("--http", "http_bind", metavar="HOST:PORT",
+              help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
+@click.option("--http-token", envvar="MSS_HTTP_TOKEN",
+              help="Token the dashboard/API require (Bearer, or basic-auth password); needed "
+                   "when --http is not on loopback. Default: $MSS_HTTP_TOKEN.")
+@click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between dashboard decodes.")
+def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group, client_id,
+                  serial_ports, quiet, http_bind, http_token, refresh):
+    """Collect reports from MQTT and/or serial ports until SIGINT/SIGTERM."""
+    from mss_aggregator.collect.service import Aggregator, serve
+    from mss_aggregator.collect.store import StoreError
+    from mss_aggregator.web.server import HttpError, check_bind
+
+    if http_bind:
+        try:
+            check_bind(http_bind, http_token)  # before connecting anything
+        except HttpError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http")
+    if not broker and not serial_ports:
+        raise click.UsageError("give --broker and/or --serial")
+    if share_group and not client_id:
+        raise click.UsageError("--share-group needs a --client-id per worker (workers sharing "
+                               "one id would disconnect each other)")
+    try:
+        agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
+                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False))
+    except (ConfigError, StoreError, ValueError) as exc:
+        fail(str(exc))
+    try:
+        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh)
+    except HttpError as exc:  # e.g. the --http port is taken
+        fail(str(exc))

@@ -1,0 +1,42 @@
+"""What every command shares: the console, exit codes, errors and small helpers.
+
+Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click),
+3 data error (bad config or input file, plan impossible); the message names
+what is wrong.
+"""
+import sys
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken control was not caught
+DATA_ERROR = 3
+
+
+def fail(msg):
+    """Print ``msg`` as an error and exit with the data-error status."""
+    console.print(f"[red]error:[/red] {msg}")
+    sys.exit(DATA_ERROR)
+
+
+def csv_list(kind):
+    def convert(ctx, param, value):
+        try:
+            return [kind(v) for v in value.split(",") if v]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated {kind.__name__} values, got {value!r}")
+    return convert
+
+
+def top_table(title, truth, est, n):
+    """The n most frequent true categories: truth, estimate and its 95% CI."""
+    table = Table(title=title)
+    for col in ("item", "true", "estimate", "95% CI"):
+        table.add_column(col, justify="right")
+    for i in np.argsort(-truth, kind="stable")[:n]:
+        table.add_row(str(i), f"{truth[i]:.4f}", f"{est.estimate[i]:.4f}",
+                      f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
+    return table

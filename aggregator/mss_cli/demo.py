@@ -1,0 +1,112 @@
+"""``mss demo``: the main job end to end on embedded defaults."""
+import click
+import numpy as np
+from rich.console import Console
+
+from mss_aggregator.distributions import parse
+from mss_cli.common import fail, top_table
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.planner import plan
+
+
+@click.command("demo")
+@click.option("--broker", help="Use this broker instead of the embedded one (mqtt://host:port).")
+@click.option("--devices", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True)
+@click.option("--dist", default="zipf:1.1", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--http", "http_bind", metavar="HOST:PORT",
+              help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
+def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
+    """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
+    import signal
+    import tempfile
+    import threading
+    import time
+    import uuid
+
+    from mss_protocol.mss.decoder import Decoder
+    from mss_aggregator.collect.embedded_broker import EmbeddedBroker
+    from mss_aggregator.devices.fleet import draw_values, run_fleet
+    from mss_aggregator.plotting import plot_estimates
+    from mss_aggregator.devices.runtime import micropython_path
+    from mss_aggregator.collect.service import Aggregator, counters_table
+    from mss_aggregator.collect.store import open_store
+    from mss_aggregator.web.server import HttpError, check_bind
+
+    if http_bind:
+        try:
+            check_bind(http_bind, None)
+        except HttpError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http")
+    out = Console()
+    runtime = "micropython" if micropython_path() else "cpython"
+    if runtime == "cpython":
+        out.print("note: no MicroPython binary; the devices run the firmware under CPython")
+    embedded = None if broker else EmbeddedBroker().start()
+    url = broker or embedded.url
+    out.print(f"broker: {url}" + (" (embedded amqtt on loopback)" if embedded else ""))
+    campaign = f"demo-{uuid.uuid4().hex[:8]}"
+    web = view = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = plan(k, epsilon)
+            cfg = MssConfig.from_dict(result["config"])
+            cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
+            cfg.save(cfg_path)
+            out.print(f"config {cfg.config_id_hex}: k={k}, epsilon={epsilon} "
+                      f"(eps_effective {cfg.eps_effective:.6f}), moduli {list(cfg.moduli)}, "
+                      f"{cfg.bits_per_report['max']} bits per report")
+            agg = Aggregator(cfg_path, store_path, campaign, url, client_id=f"mss-agg-{campaign}",
+                             log=lambda m: out.print(m, highlight=False)).start()
+            try:
+                if not agg.wait_connected(15):
+                    fail(f"could not connect to {url}")
+                if http_bind:
+                    from mss_aggregator.web.live import LiveView
+                    from mss_aggregator.web.server import WebServer
+
+                    view = LiveView(store_path, interval=0.5).start()
+                    try:
+                        web = WebServer(view, http_bind).start()
+                    except HttpError as exc:
+                        fail(str(exc))
+                    out.print(f"dashboard: {web.url}")
+                values = draw_values(parse(dist, k), devices, seed)
+                with out.status(f"{devices} devices running the firmware on {runtime}"):
+                    results = run_fleet(cfg, url, campaign, values, runtime=runtime)
+                sent = sum(1 for _, rc, _ in results.values() if rc == 0)
+                deadline = time.time() + 30
+                while agg.store.counters()["accepted"] < sent and time.time() < deadline:
+                    time.sleep(0.2)
+            finally:
+                agg.stop()
+            store = open_store(store_path)
+            counts, counters = store.counts(), store.counters()
+            store.close()
+            est = Decoder(cfg).decode(counts)
+            truth = np.bincount(values, minlength=k) / devices
+            out.print(top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
+                                 truth, est, 8))
+            out.print(counters_table(counters, "counters"))
+            plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
+            out.print(f"plot: {plot}")
+            if web is not None:
+                stop = threading.Event()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, lambda *_: stop.set())
+                out.print(f"dashboard still at {web.url} - Ctrl-C to stop")
+                while not stop.wait(0.5):
+                    pass
+                web.stop()
+                view.close()  # before the store's folder goes
+                web = view = None
+    finally:
+        if web is not None:
+            web.stop()
+        if view is not None:
+            view.close()
+        if embedded:
+            embedded.stop()

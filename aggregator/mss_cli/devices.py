@@ -1,0 +1,93 @@
+"""Emulated devices: ``mss device-sim`` (one device's reports) and ``mss fleet``
+(many devices against a broker)."""
+import json
+
+import click
+import numpy as np
+
+from mss_aggregator import jsonout
+from mss_aggregator.distributions import DistributionError, parse
+from mss_cli.common import console, fail
+from mss_protocol.mss.config import ConfigError, MssConfig
+
+
+@click.command("device-sim")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Device config (from mss plan --device-config).")
+@click.option("--value", type=int, required=True, help="The device's true category.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
+              show_default=True, help="Where the firmware randomiser runs.")
+@click.option("--seed-bytes", default="", help="Hex byte stream to use instead of os.urandom.")
+@click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per report.")
+def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_json):
+    """Run the firmware randomiser for VALUE and print its reports (hex per line)."""
+    from mss_aggregator.devices.runtime import RuntimeUnavailable, run_module
+    from mss_protocol.mss.wire import WireCodec
+
+    try:
+        cfg = MssConfig.load(config_path)
+        bytes.fromhex(seed_bytes)
+    except (ConfigError, ValueError) as exc:
+        fail(f"{exc}")
+    if not 0 <= value < cfg.k:
+        fail(f"--value {value} is not a category in [0, {cfg.k})")
+    try:
+        args = [config_path, value, count, epoch] + (["--seed"] if seed_bytes else [])
+        res = run_module(runtime, "mss_node.emit", args, stdin=seed_bytes)
+    except RuntimeUnavailable as exc:
+        fail(str(exc))
+    if res.returncode != 0:
+        tail = res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or ["no output"]
+        fail(f"firmware ({runtime}) failed: {tail[-1]}")
+    codec = WireCodec(cfg)
+    for line in res.stdout.split():
+        if as_json:
+            r = codec.decode(bytes.fromhex(line))
+            click.echo(json.dumps({"hex": line, "j": r.j, "subset": list(r.subset)}))
+        else:
+            click.echo(line)
+
+
+@click.command("fleet")
+@click.option("--broker", required=True, help="mqtt://[user:pass@]host:port")
+@click.option("--campaign", default="default", show_default=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--devices", type=click.IntRange(min=1), required=True)
+@click.option("--dist", default="zipf:1.1", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--id-prefix", default="dev", show_default=True)
+@click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
+              show_default=True)
+@click.option("--parallel", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--truth", "truth_path", type=click.Path(dir_okay=False), help="Write the devices' values.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path,
+              as_json):
+    """Start DEVICES emulated devices running the firmware; each reports once."""
+    from mss_aggregator.devices.fleet import draw_values, run_fleet
+    from mss_aggregator.devices.runtime import RuntimeUnavailable
+
+    try:
+        cfg = MssConfig.load(config_path)
+        values = draw_values(parse(dist, cfg.k), devices, seed)
+        with console.status(f"{devices} devices on {runtime}"):
+            results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel)
+    except (ConfigError, DistributionError, ValueError, RuntimeUnavailable) as exc:
+        fail(str(exc))
+    failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)
+    if truth_path:
+        with open(truth_path, "w") as fh:
+            json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
+                       "values": {d: v for d, (v, _, _) in sorted(results.items())},
+                       "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
+    if as_json:
+        click.echo(jsonout.dumps({"devices": devices, "published": devices - len(failed), "failed": failed,
+                               "config_id": cfg.config_id_hex, "campaign": campaign}))
+    else:
+        console.print(f"{devices - len(failed)} of {devices} devices published")
+    if failed:
+        fail(f"devices that could not publish: {', '.join(failed[:10])}"
+              + (f" (+{len(failed) - 10} more)" if len(failed) > 10 else "")
+              + f"\nlast output of {failed[0]}: {results[failed[0]][2].strip().splitlines()[-1:]}")

@@ -1,0 +1,102 @@
+"""``mss estimate`` (decode a store or a counts file) and ``mss merge`` (sum counts)."""
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from mss_aggregator import jsonout
+from mss_cli.common import console, fail
+from mss_protocol import postprocess
+from mss_protocol.mss.config import ConfigError
+
+
+@click.command("estimate")
+@click.option("--store", "store_path", metavar="PATH|URL",
+              help="SQLite file or postgresql:// URL of a campaign's store.")
+@click.option("--counts", "counts_path", type=click.Path(exists=True, dir_okay=False),
+              help="Decode a counts file (mss estimate --export-counts, mss merge) instead of a store.")
+@click.option("--export-counts", type=click.Path(dir_okay=False),
+              help="Also write the counts (the additive sufficient statistic, with the config).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write estimates as CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the top estimates.")
+@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--epoch", type=click.IntRange(min=0), default=None,
+              help="Only this epoch's reports (decode memoized campaigns one epoch at a time).")
+def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch):
+    """Frequency estimates with standard errors and 95% CIs from a store or a counts file."""
+    from mss_protocol.mss.counts import Counts
+    from mss_protocol.mss.decoder import Decoder
+    from mss_aggregator.collect.store import StoreError, open_store
+
+    if (store_path is None) == (counts_path is None):
+        raise click.UsageError("give --store or --counts")
+    if counts_path and epoch is not None:
+        raise click.UsageError("--epoch selects reports in a store; a counts file has no epochs")
+    try:
+        if counts_path:
+            counts, counters = Counts.load(counts_path), None
+        else:
+            store = open_store(store_path)
+            try:
+                counts, counters = store.counts(epoch), store.counters()
+            finally:
+                store.close()
+    except (ConfigError, StoreError) as exc:
+        fail(str(exc))
+    cfg = counts.cfg
+    if export_counts:
+        counts.save(export_counts)
+    est = Decoder(cfg).decode(counts, post=post)
+    rows = est.rows()
+    if csv_path:
+        with open(csv_path, "w") as fh:
+            fh.write("item,estimate,stderr,ci_low,ci_high\n")
+            for r in rows:
+                fh.write(f"{r['item']},{r['estimate']!r},{r['stderr']!r},{r['ci_low']!r},{r['ci_high']!r}\n")
+    if plot:
+        from mss_aggregator.plotting import plot_estimates
+
+        plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
+    if as_json:
+        click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, "epoch": epoch,
+                                  "counters": counters, "post": post, "estimates": rows}))
+        return
+    out = Console()
+    out.print(f"{counts.total} reports, config {cfg.config_id_hex}"
+              + (f", counters {counters}" if counters is not None else ""))
+    table = Table(title=f"top {top} categories")
+    for col in ("item", "estimate", "stderr", "95% CI"):
+        table.add_column(col, justify="right")
+    for i in np.argsort(-est.estimate, kind="stable")[:top]:
+        table.add_row(str(i), f"{est.estimate[i]:.4f}", f"{est.stderr[i]:.4f}",
+                      f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
+    out.print(table)
+
+
+@click.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the summed counts.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def merge_cmd(inputs, output, as_json):
+    """Sum count files of the same config (sites that share only counts)."""
+    from mss_protocol.mss.counts import Counts
+
+    try:
+        total = Counts.load(inputs[0])
+        for path in inputs[1:]:
+            part = Counts.load(path)
+            try:
+                total = total.merge(part)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc} ({inputs[0]}); only one config merges") from None
+    except ConfigError as exc:
+        fail(str(exc))
+    total.save(output)
+    if as_json:
+        click.echo(jsonout.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
+                               "config_id": total.cfg.config_id_hex}))
+        return
+    console.print(f"{len(inputs)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")

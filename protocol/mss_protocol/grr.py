@@ -1,0 +1,71 @@
+"""Generalised randomised response (GRR, k-ary RR; Kairouz et al. 2016).
+
+The device reports its value x with probability p = T / 2**30, else a
+uniform other value; T is the keep-one-of-k threshold of
+:func:`mss_protocol.privacy.threshold` (SubsetSelection with omega = 1).
+Counts: the histogram of reports (k,), which are the support counts.
+"""
+import numpy as np
+
+from mss_protocol import privacy
+from mss_protocol.channel import Channel, subset_bayes
+from mss_protocol.privacy import ONE
+from mss_protocol.support import SupportOracle
+
+
+class GRR(SupportOracle):
+    """k-ary randomised response: report x with probability p, else a uniform other value."""
+
+    name = "grr"
+
+    def __init__(self, k, epsilon):
+        self.k, self.epsilon = k, epsilon
+        self.threshold = t = privacy.threshold(k, 1, epsilon)
+        self.p = t / ONE
+        self.q = (1 - self.p) / (k - 1)
+        self.eps_effective = privacy.eps_effective([k], [1], [t])
+        self.body_bits = (k - 1).bit_length()
+
+    def randomise(self, x, rng):
+        if rng.chance(self.threshold):
+            return x
+        v = rng.below(self.k - 1)
+        return v + (v >= x)
+
+    def perturb(self, values, rng):
+        """Reports for ``values``, vectorised (the same law as :meth:`randomise`)."""
+        values = np.asarray(values)
+        keep = rng.integers(0, ONE, size=values.size) < self.threshold
+        other = rng.integers(0, self.k - 1, size=values.size)
+        return np.where(keep, values, other + (other >= values))
+
+    def sample_counts(self, values, rng):
+        """Support counts (k,) of reports for ``values``."""
+        return np.bincount(self.perturb(values, rng), minlength=self.k)
+
+    def channel(self):
+        return GRRChannel(self)
+
+
+class GRRChannel(Channel):
+    """S(y) = {y}: SubsetSelection on [k] with omega = 1, so the Bayes success
+    is :func:`~mss_protocol.channel.subset_bayes` of the prior and the paper's
+    rule (guess the report) succeeds with probability p whatever the prior."""
+
+    def __init__(self, oracle):
+        super().__init__(oracle)
+        self.log_r = np.log(oracle.p * (oracle.k - 1) / (1 - oracle.p))
+
+    def support(self, report):
+        mask = np.zeros(self.k, dtype=bool)
+        mask[report] = True
+        return mask, self.log_r
+
+    def bayes_exact(self, prior):
+        return subset_bayes(prior, 1, self.oracle.p)
+
+    def paper_exact(self, prior):
+        return float(self.oracle.p * np.sum(prior))
+
+    def paper_closed_form(self):
+        return float(self.oracle.p)

@@ -1,0 +1,72 @@
+"""ModularSubsetSelection behind the common protocol interface (:mod:`mss_protocol.base`).
+
+A configuration (:mod:`.config`, chosen by :mod:`.planner`) fixes the
+moduli, subset sizes and integer thresholds.  The client is the device
+randomiser and encoder (``mss_device``), the counts are per-block report
+and inclusion counts (:mod:`.counts`), the decoder is the weighted
+least-squares solve of :mod:`.decoder`, the predicted MSE that of
+:mod:`.variance`, and the channel :mod:`.channel`.
+"""
+from functools import cached_property
+
+from mss_device.encoder import Encoder
+from mss_device.randomiser import privatise
+from mss_protocol.base import Protocol
+from mss_protocol.mss.channel import ResidueChannel
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.planner import plan
+from mss_protocol.mss.sampler import sample_counts
+from mss_protocol.mss.variance import predicted_mse
+
+
+class MssProtocol(Protocol):
+    """One MSS configuration; ``name`` defaults to the config's protocol (mss, or ss
+    for the one-block case)."""
+
+    def __init__(self, cfg, name=None):
+        self.cfg = cfg
+        self.name = name or cfg.to_dict()["protocol"]
+        self.k, self.epsilon, self.eps_effective = cfg.k, cfg.epsilon, cfg.eps_effective
+        self.mark = bytearray((max(cfg.moduli) + 7) // 8)
+
+    @classmethod
+    def planned(cls, k, epsilon):
+        """The planner's most accurate configuration for (k, epsilon)."""
+        return cls(MssConfig.from_dict(plan(k, epsilon)["config"]))
+
+    @property
+    def bits(self):
+        return self.cfg.bits_per_report
+
+    @cached_property
+    def encoder(self):
+        return Encoder(self.cfg)
+
+    @cached_property
+    def decoder(self):
+        return Decoder(self.cfg)
+
+    def randomise(self, x, rng):
+        """The report bytes (header with epoch 0, sequence 0) for value x."""
+        return self.encoder.encode(privatise(self.cfg, x, rng, self.mark), self.mark, 0, 0)
+
+    def sample_counts(self, values, rng):
+        """:class:`~.counts.Counts` of reports for ``values`` (an array, or an
+        iterable of arrays to bound memory)."""
+        return Counts(self.cfg, *sample_counts(self.cfg, values, rng))
+
+    def estimate(self, counts, n=None):
+        est = self.decoder.decode(counts)
+        return est.raw, est.stderr
+
+    def decode(self, counts, n=None, post="none"):
+        """The LSMR decode; ``n`` is implied by the counts."""
+        return self.decoder.decode(counts, post=post)
+
+    def variance(self, n):
+        return predicted_mse(self.cfg, n)[0]
+
+    def channel(self):
+        return ResidueChannel(self)

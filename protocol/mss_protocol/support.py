@@ -1,0 +1,42 @@
+"""The support-count estimator shared by GRR, the unary encodings, OLH, HR and PGR.
+
+Each of these reports something that *supports* a set of values; the
+support count c_v of value v over n reports has E[c_v / n] = q + (p - q) f_v,
+so fhat_v = (c_v / n - q) / (p - q), with variance
+
+    q(1-q)/(n (p-q)^2) + f_v (1-p-q)/(n (p-q))
+
+(Wang et al. 2017, "Locally differentially private protocols for frequency
+estimation", Eq. 3 generalised).  Keep-probabilities are integer thresholds
+T / 2**30 rounded towards more privacy; ``eps_effective`` is the exact
+worst-case log ratio of those integers (mss-protocol-notes.md section 8).
+"""
+import numpy as np
+
+from mss_protocol.base import Protocol
+
+
+class SupportOracle(Protocol):
+    """Shared estimator of the support-count protocols; subclasses set p, q,
+    ``body_bits`` and the client, sampler and channel."""
+
+    @property
+    def bits(self):
+        return {"max": self.body_bits, "mean": float(self.body_bits)}
+
+    def support(self, counts):
+        """Support counts (k,) from the protocol's counts (identity by default)."""
+        return counts
+
+    def estimate(self, counts, n):
+        """(fhat, stderr), shape (k,) each, from the counts of n reports."""
+        p, q = self.p, self.q
+        fhat = (np.asarray(self.support(counts)) / n - q) / (p - q)
+        f = np.clip(fhat, 0, 1)
+        var = q * (1 - q) / (n * (p - q) ** 2) + f * (1 - p - q) / (n * (p - q))
+        return fhat, np.sqrt(var)
+
+    def variance(self, n):
+        """Per-item MSE of the unbiased estimate averaged over [k] (any distribution)."""
+        p, q = self.p, self.q
+        return q * (1 - q) / (n * (p - q) ** 2) + (1 - p - q) / (self.k * n * (p - q))

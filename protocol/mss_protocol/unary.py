@@ -1,0 +1,102 @@
+"""Unary encoding: basic one-time RAPPOR, in its optimised (OUE) and symmetric (SUE) forms.
+
+The report is k bits; bit v is set with probability p if v is the value,
+else q, independently.  ``rappor`` is OUE (p = 1/2, q = 1/(e^eps + 1); Wang
+et al. 2017, as in the PGR reference code), ``sue`` the symmetric form
+(p = e^(eps/2)/(e^(eps/2) + 1), q = 1 - p; Erlingsson et al. 2014).
+Counts: per-item support counts (k,), i.e. how many reports set bit v.
+"""
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR
+from fractions import Fraction
+
+import numpy as np
+
+from mss_protocol import privacy
+from mss_protocol.channel import Channel
+from mss_protocol.privacy import ONE
+from mss_protocol.support import SupportOracle
+
+NAMES = {"oue": "rappor", "sue": "sue"}  # registry name of each variant
+
+
+class UnaryEncoding(SupportOracle):
+    """k independent bits; ``variant`` is "oue" (registered as ``rappor``) or "sue"."""
+
+    def __init__(self, k, epsilon, variant="oue"):
+        if variant not in NAMES:
+            raise ValueError(f"unary encoding variant must be oue or sue, got {variant!r}")
+        self.k, self.epsilon, self.variant, self.name = k, epsilon, variant, NAMES[variant]
+        e = Fraction(privacy.exp_decimal(epsilon))
+        if variant == "oue":
+            tp = ONE // 2
+            tq = int((ONE / (privacy.exp_decimal(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up
+        else:
+            h = privacy.exp_decimal(epsilon / 2)
+            tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
+            tq = ONE - tp
+
+        def ratio(tp, tq):  # worst case: the two bits of x and x' change
+            return Fraction(tp * (ONE - tq), (ONE - tp) * tq)
+
+        while ratio(tp, tq) > e:  # guard the decimal rounding, towards privacy
+            tp, tq = (tp, tq + 1) if variant == "oue" else (tp - 1, ONE - tp + 1)
+        eps_ratio = ratio(tp, tq)
+        self.tp, self.tq = tp, tq
+        self.p, self.q = tp / ONE, tq / ONE
+        self.eps_effective = privacy.ln_down(eps_ratio)
+        self.body_bits = k
+
+    def randomise(self, x, rng):
+        """The k-bit report as bytes (bit v at byte v // 8, bit v % 8)."""
+        out = bytearray((self.k + 7) // 8)
+        for v in range(self.k):
+            if rng.chance(self.tp if v == x else self.tq):
+                out[v >> 3] |= 1 << (v & 7)
+        return bytes(out)
+
+    def sample_counts(self, values, rng):
+        """Support counts: Binomial(n_v, p) + Binomial(n - n_v, q) per item, exactly."""
+        n_v = np.bincount(np.asarray(values), minlength=self.k)
+        return rng.binomial(n_v, self.p) + rng.binomial(n_v.sum() - n_v, self.q)
+
+    def channel(self):
+        return UnaryChannel(self)
+
+
+class UnaryChannel(Channel):
+    """S(y) = the set bits; exact values in closed form over the sorted prior."""
+
+    def __init__(self, oracle):
+        super().__init__(oracle)
+        p, q = oracle.p, oracle.q
+        self.log_r = math.log(p * (1 - q) / (q * (1 - p)))
+
+    def support(self, report):
+        bits = np.unpackbits(np.frombuffer(report, dtype=np.uint8), bitorder="little")
+        return bits[:self.k].astype(bool), self.log_r
+
+    def paper_exact(self, prior):
+        """p (1 - (1-q)^k) / (k q) + (1 - p)(1 - q)^(k-1) / k, whatever the prior:
+        x's bit is set (p) and x is drawn among it and Binomial(k-1, q) others,
+        or no bit is set and the guess is uniform."""
+        p, q, k = self.oracle.p, self.oracle.q, self.k
+        return float(p * -math.expm1(k * math.log1p(-q)) / (k * q) + (1 - p) * (1 - q) ** (k - 1) / k)
+
+    def paper_closed_form(self):
+        """The author code's formula, which is exact: :meth:`paper_exact`."""
+        return self.paper_exact(None)
+
+    def bayes_exact(self, prior):
+        """sum_B q^|B| (1-q)^(k-|B|) max(p/q max_B pi, (1-p)/(1-q) max_not-B pi),
+        grouped by the first set / unset bit in the sorted prior (O(k log k))."""
+        p, q, k = self.oracle.p, self.oracle.q, self.k
+        w = np.sort(np.asarray(prior, dtype=float))[::-1]
+        r1, r0 = p / q, (1 - p) / (1 - q)
+        s = np.arange(1, k)
+        lq, l1q = math.log(q), math.log1p(-q)
+        top_set = (np.exp(s * lq + l1q) * np.maximum(r1 * w[0], r0 * w[s])).sum() \
+            + math.exp(k * lq) * r1 * w[0]
+        top_unset = (np.exp(s * l1q + lq) * np.maximum(r1 * w[s], r0 * w[0])).sum() \
+            + math.exp(k * l1q) * r0 * w[0]
+        return float(top_set + top_unset)
