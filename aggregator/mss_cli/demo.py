@@ -5,6 +5,7 @@ from rich.console import Console
 
 from mss_aggregator.distributions import parse
 from mss_cli.common import fail, top_table
+from mss_protocol import registry
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
 
@@ -27,7 +28,6 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
     import time
     import uuid
 
-    from mss_protocol.mss.decoder import Decoder
     from mss_aggregator.collect.embedded_broker import EmbeddedBroker
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator.plotting import plot_estimates
@@ -86,7 +86,7 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
             store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
             store.close()
-            est = Decoder(cfg).decode(counts)
+            est = registry.from_config(cfg).decode(counts)
             truth = np.bincount(values, minlength=k) / devices
             out.print(top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
                                  truth, est, 8))

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_cli.common import console, fail
-from mss_protocol import postprocess
+from mss_protocol import postprocess, registry
 from mss_protocol.mss.config import ConfigError
 
 
@@ -27,7 +27,6 @@ from mss_protocol.mss.config import ConfigError
 def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch):
     """Frequency estimates with standard errors and 95% CIs from a store or a counts file."""
     from mss_protocol.mss.counts import Counts
-    from mss_protocol.mss.decoder import Decoder
     from mss_aggregator.collect.store import StoreError, open_store
 
     if (store_path is None) == (counts_path is None):
@@ -48,7 +47,7 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
     cfg = counts.cfg
     if export_counts:
         counts.save(export_counts)
-    est = Decoder(cfg).decode(counts, post=post)
+    est = registry.from_config(cfg).decode(counts, post=post)
     rows = est.rows()
     if csv_path:
         with open(csv_path, "w") as fh:

@@ -3,6 +3,5 @@
 :mod:`.runtime` runs a firmware module under the MicroPython unix port or
 CPython (with ``cpython_umqtt``, umqtt.simple's API over paho-mqtt);
 :mod:`.fleet` starts many such devices against a broker (``mss fleet``,
-``mss demo``).  Imports ``mss_device``, ``mss_protocol`` and ``collect``'s
-broker URL parser.
+``mss demo``).  Imports ``mss_device`` and ``collect``'s broker URL parser.
 """

@@ -2,7 +2,7 @@
 
 Values are drawn from the prior, each is randomised by the protocol's own
 client code (``Channel.client``, the device randomiser for MSS/SS) on a
-seeded device byte stream, and the attackers of :mod:`.reconstruction`
+seeded device byte stream, and the attackers of :mod:`mss_protocol.channel`
 guess it back.  Success rates come with 95% Clopper-Pearson intervals.
 
 Longitudinal: one device holds a fixed value and sends T reports; the
