@@ -8,10 +8,11 @@ from rich.table import Table
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import AUDIT_FAILED, console, csv_list, fail
+from mss_protocol import registry
 from mss_protocol.mss.config import ConfigError, MssConfig
 
-# mss audit defaults (privacy.audit.PROTOCOLS / HORIZONS; written out to keep startup light)
-AUDIT_PROTOCOLS = "mss,ss,pgr,grr,rappor,sue,olh,hr"
+AUDIT_PROTOCOLS = ",".join(registry.AVAILABLE)  # every protocol
+# privacy.audit.HORIZONS, written out to keep startup light (that module imports SciPy)
 AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 
 

@@ -2,38 +2,43 @@
 
 ``make(name, k, epsilon)`` returns an object with the interface of
 :class:`mss_protocol.base.Protocol`; ``from_config(cfg)`` the protocol a
-device configuration names.
+device configuration names.  Entries are "module:factory" paths, imported
+on first use, so listing the names (``AVAILABLE``) costs nothing.
 """
-from mss_protocol.grr import GRR
-from mss_protocol.hr import HadamardResponse
-from mss_protocol.mss.protocol import MssProtocol
-from mss_protocol.olh import OLH
-from mss_protocol.pgr import PGR
-from mss_protocol.ss import SubsetSelection
-from mss_protocol.unary import UnaryEncoding
+from importlib import import_module
 
 PROTOCOLS = {
-    "mss": MssProtocol.planned,
-    "ss": SubsetSelection,
-    "pgr": PGR,
-    "grr": GRR,
-    "rappor": lambda k, eps: UnaryEncoding(k, eps, "oue"),  # basic one-time RAPPOR, optimised (OUE)
-    "sue": lambda k, eps: UnaryEncoding(k, eps, "sue"),
-    "olh": OLH,
-    "hr": HadamardResponse,
+    "mss": "mss_protocol.mss.protocol:MssProtocol.planned",
+    "ss": "mss_protocol.ss:SubsetSelection",
+    "pgr": "mss_protocol.pgr:PGR",
+    "grr": "mss_protocol.grr:GRR",
+    "rappor": "mss_protocol.unary:UnaryEncoding.oue",  # basic one-time RAPPOR, optimised (OUE)
+    "sue": "mss_protocol.unary:UnaryEncoding.sue",
+    "olh": "mss_protocol.olh:OLH",
+    "hr": "mss_protocol.hr:HadamardResponse",
 }
 AVAILABLE = tuple(PROTOCOLS)
 
 
-def make(name, k, epsilon):
-    """Protocol ``name`` with its parameters for (k, epsilon)."""
+def factory(name):
+    """The callable (k, epsilon) -> protocol registered as ``name``."""
     try:
-        factory = PROTOCOLS[name]
+        module, attr = PROTOCOLS[name].split(":")
     except KeyError:
         raise ValueError(f"unknown protocol {name!r}; use {', '.join(AVAILABLE)}") from None
-    return factory(k, epsilon)
+    obj = import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def make(name, k, epsilon):
+    """Protocol ``name`` with its parameters for (k, epsilon)."""
+    return factory(name)(k, epsilon)
 
 
 def from_config(cfg, name=None):
     """The protocol of a loaded device configuration."""
+    from mss_protocol.mss.protocol import MssProtocol
+
     return MssProtocol(cfg, name)

@@ -47,6 +47,14 @@ class UnaryEncoding(SupportOracle):
         self.eps_effective = privacy.ln_down(eps_ratio)
         self.body_bits = k
 
+    @classmethod
+    def oue(cls, k, epsilon):
+        return cls(k, epsilon, "oue")
+
+    @classmethod
+    def sue(cls, k, epsilon):
+        return cls(k, epsilon, "sue")
+
     def randomise(self, x, rng):
         """The k-bit report as bytes (bit v at byte v // 8, bit v % 8)."""
         out = bytearray((self.k + 7) // 8)
