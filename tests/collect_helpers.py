@@ -18,12 +18,26 @@ class AggregatorProcess:
         for s in serial:
             self.args += ["--serial", str(s)]
         self.store = store
-        self.log = open(tmp_path / "aggregator.log", "ab")
+        self.log_path = tmp_path / "aggregator.log"
+        self.log = open(self.log_path, "ab")
+        self.ready_line = b"subscribed to" if broker else b"serial: reading"
         self.proc = None
 
     def start(self):
+        self.log_start = self.log.tell()
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
         return self
+
+    def ready(self, timeout=60):
+        """Wait until this run has subscribed (MQTT) or opened its port (serial):
+        reports sent before that would find no subscriber."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.ready_line in self.log_path.read_bytes()[self.log_start:]:
+                return self
+            assert self.proc.poll() is None, self.log_path.read_text()
+            time.sleep(0.1)
+        raise AssertionError(f"aggregator not ready after {timeout} s: {self.log_path.read_text()}")
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)

@@ -50,7 +50,7 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
     tap = Tap(any_broker.port)
-    time.sleep(1.0)
+    agg.ready()
     out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker",
                           f"mqtt://127.0.0.1:{any_broker.port}", "--campaign", "t", "--config",
                           str(config), "--devices", "60", "--seed", "3", "--truth",
@@ -76,8 +76,7 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
 
 def test_duplicates_and_extra_reports(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
-    time.sleep(1.0)
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start().ready()
     reports = make_reports(CFG, devices=5, epochs=1, prefix="d")
     codec = WireCodec(CFG)
     extra = ("d0", 0, 7, codec.encode(0, list(range(CFG.omegas[0])), epoch=0, seq=7))  # same epoch, new seq
@@ -90,8 +89,7 @@ def test_duplicates_and_extra_reports(tmp_path, any_broker, config):
 def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitto, config):
     store = tmp_path / "s.sqlite"
     broker = f"mqtt://127.0.0.1:{mosquitto.port}"
-    agg = AggregatorProcess(tmp_path, config, store, broker=broker).start()
-    time.sleep(1.0)
+    agg = AggregatorProcess(tmp_path, config, store, broker=broker).start().ready()
     reports = make_reports(CFG, devices=500, epochs=10, prefix="k")
     pub = threading.Thread(target=publish, args=(reports, broker, "t"))
     pub.start()
@@ -99,7 +97,7 @@ def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitt
     agg.kill9()
     killed_at = counters(store)["accepted"]
     pub.join()
-    again = AggregatorProcess(tmp_path, config, store, broker=broker).start()
+    again = AggregatorProcess(tmp_path, config, store, broker=broker).start().ready()
     wait_for(store, lambda c: c["accepted"] >= 5000, timeout=120)
     time.sleep(1.0)
     again.stop()
@@ -121,7 +119,7 @@ def test_broker_restart_mid_stream(tmp_path, config):
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, config, store, broker=broker).start()
     try:
-        time.sleep(1.0)
+        agg.ready()
         first = make_reports(CFG, devices=200, epochs=5, prefix="a")
         second = make_reports(CFG, devices=200, epochs=5, prefix="b", seed=1)
         publish(first, broker, "t")
@@ -145,8 +143,7 @@ def test_broker_restart_mid_stream(tmp_path, config):
 
 def test_fuzzed_payloads_are_quarantined(tmp_path, any_broker, config):
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
-    time.sleep(1.0)
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start().ready()
     rng = np.random.default_rng(0)
     good = make_reports(CFG, devices=3, epochs=1, prefix="g")
     junk = []

@@ -31,8 +31,7 @@ def test_serial_reports_and_a_corrupted_frame(tmp_path, pty_pair):
                    "serial": {"path": str(dev)}}
     (tmp_path / "config.json").write_text(json.dumps(d))
     store = tmp_path / "s.sqlite"
-    agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start()
-    time.sleep(1.5)
+    agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start().ready()
     out = run(NODE, cwd=tmp_path, args=[str(tmp_path / "config.json"), str(tmp_path / "state.json")])
     assert out.returncode == 0, out.stdout + out.stderr
     queue_empty = json.loads((tmp_path / "state.json").read_text())["queue"] == []

@@ -25,8 +25,7 @@ def test_cpython_fleet_through_embedded_broker(tmp_path):
         cfg = tmp_path / "cfg.json"
         MssConfig.build(64, 2.0, [59, 61, 63]).save(cfg)
         store = tmp_path / "s.sqlite"
-        agg = AggregatorProcess(tmp_path, cfg, store, broker=broker.url).start()
-        time.sleep(1.5)
+        agg = AggregatorProcess(tmp_path, cfg, store, broker=broker.url).start().ready()
         out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker", broker.url,
                               "--campaign", "t", "--config", str(cfg), "--devices", "12",
                               "--runtime", "cpython"], capture_output=True, text=True, timeout=300)
