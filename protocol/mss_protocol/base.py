@@ -19,7 +19,8 @@ audit (the real client and the channel).
                                 the law of :meth:`randomise`
 ``estimate(counts, n)``         (unbiased estimate, standard error), (k,) each
 ``decode(counts, n, post)``     -> :class:`~mss_protocol.estimate.Estimate`
-``variance(n)``                 predicted per-item MSE at n reports
+``variance(n, prior)``          predicted per-item MSE at n reports from
+                                values distributed as ``prior`` (uniform)
 ``channel()``                   the attacker's view (:mod:`.channel`)
 ==============================  ================================================
 
@@ -56,7 +57,7 @@ class Protocol:
         raw, stderr = self.estimate(counts, n)
         return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
 
-    def variance(self, n):
+    def variance(self, n, prior=None):
         raise NotImplementedError
 
     def channel(self):

@@ -36,7 +36,8 @@ class SupportOracle(Protocol):
         var = q * (1 - q) / (n * (p - q) ** 2) + f * (1 - p - q) / (n * (p - q))
         return fhat, np.sqrt(var)
 
-    def variance(self, n):
-        """Per-item MSE of the unbiased estimate averaged over [k] (any distribution)."""
+    def variance(self, n, prior=None):
+        """Per-item MSE of the unbiased estimate averaged over [k]: the same for
+        every distribution (the f term averages to 1/k), so ``prior`` is unused."""
         p, q = self.p, self.q
         return q * (1 - q) / (n * (p - q) ** 2) + (1 - p - q) / (self.k * n * (p - q))

@@ -21,7 +21,7 @@ Standard errors come from the sandwich covariance
 with S the covariance of ghat: within each block the exact covariance of
 SubsetSelection counts (rows are negatively correlated, and a heavy
 hitter's class has a larger variance), evaluated at the fitted class
-frequencies with an Agresti-Coull adjustment (see ``Decoder._variance``).  M^-1 is exact, component by
+frequencies with an Agresti-Coull adjustment (see :func:`noise_variance`).  M^-1 is exact, component by
 component, whenever every connected component of A^T A has at most 4096
 items; otherwise M is approximated by its diagonal (ignoring items that
 share a class, documented in SPEC.md).
@@ -83,59 +83,71 @@ class Decoder:
         # does not get a near-zero variance; this keeps 95% CIs near 95% coverage
         # down to ~50 reports per block.
         g = (n_rows * np.clip(self.A @ raw, 0, 1) + Z95 ** 2 / 2) / (n_rows + Z95 ** 2)
-        var, method = self._variance(counts.n, w, g)
+        var, method = noise_variance(cfg, self.components, counts.n, w, g, self.damp ** 2)
         return Estimate.build(raw, np.sqrt(var), counts.total, post, method, int(res[2]),
                               time.perf_counter() - t0)
 
-    def _variance(self, n_j, w, g):
-        """diag(Cov(fhat)) = diag(M^-1 H M^-1) with the exact within-block covariance.
 
-        One SS report with true residue t has Cov(y_r, y_s) = (a - q^2)
-        + beta (1{r=t} + 1{s=t}) for r != s and Var(y_r) = mu_r (1 - mu_r),
-        where a = P(r, s in Z | t not in {r, s}), b = P(r, s in Z | t = r)
-        and beta = b - a - q (p - q).  Summed over a block's reports with
-        class frequencies g (the fitted A fhat, clipped to [0, 1]):
+def noise_variance(cfg, comps, n_j, w, g, ridge=0.0):
+    """(diag(Cov(fhat)), method): the randomisation noise of the GLS estimate,
+    diag(M^-1 H M^-1), with the exact within-block covariance of SubsetSelection.
 
-            C_j = (a - q^2) 1 1^T + beta (g 1^T + 1 g^T) + diag(d),
-            d = q(1-q) + g (p-q)(1-p-q) - (a - q^2) - 2 beta g,
+    ``n_j`` (l,) reports per block, ``w`` (sum m_j,) row weights, ``g``
+    (sum m_j,) class frequencies, ``ridge`` = damp^2.  ``method`` is "exact"
+    (every component inverted), "approx" (diagonal M) or "singular".
 
-        and Cov(ghat_j) = C_j / (n_j (p - q)^2).  With A_j^T 1 = 1_k and
-        h_j = A_j^T g_j, H = sum_j s_j [A_j^T diag(d) A_j + (a - q^2) 1 1^T
-        + beta (h_j 1^T + 1 h_j^T)], s_j = w_j^2 / (n_j (p - q)^2); the
-        rank-one terms contribute (M^-1 u) * (M^-1 v) to the diagonal.
-        """
-        cfg = self.cfg
-        m = np.asarray(cfg.moduli, dtype=float)
-        om = np.asarray(cfg.omegas, dtype=float)
-        p, q = cfg.p, cfg.q
-        pair = (m - 1) * np.maximum(m - 2, 1)
-        a = (p * (om - 1) * (om - 2) + (1 - p) * om * (om - 1)) / pair
-        beta = p * (om - 1) / (m - 1) - a - q * (p - q)
-        w_j = w[cfg.offsets[:-1]]
-        scale = np.where(n_j > 0, w_j ** 2 / (np.maximum(n_j, 1) * (p - q) ** 2), 0.0)
-        rep = cfg.moduli
-        off_diag, beta_r, p_r, q_r = (np.repeat(x, rep) for x in (a - q ** 2, beta, p, q))
-        d = q_r * (1 - q_r) + g * (p_r - q_r) * (1 - p_r - q_r) - off_diag - 2 * beta_r * g
-        h_rows = np.repeat(scale, rep) * d
-        x = np.arange(cfg.k)
-        # columns: 1_k, then h_j = g_j[x mod m_j] per block
-        V = np.column_stack([np.ones(cfg.k)] + [g[o + x % mj] for o, mj in zip(cfg.offsets[:-1], rep)])
-        ridge = self.damp ** 2
-        comps = self.components
-        if comps.exact:
-            try:
-                inv = comps.inverse(w, ridge)
-            except SingularError:
-                return np.full(cfg.k, np.inf), "singular"
-            base, MV = inv.diag_sandwich(h_rows), inv.apply(V)
-            method = "exact"
-        else:  # diagonal approximation of M (ignores items sharing a class)
-            m_diag = self.A.T @ w + ridge
-            with np.errstate(divide="ignore"):
-                base = np.where(m_diag > 0, (self.A.T @ h_rows) / m_diag ** 2, np.inf)
-                MV = V / m_diag[:, None]
-            method = "approx"
-        U = MV[:, 0]
-        low_rank = sum(s_j * ((a_j - q_j ** 2) * U ** 2 + 2 * b_j * MV[:, 1 + j] * U)
-                       for j, (s_j, a_j, q_j, b_j) in enumerate(zip(scale, a, q, beta)))
-        return base + low_rank, method
+    One SS report with true residue t has Cov(y_r, y_s) = (a - q^2)
+    + beta (1{r=t} + 1{s=t}) for r != s and Var(y_r) = mu_r (1 - mu_r),
+    where a = P(r, s in Z | t not in {r, s}), b = P(r, s in Z | t = r)
+    and beta = b - a - q (p - q).  Summed over a block's reports with
+    class frequencies g (the fitted A fhat, clipped to [0, 1]):
+
+        C_j = (a - q^2) 1 1^T + beta (g 1^T + 1 g^T) + diag(d),
+        d = q(1-q) + g (p-q)(1-p-q) - (a - q^2) - 2 beta g,
+
+    and Cov(ghat_j) = C_j / (n_j (p - q)^2).  With A_j^T 1 = 1_k and
+    h_j = A_j^T g_j, H = sum_j s_j [A_j^T diag(d) A_j + (a - q^2) 1 1^T
+    + beta (h_j 1^T + 1 h_j^T)], s_j = w_j^2 / (n_j (p - q)^2); the
+    rank-one terms contribute (M^-1 u) * (M^-1 v) to the diagonal.
+    """
+    h_rows, V, c = sandwich_terms(cfg, n_j, w, g)
+    if comps.exact:
+        try:
+            inv = comps.inverse(w, ridge)
+        except SingularError:
+            return np.full(cfg.k, np.inf), "singular"
+        base, MV = inv.diag_sandwich(h_rows), inv.apply(V)
+        method = "exact"
+    else:  # diagonal approximation of M (ignores items sharing a class)
+        m_diag = comps.A.T @ w + ridge
+        with np.errstate(divide="ignore"):
+            base = np.where(m_diag > 0, (comps.A.T @ h_rows) / m_diag ** 2, np.inf)
+            MV = V / m_diag[:, None]
+        method = "approx"
+    return base + (MV * c).sum(axis=1) * MV[:, 0], method
+
+
+def sandwich_terms(cfg, n_j, w, g):
+    """H = A^T W Cov(ghat) W A as h (sum m_j,), V (k, l + 1) and c (l + 1,) with
+
+        H = A^T diag(h) A + sum_i c_i (V_0 V_i^T + V_i V_0^T) / 2,
+
+    so diag(M^-1 H M^-1) = diag(M^-1 A^T diag(h) A M^-1) + (M^-1 V c) * (M^-1 V_0)
+    (V_0 = 1_k, V_j = h_j; see :func:`noise_variance`)."""
+    m = np.asarray(cfg.moduli, dtype=float)
+    om = np.asarray(cfg.omegas, dtype=float)
+    p, q = cfg.p, cfg.q
+    pair = (m - 1) * np.maximum(m - 2, 1)
+    a = (p * (om - 1) * (om - 2) + (1 - p) * om * (om - 1)) / pair
+    beta = p * (om - 1) / (m - 1) - a - q * (p - q)
+    w_j = w[cfg.offsets[:-1]]
+    scale = np.where(n_j > 0, w_j ** 2 / (np.maximum(n_j, 1) * (p - q) ** 2), 0.0)
+    rep = cfg.moduli
+    off_diag, beta_r, p_r, q_r = (np.repeat(x, rep) for x in (a - q ** 2, beta, p, q))
+    d = q_r * (1 - q_r) + g * (p_r - q_r) * (1 - p_r - q_r) - off_diag - 2 * beta_r * g
+    h_rows = np.repeat(scale, rep) * d
+    x = np.arange(cfg.k)
+    # columns: 1_k, then h_j = g_j[x mod m_j] per block
+    V = np.column_stack([np.ones(cfg.k)] + [g[o + x % mj] for o, mj in zip(cfg.offsets[:-1], rep)])
+    c = np.concatenate([[np.sum(scale * (a - q ** 2))], 2 * scale * beta])
+    return h_rows, V, c

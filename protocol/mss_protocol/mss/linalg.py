@@ -82,11 +82,15 @@ class ResidueComponents:
         """Dense blocks sum_j v_{j, x mod m_j} 1{x = x' mod m_j} + ridge I on ``nodes`` (c, s)."""
         out = np.zeros(nodes.shape + nodes.shape[1:])
         out += ridge * np.eye(nodes.shape[1])
-        for off, m in zip(self.offsets, self.moduli):
-            res = nodes % m
-            same = res[:, :, None] == res[:, None, :]
-            out += same * row_values[off + res][:, :, None]
+        for j in range(len(self.moduli)):
+            out += self.block_term(nodes, j, row_values)
         return out
+
+    def block_term(self, nodes, j, row_values):
+        """Block j's part of :meth:`_blocks`: v_{j, x mod m_j} 1{x = x' mod m_j}, (c, s, s)."""
+        res = nodes % self.moduli[j]
+        same = res[:, :, None] == res[:, None, :]
+        return same * row_values[self.offsets[j] + res][:, :, None]
 
     def inverse(self, row_weights, ridge=0.0):
         """M^-1 on every exact component, M = A^T diag(row_weights) A + ridge I.

@@ -10,10 +10,14 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
    ceil(log2 l) + ceil(log2 C(m_j, omega_j)) <= max_bits;
    (above ``LARGE_K`` without a bit budget: the greedy sets and one set
    from [0.95 k, k) per l, to keep planning k = 2^20 within two minutes);
-3. candidates whose normal matrix is singular are dropped; the rest are
-   scored by the predicted per-item MSE tr((A^T W A)^-1)/k (first at a
-   coarse tolerance, then the best few exactly or at 0.3%);
-4. the most accurate candidate wins; the (bits, MSE) Pareto frontier of
+3. with ``protocol="auto"``, SubsetSelection on the full domain (the
+   one-block case m_0 = k) is a candidate too (``"ss"``: the only one);
+4. candidates whose normal matrix is singular are dropped; the rest are
+   scored by the predicted per-item MSE of :mod:`.variance` at a prior
+   (randomisation noise with the exact within-block covariances, plus the
+   variance of which devices land in which block), first at a coarse
+   tolerance, then the best few exactly or at 0.3%;
+5. the most accurate candidate wins; the (bits, MSE) Pareto frontier of
    all scored candidates is reported.
 
 Results are cached on disk (``MSS_CACHE_DIR`` or ~/.cache/mss-iot/plans),
@@ -32,7 +36,7 @@ from mss_protocol.mss.linalg import SingularError
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 
-PLANNER_VERSION = 2
+PLANNER_VERSION = 3
 MAX_MODULI = 10
 # Above this k an unconstrained search keeps to moduli near k: their residue
 # graph has small components (exact MSE in seconds), and every wider band
@@ -128,19 +132,25 @@ def candidate_sets(k, eps, max_bits, rng, per_band):
                 yield s
 
 
-def _score(cfg, settings):
+def _score(cfg, settings, prior):
     try:
-        mse, rel = predicted_mse(cfg, 1.0, **settings)
+        mse, rel = predicted_mse(cfg, 1.0, prior, **settings)
     except SingularError:
         return None
     return mse, rel
 
 
-def search(k, eps, max_bits=None, seed=0, per_band=3):
+PROTOCOLS = ("mss", "auto", "ss")  # MSS proper; MSS or SubsetSelection; SubsetSelection
+
+
+def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"):
     """Run the search; return (best config, scored candidates) at n = 1."""
+    if protocol not in PROTOCOLS:
+        raise PlanError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     rng = np.random.default_rng(seed)
     scored = []
-    for moduli in candidate_sets(k, eps, max_bits, rng, per_band):
+    sets = [] if protocol == "ss" else list(candidate_sets(k, eps, max_bits, rng, per_band))
+    for moduli in ([[k]] if protocol != "mss" else []) + sets:
         omegas = omegas_within(moduli, eps, max_bits)
         if omegas is None:
             continue
@@ -150,7 +160,7 @@ def search(k, eps, max_bits=None, seed=0, per_band=3):
             continue
         if max_bits is not None and cfg.bits_per_report["max"] > max_bits:
             continue
-        s = _score(cfg, SCREEN)
+        s = _score(cfg, SCREEN, prior)
         if s is not None:
             scored.append([cfg, s[0], s[1]])
     if not scored:
@@ -158,7 +168,7 @@ def search(k, eps, max_bits=None, seed=0, per_band=3):
                         + (f" fits in {max_bits} bits per report" if max_bits else ""))
     scored.sort(key=lambda c: c[1])
     for cand in scored[:REFINE]:
-        cand[1], cand[2] = _score(cand[0], FINAL)
+        cand[1], cand[2] = _score(cand[0], FINAL, prior)
     scored[:REFINE] = sorted(scored[:REFINE], key=lambda c: c[1])
     return scored[0], scored
 
@@ -174,17 +184,23 @@ def frontier(scored):
     return out
 
 
-def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True):
+def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, prior_label="uniform",
+         protocol="mss"):
     """Plan a configuration; return the ``mss plan --json`` dict.
 
     ``predicted_mse`` and ``ss_variance`` are per-item MSEs on frequencies
-    at ``n`` reports; their ratio does not depend on n.
+    at ``n`` reports; their ratio does not depend on n.  ``prior`` (k,) is
+    the value distribution the MSE is predicted at (default uniform; its
+    ``prior_label`` is reported).  ``protocol``: "mss" (the best MSS
+    configuration), "auto" (SubsetSelection, MSS's one-block case, wins
+    where it is better; ``mss plan``'s default) or "ss".
     """
-    if k < 4:
-        raise PlanError(f"k must be at least 4, got {k}")
+    if k < (2 if protocol == "ss" else 4):
+        raise PlanError(f"k must be at least 4 (2 for SubsetSelection), got {k}")
     if not (eps > 0 and math.isfinite(eps)):
         raise PlanError(f"epsilon must be positive and finite, got {eps}")
-    key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed], separators=(",", ":"))
+    digest = None if prior is None else hashlib.sha256(np.asarray(prior, dtype=float).tobytes()).hexdigest()
+    key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol], separators=(",", ":"))
     path = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
     cached = None
     if use_cache and path.exists():
@@ -193,9 +209,11 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True):
         except (OSError, json.JSONDecodeError):
             cached = None
     if cached is None:
-        best, scored = search(k, eps, max_bits, seed)
+        best, scored = search(k, eps, max_bits, seed, prior=prior, protocol=protocol)
+        parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
         cached = {
             "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],
+            "unit_parts": parts,
             "candidates": len(scored),
             "frontier": [{"moduli": list(c.moduli), "omegas": list(c.omegas),
                           "bits_per_report": c.bits_per_report, "unit_mse": m}
@@ -213,7 +231,9 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True):
         "k": k, "epsilon": float(eps), "eps_effective": cfg.eps_effective,
         "moduli": list(cfg.moduli), "omegas": list(cfg.omegas),
         "bits_per_report": cfg.bits_per_report,
+        "protocol": cfg.to_dict()["protocol"], "prior": prior_label,
         "n": n, "predicted_mse": mse, "predicted_mse_rel_error": cached["mse_rel_error"],
+        "predicted_mse_parts": {name: v / n for name, v in cached["unit_parts"].items()},
         "ss_variance": ss_var, "ss_omega": ss_omega, "ss_bits": rank_bits(k, ss_omega),
         "variance_ratio_vs_ss": mse / ss_var,
         "max_bits": max_bits, "candidates_considered": cached["candidates"],

@@ -33,7 +33,8 @@ class MssProtocol(Protocol):
 
     @classmethod
     def planned(cls, k, epsilon):
-        """The planner's most accurate configuration for (k, epsilon)."""
+        """The planner's most accurate MSS configuration for (k, epsilon) (MSS
+        proper: SubsetSelection, its one-block case, is the ``ss`` protocol)."""
         return cls(MssConfig.from_dict(plan(k, epsilon)["config"]))
 
     @property
@@ -65,8 +66,9 @@ class MssProtocol(Protocol):
         """The LSMR decode; ``n`` is implied by the counts."""
         return self.decoder.decode(counts, post=post)
 
-    def variance(self, n):
-        return predicted_mse(self.cfg, n)[0]
+    def variance(self, n, prior=None):
+        """Noise and block-assignment variance (:mod:`.variance`) at ``prior``."""
+        return predicted_mse(self.cfg, n, prior)[0]
 
     def channel(self):
         return ResidueChannel(self)
