@@ -50,7 +50,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     except (ConfigError, PlanError, DistributionError) as exc:
         fail(str(exc))
     proto = registry.from_config(cfg)
-    predicted = proto.variance(n)
+    predicted = proto.variance(n, probs)  # at the simulated distribution
     with console.status(f"simulating {trials} x {n} devices") if not as_json else nullcontext():
         sim = simulate(proto, probs, n, trials, seed, post=post)
     out = {
