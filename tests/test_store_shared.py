@@ -147,8 +147,7 @@ def test_two_workers_share_the_stream_and_survive_kill_9(tmp_path, mosquitto, pg
         return AggregatorProcess(tmp_path, config, pg_url, broker=broker,
                                  extra=["--share-group", "workers", "--client-id", f"w{n}"]).start()
 
-    w1, w2 = worker(1), worker(2)
-    time.sleep(1.5)
+    w1, w2 = worker(1).ready(), worker(2).ready()  # a $share group drops what arrives before it subscribed
     pub = threading.Thread(target=publish, args=(stream, broker, "t"))
     pub.start()
     wait_for(pg_url, lambda c: c["received"] >= 3000, timeout=120)
