@@ -13,7 +13,6 @@ interval of that ratio; target: within 5% everywhere.  Writes JSON with
 """
 import argparse
 import json
-import math
 import platform
 import time
 
@@ -21,6 +20,7 @@ import numpy as np
 import scipy
 
 from mss_protocol import registry
+from mss_protocol.pgr import field_and_dimension
 
 KS = (2, 4, 8, 16, 64, 256, 1024, 22000)
 EPS = (0.5, 1.0, 2.0, 4.0, 5.0, 8.0)
@@ -32,12 +32,7 @@ def skip_reason(name, k, eps, max_cells):
     if name == "olh" and k > 32749:
         return "k above OLH's hash prime"
     if name == "pgr":
-        q = max(2, math.ceil(math.exp(eps) + 1))
-        while any(q % d == 0 for d in range(2, int(q ** 0.5) + 1)):
-            q += 1
-        t = 2
-        while (q ** t - 1) // (q - 1) < k:
-            t += 1
+        q, t = field_and_dimension(k, eps)
         if q ** t > max_cells:
             return f"decode DFT of q^t = {q ** t:.2e} cells"
     return None

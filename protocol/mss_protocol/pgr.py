@@ -36,18 +36,24 @@ def _is_prime(n):
     return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
 
 
+def field_and_dimension(k, epsilon):
+    """(q, t): the smallest prime q >= e^eps + 1 and the smallest t >= 2 with
+    (q^t - 1)/(q - 1) >= k.  The decoder's DFT has q^t cells."""
+    q = max(2, math.ceil(math.exp(epsilon) + 1))
+    while not _is_prime(q):
+        q += 1
+    t = 2
+    while (q ** t - 1) // (q - 1) < k:
+        t += 1
+    return q, t
+
+
 class PGR(SupportOracle):
     name = "pgr"
 
     def __init__(self, k, epsilon):
         self.k, self.epsilon = k, epsilon
-        q = max(2, math.ceil(math.exp(epsilon) + 1))
-        while not _is_prime(q):
-            q += 1
-        t = 2
-        while (q ** t - 1) // (q - 1) < k:
-            t += 1
-        self.field, self.t = q, t  # field size q (self.q is the estimator's r below)
+        self.field, self.t = q, t = field_and_dimension(k, epsilon)  # field size q (self.q is the estimator's r below)
         self.K = (q ** t - 1) // (q - 1)
         self.c_set = (q ** (t - 1) - 1) // (q - 1)
         self.c_int = (q ** (t - 2) - 1) // (q - 1)

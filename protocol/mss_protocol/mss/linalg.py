@@ -1,4 +1,4 @@
-"""Trace and diagonal of (A^T W A)^-1, component by component.
+"""The MSS normal matrix (A^T W A), its inverse component by component, and CG.
 
 The MSS normal matrix M = A^T diag(w) A links x and x' only when they share
 a residue class, M[x, x'] = sum_j w_{j, x mod m_j} 1{x = x' (mod m_j)}.
@@ -8,12 +8,11 @@ near k most components are tiny (an item alone in all its classes is a
 Components are grouped by size and handled as stacked (c, s, s) arrays,
 one batched LAPACK call per size, never a Python loop over components.
 
-Components above ``max_exact`` items use Hutchinson's estimator
-tr(M^-1) ~ mean_i z_i^T M^-1 z_i (Rademacher z_i, conjugate gradients),
-whose relative standard error is reported.
+Components above ``max_exact`` items are left to conjugate gradients
+(:func:`block_cg`); :mod:`.variance` estimates their traces with
+Hutchinson's estimator.
 """
 import numpy as np
-from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
 from mss_protocol.mss.residues import residue_matrix
@@ -28,13 +27,6 @@ class InverseBlocks:
 
     def __init__(self, components, groups):
         self.components, self.groups = components, groups
-
-    def diag(self):
-        """diag(M^-1), shape (k,); NaN on components above ``max_exact``."""
-        out = np.full(self.components.k, np.nan)
-        for nodes, inv in self.groups:
-            out[nodes] = np.einsum("cii->ci", inv)
-        return out
 
     def diag_sandwich(self, row_values):
         """diag(M^-1 H M^-1) with H = A^T diag(row_values) A; NaN above ``max_exact``."""
@@ -108,23 +100,6 @@ class ResidueComponents:
             groups.append((nodes, np.swapaxes(linv, 1, 2) @ linv))
         return InverseBlocks(self, groups)
 
-    def diag_inverse(self, row_weights):
-        """diag(M^-1), shape (k,); NaN on components above ``max_exact``."""
-        return self.inverse(row_weights).diag()
-
-    def trace_inverse(self, row_weights, rel_tol=0.003, maxiter=500, seed=0):
-        """(tr(M^-1), relative standard error); the error is 0 when exact."""
-        total = float(np.nansum(self.diag_inverse(row_weights)))
-        var = 0.0
-        if self.large:
-            M = (self.A.T @ sparse.diags(row_weights) @ self.A).tocsr()
-            for nodes in self.large:
-                for idx in nodes:
-                    tr, se = hutchinson_trace(M[idx][:, idx], rel_tol, maxiter=maxiter, seed=seed)
-                    total += tr
-                    var += se ** 2
-        return total, (float(np.sqrt(var)) / total if var else 0.0)
-
 
 def block_cg(M, B, rtol=1e-10, maxiter=500):
     """Solve M X = B for SPD sparse M and a block B (k, s): independent CG per column.
@@ -150,20 +125,3 @@ def block_cg(M, B, rtol=1e-10, maxiter=500):
         P = Z + (rz_new / rz) * P
         rz = rz_new
     raise SingularError("conjugate gradients did not converge (ill-conditioned normal matrix)")
-
-
-def hutchinson_trace(M, rel_tol=0.003, batch=32, max_probes=4096, maxiter=500, seed=0):
-    """Hutchinson estimate of tr(M^-1) and its standard error.
-
-    Adds batches of Rademacher probes until the standard error of the mean
-    is at most ``rel_tol`` times the estimate (or ``max_probes`` is reached).
-    """
-    rng = np.random.default_rng(seed)
-    samples = []
-    while True:
-        Z = rng.choice([-1.0, 1.0], size=(M.shape[0], batch))
-        samples.extend(np.einsum("ij,ij->j", Z, block_cg(M, Z, maxiter=maxiter)))
-        est = float(np.mean(samples))
-        se = float(np.std(samples, ddof=1) / np.sqrt(len(samples)))
-        if se <= rel_tol * est or len(samples) >= max_probes:
-            return est, se

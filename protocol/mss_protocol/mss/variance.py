@@ -3,7 +3,7 @@
 The decoder (:mod:`.decoder`) is the GLS estimate fhat = G ghat,
 G = M^-1 A^T W, M = A^T W A, with block weights w_j = n_j / V_j.  Against
 the fleet's own frequencies f its error has two independent parts
-(SPEC.md section 11):
+(SPEC.md section 7):
 
 * **noise**, the randomisation of each report given the block each device
   picked: diag(M^-1 H M^-1) with H = A^T W Cov(ghat) W A and the exact
