@@ -27,7 +27,8 @@ from mss_protocol.mss import vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
-from mss_protocol.mss.wire import HEADER_BYTES, WireCodec
+from mss_device.frame import HEADER_BYTES
+from mss_protocol.mss.wire import WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 CID = CFG.config_id_hex
@@ -321,13 +322,14 @@ from mss_device.params import Params
 from mss_device.randomiser import privatise
 from mss_node.reporter import Reporter
 r = Reporter(Params(json.load(open(sys.argv[1]))))
+c = r.client
 diff = []
 for i in range(21):
-    j = privatise(r.params, i, r.rng, r.mark)
-    body = r.encoder.encode(j, r.mark, 1, i)[11:]
+    j = privatise(r.params, i, r.rng, c.mark)
+    body = c.encoder.encode(j, c.mark, 1, i)[11:]
     gc.collect(); gc.disable()
     a0 = gc.mem_alloc(); r.replay(body, 2, i); a1 = gc.mem_alloc()
-    r.encoder.encode(j, r.mark, 2, i); a2 = gc.mem_alloc()
+    c.encoder.encode(j, c.mark, 2, i); a2 = gc.mem_alloc()
     bytes(bytearray(11 + len(body))); a3 = gc.mem_alloc()
     gc.enable()
     diff.append([(a1 - a0) - (a3 - a2), (a1 - a0) - (a2 - a1)])

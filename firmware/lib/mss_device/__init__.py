@@ -1,7 +1,11 @@
 """The protocols on the device: integer-only, runs on MicroPython and CPython.
 
 Shared by every protocol: ``rng`` (``below`` / ``chance`` on ``os.urandom``),
-``params`` (the config as the device loads it), ``framing`` (serial lines).
-MSS (and SS): ``randomiser`` and ``encoder`` (the report bytes).  Each
-protocol's device code mirrors its home in ``mss_protocol``.
+``params`` (the config as the device loads it; ``Params.client()`` imports
+only the configured protocol's module), ``frame`` (report headers and body
+bits), ``framing`` (serial lines), ``point`` (one-integer bodies).
+One module per protocol, each with a ``Client(params)`` whose
+``report(x, rng, epoch, seq)`` returns the report bytes: ``mss`` (MSS and
+SS, on ``randomiser`` and ``encoder``), ``grr``, ``unary`` (rappor = OUE,
+sue), ``olh``, ``hr``, ``pgr`` -- mirroring their homes in ``mss_protocol``.
 """

@@ -1,10 +1,7 @@
 """Wire encoding of one MSS report (SPEC.md section 4).
 
-A report is ``header || body``:
-
-* header (11 bytes): version u8, config id (4 bytes), epoch u32 big-endian,
-  sequence u16 big-endian;
-* body: the integer (j << rank_bits_j) | rank(Z) written in
+A report is ``header || body`` (the header: :mod:`mss_device.frame`);
+the body is the integer (j << rank_bits_j) | rank(Z) written in
   ceil((jbits + rank_bits_j) / 8) bytes, most significant bit first, with
   zero padding in the lowest bits.  jbits = ceil(log2 l) and
   rank_bits_j = ceil(log2 C(m_j, omega_j)).
@@ -16,16 +13,8 @@ preallocated lists: with RB = 15 (moduli up to 2**15) or 7 (up to 2**23)
 every limb product and remainder stays below 2**30, so the device never
 creates a big integer and a report allocates only its output bytes.
 """
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
-
+from mss_device.frame import HEADER, start
 from mss_device.randomiser import is_set
-
-VERSION = const(1)
-HEADER_BYTES = const(11)
 
 
 def _mul(a, n, s, rb, mask):
@@ -103,26 +92,14 @@ class Encoder:
                 b[0], nb = 1, 1  # C(i, i)
         raise ValueError("mark holds fewer than omega elements")
 
-    def header(self, size, epoch, seq):
-        """A zeroed report buffer of ``size`` bytes with its header written."""
-        out = bytearray(size)
-        out[0] = VERSION
-        out[1:5] = self.p.config_id
-        out[5] = (epoch >> 24) & 0xFF
-        out[6] = (epoch >> 16) & 0xFF
-        out[7] = (epoch >> 8) & 0xFF
-        out[8] = epoch & 0xFF
-        out[9] = (seq >> 8) & 0xFF
-        out[10] = seq & 0xFF
-        return out
-
     def encode(self, j, mark, epoch, seq):
         """Bytes of the report (j, Z) at (epoch, seq)."""
         p = self.p
         nt = self.rank(mark, p.moduli[j], p.omegas[j])
         rbits = p.rank_bits[j]
         nbits = p.jbits + rbits
-        out = self.header(HEADER_BYTES + ((nbits + 7) >> 3), epoch, seq)
+        out = start(p, nbits, epoch, seq)
+        off = HEADER[p.frame] << 3
         # body bit k (0 = most significant): j's bits, then the rank's, MSB first
         for k in range(nbits):
             if k < p.jbits:
@@ -132,7 +109,7 @@ class Encoder:
                 limb = pos // self.rb
                 bit = (self.total[limb] >> (pos - limb * self.rb)) & 1 if limb < nt else 0
             if bit:
-                out[HEADER_BYTES + (k >> 3)] |= 0x80 >> (k & 7)
+                out[(off + k) >> 3] |= 0x80 >> ((off + k) & 7)
         return bytes(out)
 
 

@@ -2,11 +2,30 @@
 
 The config id is the first 4 bytes of SHA-256 over a canonical ASCII
 string of the parameters that define the channel (SPEC.md section 5); the
-host computes it with this same function, so both sides always agree.
+host computes it with these same functions, so both sides always agree.
+The frame kind (``frame``) is not part of it: it changes the header, not
+the channel.
 """
 import hashlib
 
+from mss_device.frame import kind_index
+
 THRESHOLD_BITS = 30
+
+# The integer fields of each one-output protocol, in canonical order
+# (MSS and SS have lists of them: see canonical()).
+FIELDS = {
+    "grr": ("t",),
+    "rappor": ("tp", "tq"),
+    "sue": ("tp", "tq"),
+    "olh": ("P", "g", "t"),
+    "hr": ("K", "t"),
+    "pgr": ("q", "d", "t"),
+}
+# The device module of each protocol (loaded on demand: a board holds only its own).
+MODULES = {"mss": "mss_device.mss", "ss": "mss_device.mss", "grr": "mss_device.grr",
+           "rappor": "mss_device.unary", "sue": "mss_device.unary", "olh": "mss_device.olh",
+           "hr": "mss_device.hr", "pgr": "mss_device.pgr"}
 
 
 def _join(values):
@@ -14,23 +33,72 @@ def _join(values):
 
 
 def canonical(k, moduli, omegas, thresholds):
+    """The MSS / SS string (SS is MSS with the one modulus k)."""
     return "mss/1;k=%d;m=%s;w=%s;t=%s;b=%d" % (
         k, _join(moduli), _join(omegas), _join(thresholds), THRESHOLD_BITS)
 
 
+def canonical_oracle(name, k, values):
+    """The string of a one-output protocol: ``name/1;k=K;<field>=<int>;...;b=30``,
+    fields in FIELDS order; OLH adds ``seed=public``."""
+    s = "%s/1;k=%d" % (name, k)
+    fields = FIELDS[name]
+    for i in range(len(fields)):
+        s += ";%s=%d" % (fields[i], values[i])
+    if name == "olh":
+        s += ";seed=public"
+    return s + ";b=%d" % THRESHOLD_BITS
+
+
+def _digest(s):
+    return hashlib.sha256(s.encode()).digest()[:4]
+
+
 def config_id(k, moduli, omegas, thresholds):
-    return hashlib.sha256(canonical(k, moduli, omegas, thresholds).encode()).digest()[:4]
+    return _digest(canonical(k, moduli, omegas, thresholds))
+
+
+def oracle_config_id(name, k, values):
+    return _digest(canonical_oracle(name, k, values))
+
+
+def _int(d, name):
+    v = d[name]
+    if type(v) is not int or v < 0:
+        raise ValueError("config field %s must be a non-negative integer" % name)
+    return v
 
 
 class Params:
-    """The fields of a config dict that the randomiser and encoder read.
+    """The fields of a config dict that the device's protocol module reads.
 
-    Raises ValueError naming the field when the dict is inconsistent, so a
-    corrupt config never produces reports.
+    ``protocol`` (default mss), ``k``, the protocol's integers, ``frame``
+    (index into frame.KINDS), ``config_id`` (bytes).  Raises ValueError
+    naming the field when the dict is inconsistent, so a corrupt config
+    never produces reports.
     """
 
     def __init__(self, d):
-        self.k = d["k"]
+        self.protocol = d.get("protocol", "mss")
+        if self.protocol not in MODULES:
+            raise ValueError("config field protocol: unknown protocol %r" % (self.protocol,))
+        self.k = _int(d, "k")
+        if self.k < 2:
+            raise ValueError("config field k must be at least 2")
+        self.frame = kind_index(d.get("frame", "full"))
+        if self.protocol in FIELDS:
+            values = [_int(d, f) for f in FIELDS[self.protocol]]
+            for i in range(len(values)):
+                setattr(self, FIELDS[self.protocol][i], values[i])
+            cid = oracle_config_id(self.protocol, self.k, values)
+        else:
+            self._mss(d)
+            cid = config_id(self.k, self.moduli, self.omegas, self.thresholds)
+        self.config_id = cid
+        if type(d["config_id"]) is not str or cid != bytes.fromhex(d["config_id"]):
+            raise ValueError("config_id does not match the parameters")
+
+    def _mss(self, d):
         self.moduli = list(d["moduli"])
         self.omegas = list(d["omegas"])
         self.thresholds = list(d["thresholds"])
@@ -42,6 +110,8 @@ class Params:
         self.jbits = 0  # ceil(log2 l); MicroPython ints have no bit_length()
         while (1 << self.jbits) < l:
             self.jbits += 1
-        self.config_id = config_id(self.k, self.moduli, self.omegas, self.thresholds)
-        if self.config_id != bytes.fromhex(d["config_id"]):
-            raise ValueError("config_id does not match the parameters")
+
+    def client(self):
+        """The protocol's device client (imports only that protocol's module)."""
+        mod = __import__(MODULES[self.protocol], None, None, ["Client"])
+        return mod.Client(self)

@@ -9,7 +9,6 @@ board idle, logging why and re-reading the file every minute.
 """
 import time
 
-from mss_device.encoder import HEADER_BYTES
 from mss_node import files, log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
@@ -43,7 +42,7 @@ class Node:
         self.rng = rng
         self.clock = clock
         self.s = settings.load(config_path)
-        self.reporter = Reporter(self.s.params, rng)
+        self.reporter = Reporter(self.s.params, rng, self.s.device_id)
         self.state = State(state_path, self.s.device["queue_max"], self.s.device["memo_max"])
         if not self.s.device["memoize"]:
             self.state.forget_memos()
@@ -101,7 +100,7 @@ class Node:
                 return report, None
             log.warn("memo is no report body of config %s: drawing afresh" % cid)
         report = rep.report(value, epoch, seq)
-        return report, [value, report[HEADER_BYTES:].hex()]
+        return report, [value, report[rep.header:].hex()]
 
     def new_config(self, d):
         """Adopt a config pushed by the aggregator (protocol fields only)."""
@@ -117,7 +116,7 @@ class Node:
             return
         files.save(self.config_path, merged)
         self.s = new
-        self.reporter = Reporter(new.params, self.rng)
+        self.reporter = Reporter(new.params, self.rng, new.device_id)
         log.info("now using config %s" % new.config_id)
 
 

@@ -1,49 +1,34 @@
-"""One privatised report per epoch: randomiser + encoder with reused buffers.
+"""One privatised report per epoch, through the configured protocol's client.
 
-With ``device.memoize`` the node keeps a fresh report's body, the wire form
-of the draw (j, Z) (SPEC.md section 4: its smallest exact form), and
-``replay`` sends that body again under a new header, drawing nothing.
+With ``device.memoize`` the node keeps a fresh report's body (the wire form
+of the draw, SPEC.md section 4) and ``replay`` sends that body again under
+a new header, drawing nothing.
 """
-from mss_device.encoder import HEADER_BYTES, Encoder
-from mss_device.randomiser import privatise
+from mss_device.frame import HEADER, start
 from mss_device.rng import ByteRng
 
 
 class Reporter:
-    def __init__(self, params, rng=None):
+    def __init__(self, params, rng=None, device_id=None):
         self.params = params
         self.rng = rng or ByteRng()
-        self.mark = bytearray((max(params.moduli) + 7) >> 3)
-        self.encoder = Encoder(params)
+        self.client = params.client()
+        self.client.device_id = device_id  # OLH derives its public hash seed from it
+        self.header = HEADER[params.frame]
 
     def valid(self, value):
         return type(value) is int and 0 <= value < self.params.k
 
     def report(self, value, epoch, seq):
         """Report bytes for ``value``; the value itself never leaves this call."""
-        j = privatise(self.params, value, self.rng, self.mark)
-        return self.encoder.encode(j, self.mark, epoch, seq)
+        return self.client.report(value, self.rng, epoch, seq)
 
     def replay(self, body, epoch, seq):
         """The report of a memoized ``body`` at (epoch, seq): the header the
-        encoder writes, the same body bytes, no random draw.  None if ``body``
+        client writes, the same body bytes, no random draw.  None if ``body``
         cannot be a body of this config (a tampered memo)."""
-        if not self._fits(body):
+        if not self.client.fits(body):
             return None
-        out = self.encoder.header(HEADER_BYTES + len(body), epoch, seq)
-        out[HEADER_BYTES:] = body
+        out = start(self.params, len(body) << 3, epoch, seq)
+        out[self.header:] = body
         return bytes(out)
-
-    def _fits(self, body):
-        """Block index in range, the block's body length, zero padding."""
-        p = self.params
-        if len(body) << 3 < p.jbits:
-            return False
-        j = 0
-        for i in range(p.jbits):
-            j = (j << 1) | ((body[i >> 3] >> (7 - (i & 7))) & 1)
-        if j >= len(p.moduli):
-            return False
-        nbits = p.jbits + p.rank_bits[j]
-        pad = (len(body) << 3) - nbits
-        return 0 <= pad < 8 and not body[-1] & ((1 << pad) - 1)

@@ -73,6 +73,8 @@ class Settings:
                 raise ValueError("device.%s must be at least 1" % key)
         if type(dev["memoize"]) is not bool:
             raise ValueError("device.memoize must be true or false")
+        if dev["memoize"] and self.params.protocol == "olh":
+            raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
         if dev["transport"] not in ("serial", "mqtt"):
             raise ValueError("device.transport must be serial or mqtt")
         self.device = dev

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
+from mss_device.frame import KINDS, kind_index
 from mss_device.params import THRESHOLD_BITS, config_id
 from mss_protocol import privacy
 from mss_protocol.subset_selection import optimal_omega, rank_bits, ss_q, ss_variance
@@ -30,7 +31,8 @@ class MssConfig:
     one with :meth:`from_dict` / :meth:`load` (validates everything).
     """
 
-    def __init__(self, k, epsilon, moduli, omegas, thresholds):
+    def __init__(self, k, epsilon, moduli, omegas, thresholds, frame="full"):
+        self.frame = frame_index(frame)  # the header kind (mss_device.frame); not part of the channel
         self.k = int(k)
         self.epsilon = float(epsilon)
         self.moduli = tuple(int(m) for m in moduli)
@@ -128,6 +130,10 @@ class MssConfig:
         """Row offset of each block in the stacked residue matrix, shape (l + 1,)."""
         return np.concatenate([[0], np.cumsum(self.moduli)])
 
+    def with_frame(self, frame):
+        """The same channel sent in another frame kind."""
+        return MssConfig(self.k, self.epsilon, self.moduli, self.omegas, self.thresholds, frame)
+
     # -- serialisation ------------------------------------------------------
     def to_dict(self):
         return {
@@ -137,6 +143,7 @@ class MssConfig:
             "moduli": list(self.moduli), "omegas": list(self.omegas),
             "thresholds": list(self.thresholds), "threshold_bits": THRESHOLD_BITS,
             "rank_bits": list(self.rank_bits), "config_id": self.config_id_hex,
+            "frame": KINDS[self.frame],
         }
 
     @classmethod
@@ -153,7 +160,7 @@ class MssConfig:
         if d.get("threshold_bits", THRESHOLD_BITS) != THRESHOLD_BITS:
             raise ConfigError(f"{source}: threshold_bits must be {THRESHOLD_BITS}")
         try:
-            cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"])
+            cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"], d.get("frame", "full"))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: {exc}") from None
         if cfg.config_id_hex != d["config_id"]:
@@ -184,6 +191,16 @@ class MssConfig:
     def __repr__(self):
         return (f"MssConfig(k={self.k}, epsilon={self.epsilon}, moduli={list(self.moduli)}, "
                 f"omegas={list(self.omegas)}, id={self.config_id_hex})")
+
+
+def frame_index(frame):
+    """Index into mss_device.frame.KINDS of a frame kind name (or index)."""
+    if frame in range(len(KINDS)):
+        return frame
+    try:
+        return kind_index(frame)
+    except (ValueError, TypeError):
+        raise ConfigError(f"frame must be one of {', '.join(KINDS)}, got {frame!r}") from None
 
 
 def read_json(path, what):

@@ -1,8 +1,8 @@
-"""Host side of the wire format: encode through the device code, decode strictly.
+"""Host side of the MSS wire format: encode through the device code, decode strictly.
 
-Layout (SPEC.md section 4): version u8 | config id (4 bytes) | epoch u32 BE |
-sequence u16 BE | body, where the body holds (j << rank_bits_j) | rank(Z)
-in ceil((jbits + rank_bits_j) / 8) bytes, MSB first, zero-padded.
+Layout (SPEC.md section 4): a header (:mod:`mss_protocol.frames`), then the
+body (j << rank_bits_j) | rank(Z) in ceil((jbits + rank_bits_j) / 8)
+bytes, MSB first, zero-padded.
 
 :func:`WireCodec.decode` accepts only well-formed reports of its config and
 raises :class:`WireError` (a ValueError whose ``reason`` is a short code)
@@ -10,31 +10,15 @@ for anything else -- never another exception, whatever the bytes.
 """
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
 from itertools import accumulate
 
-from mss_device.encoder import HEADER_BYTES, VERSION, encode
+from mss_device.encoder import Encoder
+from mss_device.params import Params
+from mss_protocol.frames import Report, WireError, split
 
 # Unranking keeps a table of C(c, i) per block when omega * m is below this;
 # larger blocks walk the binomials instead (slower, no memory).
 _TABLE_LIMIT = 4_000_000
-
-
-class WireError(ValueError):
-    """A report that cannot be accepted; ``reason`` is a stable short code."""
-
-    def __init__(self, reason, detail):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Report:
-    config_id: bytes
-    epoch: int
-    seq: int
-    j: int
-    subset: tuple  # sorted residues in [0, m_j)
 
 
 class WireCodec:
@@ -44,7 +28,8 @@ class WireCodec:
         self.cfg = cfg
         self.body_bits = [int(b) for b in cfg.body_bits]
         self.body_bytes = [(b + 7) // 8 for b in self.body_bits]
-        self.lengths = {HEADER_BYTES + n for n in self.body_bytes}
+        self.body_lengths = set(self.body_bytes)
+        self.encoder = Encoder(Params(cfg.to_dict()))
         self.sizes = [math.comb(m, w) for m, w in zip(cfg.moduli, cfg.omegas)]
         self._tables = {}
 
@@ -57,27 +42,14 @@ class WireCodec:
         mark = bytearray((m + 7) // 8)
         for v in subset:
             mark[v >> 3] |= 1 << (v & 7)
-        return encode(self.cfg, j, mark, epoch, seq)
+        return self.encoder.encode(j, mark, epoch, seq)
 
     # -- decoding -----------------------------------------------------------
-    def decode(self, data):
-        """Parse and validate one report; raise WireError naming the problem."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise WireError("type", f"expected bytes, got {type(data).__name__}")
-        data = bytes(data)
-        if len(data) < HEADER_BYTES + 1:
-            raise WireError("length", f"{len(data)} bytes is shorter than any report")
-        if data[0] != VERSION:
-            raise WireError("version", f"unknown format version {data[0]}")
-        cid = data[1:5]
-        if cid != self.cfg.config_id:
-            raise WireError("config", f"config id {cid.hex()} is not {self.cfg.config_id_hex}")
-        epoch = int.from_bytes(data[5:9], "big")
-        seq = int.from_bytes(data[9:11], "big")
-        body = data[HEADER_BYTES:]
+    def decode(self, data, device_id=None, epoch=None):
+        """Parse and validate one report; raise WireError naming the problem.
+        ``epoch``: the link's epoch, needed by compact frames."""
+        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, epoch)
         cfg = self.cfg
-        if len(data) not in self.lengths:
-            raise WireError("length", f"{len(data)} bytes is not a report length of this config")
         code = int.from_bytes(body, "big")
         j = code >> (8 * len(body) - cfg.jbits)  # j sits in the first jbits bits
         if j >= cfg.l:
@@ -91,7 +63,7 @@ class WireCodec:
         rank = (code >> pad) & ((1 << cfg.rank_bits[j]) - 1)
         if rank >= self.sizes[j]:
             raise WireError("rank", f"subset rank out of range for block {j}")
-        return Report(cid, epoch, seq, j, self.unrank(j, rank))
+        return Report(cfg.config_id, epoch, seq, j, self.unrank(j, rank), frame)
 
     def unrank(self, j, rank):
         """Subset {c_1 < ... < c_omega} with sum_i C(c_i, i) = rank (colex order)."""
@@ -105,14 +77,17 @@ class WireCodec:
                 rank -= table[i][c]
                 out[i - 1] = top = c
             return tuple(out)
+        c = top - 1
+        b = math.comb(c, omega)  # then a running binomial: one exact ratio per step
         for i in range(omega, 0, -1):
-            c = top - 1
-            b = math.comb(c, i)
             while b > rank:  # C(c - 1, i) = C(c, i) (c - i) / c
                 b = b * (c - i) // c
                 c -= 1
             rank -= b
-            out[i - 1] = top = c
+            out[i - 1] = c
+            if i > 1:  # C(c - 1, i - 1) = C(c, i) i / c
+                b = b * i // c
+                c -= 1
         return tuple(out)
 
     def _table(self, j):

@@ -1,0 +1,58 @@
+"""Optimised local hashing on the device, with a public hash seed (mss_protocol.olh).
+
+The seed (a, b), a in [1, P), b in [0, P), is not drawn from the device's
+randomness nor sent: both ends derive it from what the report already
+carries (SPEC.md section 6, "OLH"): SHA-256 of
+``"mss-olh/1" || config id || epoch u32 BE || device id (UTF-8)`` read as
+a byte stream (then SHA-256 of the previous digest, as needed) through
+``below``.  The report is y = GRR_g((a x + b) mod P mod g) in
+ceil(log2 g) bits; a x + b < 2**30.
+"""
+import hashlib
+
+from mss_device.grr import grr
+from mss_device.point import PointClient
+from mss_device.rng import ByteRng
+
+
+class _Digests:
+    """read(n) over SHA-256(seed material), then SHA-256 of each digest in turn."""
+
+    def __init__(self, material):
+        self.d = hashlib.sha256(material).digest()
+        self.used = False
+
+    def read(self, n):
+        if self.used:
+            self.d = hashlib.sha256(self.d).digest()
+        self.used = True
+        return self.d
+
+
+def seed(config_id, epoch, device_id, P):
+    """(a, b) for one report."""
+    m = bytearray(b"mss-olh/1")
+    m.extend(config_id)
+    m.extend(bytes([(epoch >> 24) & 0xFF, (epoch >> 16) & 0xFF, (epoch >> 8) & 0xFF, epoch & 0xFF]))
+    m.extend(device_id.encode())
+    rng = ByteRng(_Digests(bytes(m)).read, 32)
+    a = 1 + rng.below(P - 1)
+    return a, rng.below(P)
+
+
+class Client(PointClient):
+    def __init__(self, params):
+        PointClient.__init__(self, params, params.g)
+        self.device_id = None  # set by the node before the first report
+        self.epoch = 0
+
+    def report(self, x, rng, epoch, seq):
+        if self.device_id is None:
+            raise ValueError("olh needs the device id (its hash seed is derived from it)")
+        self.epoch = epoch
+        return PointClient.report(self, x, rng, epoch, seq)
+
+    def draw(self, x, rng):
+        p = self.p
+        a, b = seed(p.config_id, self.epoch, self.device_id, p.P)
+        return grr((a * x + b) % p.P % p.g, p.g, p.t, rng)

@@ -1,0 +1,85 @@
+"""Host side of the frames every protocol shares (SPEC.md section 4).
+
+:func:`split` checks a report's header in the order SPEC.md fixes and
+returns its fields and body; each protocol's codec then checks the body.
+Every failure is a :class:`WireError` with a stable short ``reason``, never
+another exception, whatever the bytes:
+
+1. ``type``    not bytes;
+2. ``length``  empty;
+3. ``version`` byte 0 names no frame kind this program knows (a full
+               frame's version is not 1, or the reserved 0b01 kinds);
+4. ``length``  no room for the header and one body byte;
+5. ``config``  config id (full) or tag (compact) is not this config's;
+6. ``length``  not a length this config's reports have in that kind;
+7. body checks of the protocol (block, length of that block, padding,
+   value range).
+
+Compact frames carry no epoch or sequence: the caller passes the epoch its
+link gives (``epoch``), and for ``compact-epoch`` the epoch nearest to it
+with the frame's low 16 bits is taken.  Their sequence is 0.
+"""
+from dataclasses import dataclass
+
+from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
+
+
+class WireError(ValueError):
+    """A report that cannot be accepted; ``reason`` is a stable short code."""
+
+    def __init__(self, reason, detail):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Report:
+    config_id: bytes
+    epoch: int
+    seq: int
+    j: int  # MSS block; 0 for the one-output protocols
+    subset: tuple  # what the counts tally: MSS residues, set bits, the point, OLH's (a, b, y)
+    frame: str = "full"
+
+
+def kind_of(byte0):
+    """Frame kind index of a first byte, or None."""
+    top = byte0 >> 6
+    if top == 0:
+        return 0 if byte0 == VERSION else None
+    return {2: 1, 3: 2}.get(top)
+
+
+def split(data, config_id, body_lengths, epoch=None):
+    """(kind name, epoch, seq, body) of a report of the config ``config_id``
+    whose bodies are ``body_lengths`` bytes long (a set)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireError("type", f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if not data:
+        raise WireError("length", "empty report")
+    kind = kind_of(data[0])
+    if kind is None:
+        raise WireError("version", f"unknown frame kind or version (byte 0 = {data[0]:#04x})")
+    head = HEADER[kind]
+    if len(data) < head + 1:
+        raise WireError("length", f"{len(data)} bytes is shorter than any {KINDS[kind]} report")
+    if kind == 0:
+        cid = data[1:5]
+        if cid != config_id:
+            raise WireError("config", f"config id {cid.hex()} is not {config_id.hex()}")
+    elif data[0] & TAG_MASK != config_id[0] & TAG_MASK:
+        raise WireError("config", f"tag {data[0] & TAG_MASK} is not this config's "
+                                  f"{config_id[0] & TAG_MASK}")
+    body = data[head:]
+    if len(body) not in body_lengths:
+        raise WireError("length", f"{len(data)} bytes is not a {KINDS[kind]} report length of this config")
+    if kind == 0:
+        return KINDS[0], int.from_bytes(data[5:9], "big"), int.from_bytes(data[9:11], "big"), body
+    if epoch is None:
+        raise WireError("epoch", f"a {KINDS[kind]} frame needs the epoch from its link")
+    if kind == 2:
+        low = int.from_bytes(data[1:3], "big")
+        epoch += (low - epoch + 32768) % 65536 - 32768  # the nearest epoch with those low bits
+        epoch += 65536 if epoch < 0 else 0
+    return KINDS[kind], epoch, 0, body
