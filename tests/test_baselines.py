@@ -49,7 +49,7 @@ def test_client_and_sampler_follow_the_channel(make):
     if oracle.name == "grr":
         client = np.bincount(reports, minlength=6)
     else:
-        client = np.array([sum((r[v >> 3] >> (v & 7)) & 1 for r in reports) for v in range(6)])
+        client = np.array([sum((r[v >> 3] >> (7 - (v & 7))) & 1 for r in reports) for v in range(6)])
     sampled = oracle.sample_counts(values, np.random.default_rng(5))
     n_v = np.bincount(values, minlength=6)
     for counts in (client, sampled):

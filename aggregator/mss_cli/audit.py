@@ -9,7 +9,8 @@ from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import AUDIT_FAILED, console, csv_list, fail
 from mss_protocol import registry
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol import oracle_config
+from mss_protocol.mss.config import ConfigError
 
 AUDIT_PROTOCOLS = ",".join(registry.AVAILABLE)  # every protocol
 # privacy.audit.HORIZONS, written out to keep startup light (that module imports SciPy)
@@ -57,7 +58,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     cfg = None
     if config_path:
         try:
-            cfg = MssConfig.load(config_path)
+            cfg = oracle_config.load(config_path)
         except ConfigError as exc:
             fail(str(exc))
         if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):

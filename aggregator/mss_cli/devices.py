@@ -8,7 +8,8 @@ import numpy as np
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import console, fail
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol import oracle_config
+from mss_protocol.mss.config import ConfigError
 
 
 @click.command("device-sim")
@@ -20,32 +21,34 @@ from mss_protocol.mss.config import ConfigError, MssConfig
               show_default=True, help="Where the firmware randomiser runs.")
 @click.option("--seed-bytes", default="", help="Hex byte stream to use instead of os.urandom.")
 @click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1), default=0, show_default=True)
+@click.option("--device-id", default="sim", show_default=True,
+              help="The device id (olh derives its public hash seed from it).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per report.")
-def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, as_json):
+def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, device_id, as_json):
     """Run the firmware randomiser for VALUE and print its reports (hex per line)."""
     from mss_aggregator.devices.runtime import RuntimeUnavailable, run_module
-    from mss_protocol.mss.wire import WireCodec
 
     try:
-        cfg = MssConfig.load(config_path)
+        cfg = oracle_config.load(config_path)
         bytes.fromhex(seed_bytes)
     except (ConfigError, ValueError) as exc:
         fail(f"{exc}")
     if not 0 <= value < cfg.k:
         fail(f"--value {value} is not a category in [0, {cfg.k})")
     try:
-        args = [config_path, value, count, epoch] + (["--seed"] if seed_bytes else [])
+        args = [config_path, value, count, epoch, "--device", device_id] + (["--seed"] if seed_bytes else [])
         res = run_module(runtime, "mss_node.emit", args, stdin=seed_bytes)
     except RuntimeUnavailable as exc:
         fail(str(exc))
     if res.returncode != 0:
         tail = res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or ["no output"]
         fail(f"firmware ({runtime}) failed: {tail[-1]}")
-    codec = WireCodec(cfg)
+    codec = oracle_config.codec(cfg)
     for line in res.stdout.split():
         if as_json:
-            r = codec.decode(bytes.fromhex(line))
-            click.echo(json.dumps({"hex": line, "j": r.j, "subset": list(r.subset)}))
+            r = codec.decode(bytes.fromhex(line), device_id, epoch)
+            click.echo(json.dumps({"hex": line, "protocol": cfg.to_dict()["protocol"], "frame": r.frame,
+                                   "j": r.j, "subset": list(r.subset)}))
         else:
             click.echo(line)
 
@@ -70,7 +73,7 @@ def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, run
     from mss_aggregator.devices.runtime import RuntimeUnavailable
 
     try:
-        cfg = MssConfig.load(config_path)
+        cfg = oracle_config.load(config_path)
         values = draw_values(parse(dist, cfg.k), devices, seed)
         with console.status(f"{devices} devices on {runtime}"):
             results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel)

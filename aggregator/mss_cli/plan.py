@@ -1,4 +1,4 @@
-"""``mss plan``: choose a configuration for a domain, a budget and a link."""
+"""``mss plan``: choose a protocol and its configuration for a domain, a budget and a link."""
 import json
 
 import click
@@ -7,62 +7,74 @@ from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import fail
-from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.planner import PROTOCOLS, PlanError, plan
+from mss_device.frame import KINDS
+from mss_protocol.choose import CHOICES, choose
+from mss_protocol.mss.planner import PlanError
+from mss_protocol.oracle_config import load_dict
 
 
 @click.command("plan")
-@click.option("--k", "k", type=click.IntRange(min=4), required=True, help="Domain size (categories).")
+@click.option("--k", "k", type=click.IntRange(min=2), required=True, help="Domain size (categories).")
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Privacy budget per report (epsilon-LDP).")
-@click.option("--max-bits", type=click.IntRange(min=1), default=None,
-              help="Largest report body in bits (e.g. a LoRa payload).")
+@click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
+              help="auto: the most accurate protocol whose whole frame fits the budget; or one protocol "
+                   "(mss: the best MSS configuration, compared honestly with SubsetSelection).")
+@click.option("--max-bytes", type=click.IntRange(min=1), default=None,
+              help="Largest whole report (header + body) in bytes, e.g. 11 for LoRaWAN US915 DR0.")
+@click.option("--max-bits", type=click.IntRange(min=1), default=None, help="Largest report body in bits.")
+@click.option("--frame", type=click.Choice(KINDS), default="full", show_default=True,
+              help="full: 11-byte header; compact: 1 byte, for links that carry the device id and "
+                   "counter (LoRaWAN); compact-epoch: 3 bytes, the link carries the device id only.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
-              help="Reports assumed for the predicted MSE.")
-@click.option("--protocol", type=click.Choice(["auto", "mss", "ss"]), default="auto", show_default=True,
-              help="auto: the most accurate of MSS and SubsetSelection (MSS's one-block case); "
-                   "mss: the best MSS configuration, compared honestly; ss: SubsetSelection.")
+              help="Fleet size: reports the predicted MSE and the decode time are stated for.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
               help="Value distribution the MSE is predicted at: uniform, zipf:S, spike, "
                    "file:est.json (mss estimate --json) or file:counts.csv.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the moduli search.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
-              help="Write the config file devices and the aggregator load.")
-@click.option("--no-cache", is_flag=True, help="Recompute even if a cached plan exists.")
-def plan_cmd(k, epsilon, max_bits, protocol, prior_spec, n, seed, as_json, device_config, no_cache):
-    """Choose moduli and subset sizes for K categories at EPSILON."""
-    assert protocol in PROTOCOLS
+              help="Write the config file devices and the aggregator load (it names its protocol).")
+@click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
+def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, n, prior_spec, seed, as_json, device_config,
+             no_cache):
+    """Choose the protocol and parameters for K categories at EPSILON."""
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
-        result = plan(k, epsilon, max_bits=max_bits, n=n, seed=seed, use_cache=not no_cache, prior=prior,
-                      prior_label=prior_spec, protocol=protocol)
+        result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
+                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache)
     except (PlanError, DistributionError) as exc:
         fail(str(exc))
     if device_config:
-        MssConfig.from_dict(result["config"]).save(device_config)
+        load_dict(result["config"]).save(device_config)
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
     out = Console()
-    parts = result["predicted_mse_parts"]
-    table = Table(title=f"plan for k={k}, epsilon={epsilon}: {result['protocol'].upper()}", show_header=False)
-    for label, value in [
-        ("protocol", result["protocol"]), ("moduli", result["moduli"]), ("subset sizes (omega)", result["omegas"]),
-        ("eps_effective", repr(result["eps_effective"])),
-        ("bits per report (max / mean)", f"{result['bits_per_report']['max']} / "
-                                         f"{result['bits_per_report']['mean']:.1f}"),
-        (f"predicted MSE per item (n={n}, {prior_spec} prior)",
-         f"{result['predicted_mse']:.4g} (noise {parts['noise']:.3g} + block assignment {parts['assignment']:.3g})"),
-        ("SubsetSelection MSE (same n)", f"{result['ss_variance']:.4g} ({result['ss_bits']} bits)"),
-        ("variance ratio vs SS", f"{result['variance_ratio_vs_ss']:.4f}"),
-        ("config id", result["config_id"]),
-    ]:
-        table.add_row(label, str(value))
+    budget = ", ".join(x for x in (f"<= {max_bytes} bytes" if max_bytes else "",
+                                   f"<= {max_bits} body bits" if max_bits else "") if x) or "no size budget"
+    table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior")
+    for col in ("protocol", "bits", "bytes", "MSE", "vs SS", "dev ms*", "dec s*", "note"):
+        table.add_column(col, justify="left" if col in ("protocol", "note") else "right")
+    for c in result["candidates"]:
+        chosen = c["protocol"] == result["protocol"]
+        if c["predicted_mse"] is None:
+            table.add_row(c["protocol"], "", "", "", "", "", "", c["excluded"], style="dim")
+            continue
+        table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), f"{c['predicted_mse']:.3g}",
+                      f"{c['variance_ratio_vs_ss']:.3f}", f"{c['device_ms']:.2g}", f"{c['decode_s']:.2g}",
+                      "chosen" if chosen else c.get("excluded", ""), style="bold" if chosen else None)
     out.print(table)
-    if result["protocol"] == "mss" and result["variance_ratio_vs_ss"] > 1 \
-            and result["bits_per_report"]["max"] >= result["ss_bits"]:
-        out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
-                  f"MSE ratio {result['variance_ratio_vs_ss']:.4f}); --protocol auto would choose it")
+    out.print("* first estimates: device time per report on an RP2040 (125 MHz), decode time on one core")
+    out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "
+              f"{frame} frame, eps_effective {result['eps_effective']!r}, config id {result['config_id']}")
+    if result["protocol"] == "mss":
+        parts = result["predicted_mse_parts"]
+        out.print(f"MSS moduli {result['moduli']}, subset sizes {result['omegas']}; predicted MSE "
+                  f"{result['predicted_mse']:.4g} = noise {parts['noise']:.3g} + block assignment "
+                  f"{parts['assignment']:.3g}")
+        if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
+            out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
+                      f"MSE ratio {result['variance_ratio_vs_ss']:.4f}); --protocol auto would choose it")
     if device_config:
         out.print(f"wrote {device_config}")

@@ -8,13 +8,13 @@ from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import console, fail, top_table
-from mss_protocol import postprocess, registry
+from mss_protocol import oracle_config, postprocess, registry
 from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.planner import PlanError, plan
 
 
 @click.command("simulate")
-@click.option("--k", "k", type=click.IntRange(min=4), help="Domain size (or take it from --config).")
+@click.option("--k", "k", type=click.IntRange(min=2), help="Domain size (or take it from --config).")
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True))
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Use this config (from mss plan --device-config) instead of planning.")
@@ -23,8 +23,9 @@ from mss_protocol.mss.planner import PlanError, plan
 @click.option("--dist", default="zipf:1.1", show_default=True,
               help="zipf:S | spike | uniform | file:counts.csv")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--protocol", type=click.Choice(["mss", "ss"]), default="mss", show_default=True,
-              help="mss, or ss: SubsetSelection on the full domain (the baseline).")
+@click.option("--protocol", type=click.Choice(registry.AVAILABLE), default="mss", show_default=True,
+              help="mss (planned for --max-bits), ss (SubsetSelection on the full domain), or a "
+                   "one-output protocol: " + ", ".join(oracle_config.NAMES) + ".")
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -36,7 +37,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
 
     try:
         if config_path:
-            cfg = MssConfig.load(config_path)
+            cfg = oracle_config.load(config_path)
             protocol = cfg.to_dict()["protocol"]
             if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
                 fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
@@ -44,6 +45,8 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
             raise click.UsageError("give --k and --epsilon, or --config")
         elif protocol == "ss":
             cfg = MssConfig.subset_selection(k, epsilon)
+        elif protocol != "mss":
+            cfg = oracle_config.OracleConfig(protocol, k, epsilon)
         else:
             cfg = MssConfig.from_dict(plan(k, epsilon, max_bits=max_bits, n=n)["config"])
         probs = parse(dist, cfg.k)

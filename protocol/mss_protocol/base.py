@@ -52,8 +52,11 @@ class Protocol:
         raise NotImplementedError
 
     def decode(self, counts, n, post="none"):
-        """Estimates with standard errors and 95% CIs (closed-form decoders)."""
+        """Estimates with standard errors and 95% CIs (closed-form decoders);
+        ``counts`` may be a :class:`~mss_protocol.mss.counts.Counts` (n implied)."""
         t0 = time.perf_counter()
+        if hasattr(counts, "cfg"):
+            counts, n = counts.c, counts.total
         raw, stderr = self.estimate(counts, n)
         return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
 

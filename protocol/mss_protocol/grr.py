@@ -26,6 +26,10 @@ class GRR(SupportOracle):
         self.eps_effective = privacy.eps_effective([k], [1], [t])
         self.body_bits = (k - 1).bit_length()
 
+    def device_values(self):
+        """The config integers, in mss_device.params.FIELDS order: (t,)."""
+        return (self.threshold,)
+
     def randomise(self, x, rng):
         if rng.chance(self.threshold):
             return x
@@ -39,7 +43,7 @@ class GRR(SupportOracle):
         other = rng.integers(0, self.k - 1, size=values.size)
         return np.where(keep, values, other + (other >= values))
 
-    def sample_counts(self, values, rng):
+    def sample_chunk(self, values, rng):
         """Support counts (k,) of reports for ``values``."""
         return np.bincount(self.perturb(values, rng), minlength=self.k)
 

@@ -42,6 +42,10 @@ class HadamardResponse(SupportOracle):
         self.eps_effective = privacy.eps_effective([2], [1], [t])
         self.body_bits = (self.K - 1).bit_length()
 
+    def device_values(self):
+        """(K, t), in mss_device.params.FIELDS order."""
+        return (self.K, self.threshold)
+
     @staticmethod
     def _sign(i, j):
         """+1 (True) where H[i, j] = +1: popcount(i & j) is even (small ints only)."""
@@ -58,7 +62,7 @@ class HadamardResponse(SupportOracle):
             if self._sign(x + 1, j) == inside:
                 return j
 
-    def sample_counts(self, values, rng):
+    def sample_chunk(self, values, rng):
         """Histogram (K,) of reports for ``values`` (vectorised rejection)."""
         rows = np.asarray(values) + 1
         inside = rng.integers(0, ONE, size=rows.size) < self.threshold

@@ -1,16 +1,21 @@
-"""Optimised local hashing (OLH; Wang et al. 2017) with a small-int hash.
+"""Optimised local hashing (OLH; Wang et al. 2017) with a small-int hash and a public seed.
 
-The user draws a seed (a, b), a in [1, P), b in [0, P), P = 32749 (the
-largest prime below 2**15, so a*v < 2**30 on a device), hashes
+Each report has a seed (a, b), a in [1, P), b in [0, P), P = 32749 (the
+largest prime below 2**15, so a*v < 2**30 on a device), and the device
+hashes
 H(v) = ((a v + b) mod P) mod g with g = round(e^eps) + 1, and reports
-(a, b, GRR_g(H(x))).  (a v + b, a x + b) is uniform over distinct pairs
+y = GRR_g(H(x)).  The seed is not sent: both ends derive it from the
+report's config id, epoch and device id (``mss_device.olh.seed``; SPEC.md
+section 6), so the body is ceil(log2 g) bits.  Here, without a device id
+(simulation, the audit), the seed is drawn uniformly, which is the law the
+derived seed is analysed under.  (a v + b, a x + b) is uniform over distinct pairs
 of Z_P for v != x, so the collision probability
 gamma = sum_r c_r (c_r - 1) / (P (P - 1)) (c_r = #{u < P : u mod g = r})
 is exact, and a non-holder's report supports v with probability
 q = gamma p + (1 - gamma)(1 - p)/(g - 1).
 
-Counts: the reports themselves, three arrays (a, b, y); the support counts
-c_v are tallied from them in vectorised chunks when decoding (O(n k)).
+Counts: the support counts (k,), tallied from the reports (a, b, y) in
+vectorised chunks (O(n k): the aggregator's cost at a million devices).
 """
 import math
 
@@ -36,18 +41,24 @@ class OLH(SupportOracle):
         sizes = np.bincount(np.arange(self.P) % g, minlength=g).astype(float)
         gamma = float((sizes * (sizes - 1)).sum() / (self.P * (self.P - 1)))
         self.q = gamma * self.p + (1 - gamma) * (1 - self.p) / (g - 1)
-        self.body_bits = 2 * (self.P - 1).bit_length() + (g - 1).bit_length()
+        self.body_bits = (g - 1).bit_length()
+
+    def device_values(self):
+        """(P, g, t), in mss_device.params.FIELDS order."""
+        return (self.P, self.g, self.threshold)
 
     def hash(self, a, b, v):
         return ((a * v + b) % self.P) % self.g
 
-    def randomise(self, x, rng):
-        """(a, b, y) with y = GRR_g(H_{a,b}(x))."""
-        a = 1 + rng.below(self.P - 1)
-        b = rng.below(self.P)
+    def randomise(self, x, rng, seed=None):
+        """(a, b, y) with y = GRR_g(H_{a,b}(x)); ``seed`` (a, b) as the
+        device derives it, else drawn uniformly through ``rng``."""
+        if seed is None:
+            seed = (1 + rng.below(self.P - 1), rng.below(self.P))
+        a, b = seed
         return a, b, self.grr.randomise(self.hash(a, b, x), rng)
 
-    def support(self, reports, chunk=1 << 24):
+    def tally(self, reports, chunk=1 << 24):
         """Support counts (k,) of reports (a, b, y), in chunks of about ``chunk`` cells."""
         a, b, y = reports
         counts = np.zeros(self.k, dtype=np.int64)
@@ -59,12 +70,12 @@ class OLH(SupportOracle):
             counts += (h == y[sl, None]).sum(axis=0)
         return counts
 
-    def sample_counts(self, values, rng):
-        """Reports (a, b, y) for ``values``, vectorised (same law as the client)."""
+    def sample_chunk(self, values, rng):
+        """Support counts (k,) of reports for ``values`` (same law as the client)."""
         values = np.asarray(values)
         a = rng.integers(1, self.P, size=values.size)
         b = rng.integers(0, self.P, size=values.size)
-        return a, b, self.grr.perturb(self.hash(a, b, values), rng)
+        return self.tally((a, b, self.grr.perturb(self.hash(a, b, values), rng)))
 
     def channel(self):
         return OLHChannel(self)

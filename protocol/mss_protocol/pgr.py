@@ -82,6 +82,10 @@ class PGR(SupportOracle):
             blocks.append(block)
         return np.concatenate(blocks)
 
+    def device_values(self):
+        """(q, d, t), in mss_device.params.FIELDS order (d: the dimension, here self.t)."""
+        return (self.field, self.t, self.threshold)
+
     # -- client -------------------------------------------------------------
     def randomise(self, x, rng):
         """A point index in [K]: rejection sampling of uniform points (integer only)."""
@@ -92,7 +96,7 @@ class PGR(SupportOracle):
             if (int(np.dot(self.coords[u], v)) % self.field == 0) == inside:
                 return u
 
-    def sample_counts(self, values, rng):
+    def sample_chunk(self, values, rng):
         """Histogram (K,) of reports for ``values``: same law, vectorised rejection."""
         values = np.asarray(values)
         inside = rng.integers(0, ONE, size=values.size) < self.threshold

@@ -38,7 +38,10 @@ def make(name, k, epsilon):
 
 
 def from_config(cfg, name=None):
-    """The protocol of a loaded device configuration."""
+    """The protocol of a loaded device configuration (any protocol)."""
     from mss_protocol.mss.protocol import MssProtocol
+    from mss_protocol.oracle_config import OracleConfig
 
+    if isinstance(cfg, OracleConfig):
+        return cfg.protocol
     return MssProtocol(cfg, name)

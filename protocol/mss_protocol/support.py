@@ -24,6 +24,13 @@ class SupportOracle(Protocol):
     def bits(self):
         return {"max": self.body_bits, "mean": float(self.body_bits)}
 
+    def sample_counts(self, values, rng):
+        """Counts of reports for ``values``: an array, or an iterable of arrays
+        (chunks, to bound memory), each through ``sample_chunk``."""
+        if isinstance(values, np.ndarray):
+            return self.sample_chunk(values, rng)
+        return sum(self.sample_chunk(np.asarray(chunk), rng) for chunk in values)
+
     def support(self, counts):
         """Support counts (k,) from the protocol's counts (identity by default)."""
         return counts

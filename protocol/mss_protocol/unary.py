@@ -55,15 +55,19 @@ class UnaryEncoding(SupportOracle):
     def sue(cls, k, epsilon):
         return cls(k, epsilon, "sue")
 
+    def device_values(self):
+        """(tp, tq), in mss_device.params.FIELDS order."""
+        return (self.tp, self.tq)
+
     def randomise(self, x, rng):
-        """The k-bit report as bytes (bit v at byte v // 8, bit v % 8)."""
+        """The k-bit report body: item v at bit v, most significant first (SPEC.md)."""
         out = bytearray((self.k + 7) // 8)
         for v in range(self.k):
             if rng.chance(self.tp if v == x else self.tq):
-                out[v >> 3] |= 1 << (v & 7)
+                out[v >> 3] |= 0x80 >> (v & 7)
         return bytes(out)
 
-    def sample_counts(self, values, rng):
+    def sample_chunk(self, values, rng):
         """Support counts: Binomial(n_v, p) + Binomial(n - n_v, q) per item, exactly."""
         n_v = np.bincount(np.asarray(values), minlength=self.k)
         return rng.binomial(n_v, self.p) + rng.binomial(n_v.sum() - n_v, self.q)
@@ -81,7 +85,7 @@ class UnaryChannel(Channel):
         self.log_r = math.log(p * (1 - q) / (q * (1 - p)))
 
     def support(self, report):
-        bits = np.unpackbits(np.frombuffer(report, dtype=np.uint8), bitorder="little")
+        bits = np.unpackbits(np.frombuffer(report, dtype=np.uint8))
         return bits[:self.k].astype(bool), self.log_r
 
     def paper_exact(self, prior):

@@ -6,12 +6,15 @@ Reason codes (with a detail text): ``topic`` (not
 ``mss/v1/<campaign>/<device_id>/report``, not UTF-8, too long), ``payload``
 (oversized), ``wire_<reason>`` (see :class:`mss_protocol.mss.wire.WireError`),
 ``frame``/``checksum`` (serial), ``epoch`` (in the future of the campaign
-clock).
+clock).  Compact frames take their epoch from the campaign clock (they
+carry none, or its low 16 bits): without ``period_s`` they are quarantined
+as ``wire_epoch``.
 """
 import re
 import time
 
-from mss_protocol.mss.wire import WireCodec, WireError
+from mss_protocol.frames import WireError
+from mss_protocol.oracle_config import codec
 
 DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_TOPIC = 256
@@ -19,10 +22,10 @@ MAX_TOPIC = 256
 
 class Ingest:
     def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time):
-        self.codec = WireCodec(cfg)
+        self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
-        self.max_payload = max(self.codec.lengths)
+        self.max_payload = 11 + max(self.codec.body_lengths)
 
     def from_mqtt(self, topic, payload, source="mqtt"):
         item = {"source": source, "topic": bytes(topic), "payload": bytes(payload)}
@@ -47,7 +50,8 @@ class Ingest:
         if len(item["payload"]) > self.max_payload:
             return dict(item, reason="payload", detail=f"{len(item['payload'])} bytes is too long")
         try:
-            report = self.codec.decode(item["payload"])
+            report = self.codec.decode(item["payload"], device_id,
+                                       self.current_epoch() if self.period_s else None)
         except WireError as exc:
             return dict(item, reason=f"wire_{exc.reason}", detail=str(exc))
         if self.period_s and report.epoch > self.current_epoch() + 1:

@@ -10,7 +10,8 @@ from rich.table import Table
 from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
-from mss_protocol.mss.config import MssConfig, read_json
+from mss_protocol.mss.config import read_json
+from mss_protocol.oracle_config import load_dict
 
 
 class Aggregator:
@@ -24,7 +25,7 @@ class Aggregator:
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
                  share_group=None, tls_ca=None, client_id=None, log=print):
         raw = read_json(config_path, "config")
-        self.cfg = MssConfig.from_dict(raw, source=str(config_path))
+        self.cfg = load_dict(raw, source=str(config_path))
         device = raw.get("device") or {}
         self.store = open_store(store_path, self.cfg)
         self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0))

@@ -32,8 +32,9 @@ from contextlib import closing, contextmanager
 
 import numpy as np
 
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.mss.config import ConfigError
 from mss_protocol.mss.counts import Counts
+from mss_protocol.oracle_config import load_dict
 
 # (version, statements); {id}, {blob}, {real} are the dialect's types.
 MIGRATIONS = [
@@ -79,7 +80,7 @@ class Store:
             meta = self._set_up(cfg)  # only then write: readers may hold read-only rights
         if "config" not in meta:
             raise StoreError(f"{self.name}: empty store and no config given")
-        stored = MssConfig.from_dict(json.loads(meta["config"]), source=f"{self.name}: config")
+        stored = load_dict(json.loads(meta["config"]), source=f"{self.name}: config")
         if cfg is not None and cfg.config_id != stored.config_id:
             raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}, "
                               f"not {cfg.config_id_hex}; use another --store")
@@ -197,8 +198,10 @@ class Store:
             sql, args = sql + " AND epoch=?", (epoch,)
         rows = self._query(sql, args)
         j = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        members = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<u4").astype(np.int64)
-        return Counts(self.cfg).add_tally(j, members)
+        blobs = [bytes(r[1]) for r in rows]
+        sizes = np.fromiter((len(b) // 4 for b in blobs), dtype=np.int64, count=len(rows))
+        members = np.frombuffer(b"".join(blobs), dtype="<u4").astype(np.int64)
+        return Counts(self.cfg).add_tally(j, members, sizes)
 
     def devices_per_epoch(self, last=48):
         """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""

@@ -17,9 +17,10 @@ HORIZONS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 def channel(name, k, epsilon, cfg=None):
     """The attacker's view of protocol ``name`` (:mod:`mss_protocol.channel`);
-    ``cfg``: audit this MSS configuration instead of the planner's."""
-    if name == "mss" and cfg is not None:
-        return registry.from_config(cfg, "mss").channel()
+    ``cfg``: audit this configuration (of ``name``, or an MSS one for mss)
+    instead of the planner's."""
+    if cfg is not None and cfg.to_dict()["protocol"] in (name, "ss" if name == "mss" else name):
+        return registry.from_config(cfg, name).channel()
     return registry.make(name, k, epsilon).channel()
 
 

@@ -1,6 +1,6 @@
 """Print reports for a fixed value, one hex line each (the device emulator).
 
-    micropython -m mss_node.emit CONFIG VALUE COUNT [EPOCH] [--seed] < SEED_HEX
+    micropython -m mss_node.emit CONFIG VALUE COUNT [EPOCH] [--device ID] [--seed] < SEED_HEX
 
 Uses os.urandom, or with ``--seed`` the hex byte stream read from stdin
 (stdin, because the unix port crashes on arguments over ~256 characters);
@@ -30,12 +30,13 @@ def main(argv):
     with open(argv[0]) as fh:
         params = Params(json.load(fh))
     value, count = int(argv[1]), int(argv[2])
-    epoch = int(argv[3]) if len(argv) > 3 else 0
+    epoch = int(argv[3]) if len(argv) > 3 and argv[3][0] != "-" else 0
+    device_id = argv[argv.index("--device") + 1] if "--device" in argv else "sim"
     if "--seed" in argv:
         rng = ByteRng(stream(bytes.fromhex(sys.stdin.read().strip())))
     else:
         rng = ByteRng()
-    reporter = Reporter(params, rng)
+    reporter = Reporter(params, rng, device_id)
     if not reporter.valid(value):
         raise ValueError("value %d is not in [0, %d)" % (value, params.k))
     for i in range(count):

@@ -134,6 +134,11 @@ class MssConfig:
         """The same channel sent in another frame kind."""
         return MssConfig(self.k, self.epsilon, self.moduli, self.omegas, self.thresholds, frame)
 
+    def tally(self, j, members, sizes):
+        """Inclusion counts (sum(moduli),) of stored reports: cell offset_j + residue."""
+        rows = np.repeat(np.asarray(self.offsets[:-1])[j], sizes) + members
+        return np.bincount(rows, minlength=int(self.offsets[-1]))
+
     # -- serialisation ------------------------------------------------------
     def to_dict(self):
         return {

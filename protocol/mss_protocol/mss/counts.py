@@ -1,23 +1,25 @@
-"""The sufficient statistic of MSS reports: per-block report and inclusion counts.
+"""The sufficient statistic of reports: per-block report and inclusion counts.
 
 For block j the aggregator keeps n_j (reports with J = j) and c_j[r]
 (those whose subset contains r), as in google/rappor's ``sum-bits``: the
 counts are additive, so accumulators merge by addition, and they are saved
-together with the config that defines them.
+together with the config that defines them.  The one-output protocols
+(:mod:`mss_protocol.oracle_config`) use the same shape with one block: their
+support counts or report histogram.
 """
 import json
 import os
 
 import numpy as np
 
-from mss_protocol.mss.config import ConfigError, MssConfig, read_json
+from mss_protocol.mss.config import ConfigError, read_json
 
 FORMAT = "mss-counts"
 FORMAT_VERSION = 1
 
 
 class Counts:
-    """Mergeable MSS counts for one configuration.
+    """Mergeable counts for one configuration (of any protocol).
 
     Attributes
     ----------
@@ -45,19 +47,18 @@ class Counts:
         """Add decoded reports (objects with ``j`` and ``subset``)."""
         reports = list(reports)
         j = np.fromiter((r.j for r in reports), dtype=np.int64, count=len(reports))
-        members = np.fromiter((v for r in reports for v in r.subset), dtype=np.int64,
-                              count=int(np.asarray(self.cfg.omegas)[j].sum()))
-        return self.add_tally(j, members)
+        sizes = np.fromiter((len(r.subset) for r in reports), dtype=np.int64, count=len(reports))
+        members = np.fromiter((v for r in reports for v in r.subset), dtype=np.int64, count=int(sizes.sum()))
+        return self.add_tally(j, members, sizes)
 
-    def add_tally(self, j, members):
+    def add_tally(self, j, members, sizes):
         """Vectorised tally: ``j`` (reports,) block indices, ``members`` their
-        subsets concatenated in report order (each report has omega_j of them)."""
+        subsets concatenated in report order, ``sizes`` (reports,) their lengths;
+        the config tallies them into count cells (``cfg.tally``)."""
         if j.size == 0:
             return self
-        sizes = np.asarray(self.cfg.omegas)[j]
-        rows = np.repeat(np.asarray(self.cfg.offsets[:-1])[j], sizes) + members
         self.n += np.bincount(j, minlength=self.cfg.l)
-        self.c += np.bincount(rows, minlength=self.c.size)
+        self.c += self.cfg.tally(j, members, sizes)
         return self
 
     def add_counts(self, n, c):
@@ -82,7 +83,9 @@ class Counts:
     def from_dict(cls, d, source="counts"):
         if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
             raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file")
-        cfg = MssConfig.from_dict(d.get("config"), source=f"{source}: config")
+        from mss_protocol.oracle_config import load_dict
+
+        cfg = load_dict(d.get("config"), source=f"{source}: config")
         try:
             n = np.asarray(d["n"], dtype=np.int64)
             c = np.concatenate([np.asarray(b, dtype=np.int64) for b in d["counts"]])

@@ -185,7 +185,7 @@ def frontier(scored):
 
 
 def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, prior_label="uniform",
-         protocol="mss"):
+         protocol="mss", per_band=3):
     """Plan a configuration; return the ``mss plan --json`` dict.
 
     ``predicted_mse`` and ``ss_variance`` are per-item MSEs on frequencies
@@ -193,14 +193,16 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     the value distribution the MSE is predicted at (default uniform; its
     ``prior_label`` is reported).  ``protocol``: "mss" (the best MSS
     configuration), "auto" (SubsetSelection, MSS's one-block case, wins
-    where it is better; ``mss plan``'s default) or "ss".
+    where it is better) or "ss".  ``per_band``: random sets per band and l
+    (0: the greedy sets only, a quick search).
     """
     if k < (2 if protocol == "ss" else 4):
         raise PlanError(f"k must be at least 4 (2 for SubsetSelection), got {k}")
     if not (eps > 0 and math.isfinite(eps)):
         raise PlanError(f"epsilon must be positive and finite, got {eps}")
     digest = None if prior is None else hashlib.sha256(np.asarray(prior, dtype=float).tobytes()).hexdigest()
-    key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol], separators=(",", ":"))
+    key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol]
+                     + ([] if per_band == 3 else [per_band]), separators=(",", ":"))
     path = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
     cached = None
     if use_cache and path.exists():
@@ -209,7 +211,7 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
         except (OSError, json.JSONDecodeError):
             cached = None
     if cached is None:
-        best, scored = search(k, eps, max_bits, seed, prior=prior, protocol=protocol)
+        best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol)
         parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
         cached = {
             "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],

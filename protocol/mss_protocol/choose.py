@@ -1,0 +1,172 @@
+"""Choose the protocol and parameters for a domain, a budget and a link (``mss plan``).
+
+Every protocol of :mod:`.registry` is a candidate.  For each one the
+whole frame (header of the frame kind + body; MSS: its longest block) is
+measured against ``max_bytes`` / ``max_bits``; MSS and SS are planned
+within the body budget by :mod:`.mss.planner`, the one-output protocols
+are fixed by (k, epsilon) (:mod:`.oracle_config`).  Each is scored by its
+predicted per-item MSE at ``n`` reports and the prior (SPEC.md section 7).
+``auto`` returns the lowest MSE among those that fit and that a device can
+run; MSEs equal to 3 significant digits are a tie, broken by device time.
+Under a budget above k = QUICK_K, ``auto`` plans MSS with the quick search
+(greedy moduli sets only: the full search takes minutes there and has never
+come near the one-output protocols); ``--protocol mss`` searches fully.
+
+Two figures are first estimates, stated as models:
+
+* ``device_ms``: per-report time on an RP2040 (Cortex-M0+, 125 MHz) from
+  the count of interpreted loop steps a report takes (:func:`device_steps`)
+  at DEVICE_US_PER_STEP, calibrated against Cortex-M0 instruction counts
+  of MSS reports (1.1 M instructions at k = 64, eps = 1 = 14 ms);
+* ``decode_s``: the aggregator's decode at ``n`` reports, from the number
+  of array cells its decoder touches (:func:`decode_cells`) at
+  DECODE_CELLS_PER_S on one core.
+"""
+import math
+
+from mss_device.frame import HEADER, KINDS
+from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
+from mss_protocol.mss.planner import PlanError, plan as plan_mss
+from mss_protocol.oracle_config import NAMES, OracleConfig
+
+CHOICES = ("auto", "mss", "ss") + NAMES
+DEVICE_US_PER_STEP = 20.0
+DECODE_CELLS_PER_S = 1e8
+MAX_BELOW = 1 << 23  # the device's largest uniform draw (mss_device.rng.below)
+QUICK_K = 4096
+
+
+def device_steps(cfg):
+    """Interpreted loop steps of one report on the device (expected)."""
+    name = cfg_name(cfg)
+    if name in ("mss", "ss"):  # the subset rank dominates: m steps over the rank's limbs
+        m = max(cfg.moduli)
+        limbs = max(cfg.rank_bits) / (15 if m <= 1 << 15 else 7) + 1
+        return m * (2 * limbs + 1) + 4 * max(cfg.omegas)
+    p = cfg.protocol
+    if name == "grr":
+        return 10
+    if name in ("rappor", "sue"):
+        return 6 * cfg.k  # one 4-byte coin per item
+    if name == "olh":
+        return 120  # two SHA-256 blocks (native) and the draws
+    if name == "hr":
+        return 2 * (4 + 2 * p.K.bit_length())  # two draws expected, a popcount each
+    # pgr: rejection until the point is on the drawn side of x's hyperplane
+    side = p.c_set / p.K
+    draws = p.p / side + (1 - p.p) / (1 - side)
+    return draws * (8 + 4 * p.t)
+
+
+def decode_cells(cfg, n):
+    """Array cells the decoder touches for n reports."""
+    name = cfg_name(cfg)
+    if name in ("mss", "ss"):
+        return 50 * (cfg.k * cfg.l + sum(cfg.moduli))  # LSMR passes over A
+    p = cfg.protocol
+    if name == "olh":
+        return n * cfg.k  # every report against every item
+    if name == "pgr":
+        return p.field ** p.t * (p.t * math.log2(p.field) + cfg.k / max(1, p.field ** (p.t - 1)) + p.field)
+    if name == "hr":
+        return p.K * max(1, p.K.bit_length())
+    return cfg.k
+
+
+def cfg_name(cfg):
+    return cfg.name if isinstance(cfg, OracleConfig) else cfg.to_dict()["protocol"]
+
+
+def device_limit(cfg):
+    """Why a device cannot run ``cfg``, or None."""
+    name = cfg_name(cfg)
+    if name in ("hr", "pgr") and cfg.protocol.K > MAX_BELOW:
+        return f"K = {cfg.protocol.K} > 2**23 (device draw)"
+    return None
+
+
+def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick):
+    """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
+    if name in ("mss", "ss"):
+        if name == "mss" and k < 4:
+            raise PlanError("MSS needs k >= 4")
+        res = plan_mss(k, eps, max_bits=budget_bits, n=n, seed=seed, use_cache=use_cache,
+                       prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3)
+        return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
+    cfg = OracleConfig(name, k, eps, frame)
+    bits = cfg.bits_per_report["max"]
+    if budget_bits is not None and bits > budget_bits:
+        raise PlanError(f"too long ({bits} bits)")
+    return cfg, float(cfg.protocol.variance(n, prior)), None
+
+
+def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=10000, prior=None,
+           prior_label="uniform", seed=0, use_cache=True):
+    """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
+    ``frame_bytes`` and ``body_bits``, and ``candidates`` (every protocol
+    considered, with why it was left out where it was)."""
+    if protocol not in CHOICES:
+        raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
+    try:
+        kind = frame_index(frame)
+    except ConfigError as exc:
+        raise PlanError(str(exc)) from None
+    head = HEADER[kind]
+    budget = max_bits
+    if max_bytes is not None:
+        if max_bytes <= head:
+            raise PlanError(f"--max-bytes {max_bytes} leaves no room for a body after the "
+                            f"{head}-byte {KINDS[kind]} header")
+        budget = min(budget or 1 << 30, 8 * (max_bytes - head))
+    names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
+    ss_var = _ss_variance(k, eps, n, prior, prior_label, seed, use_cache)
+    rows, found = [], []
+    for name in names:
+        row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
+               "variance_ratio_vs_ss": None, "device_ms": None, "decode_s": None}
+        try:
+            quick = protocol == "auto" and budget is not None and k > QUICK_K
+            cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick)
+        except (PlanError, ConfigError, ValueError) as exc:
+            rows.append(dict(row, excluded=str(exc)))
+            continue
+        bits = cfg.bits_per_report["max"]
+        row.update(body_bits=int(bits), frame_bytes=head + (int(bits) + 7) // 8, predicted_mse=float(mse),
+                   variance_ratio_vs_ss=float(mse / ss_var),
+                   device_ms=device_steps(cfg) * DEVICE_US_PER_STEP / 1000,
+                   decode_s=decode_cells(cfg, n) / DECODE_CELLS_PER_S)
+        why = device_limit(cfg)
+        if why:
+            row["excluded"] = why
+        else:
+            found.append((float(f"{mse:.3g}"), row["device_ms"], len(found), cfg, res, row))
+        rows.append(row)
+    if not found:
+        raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
+    _, _, _, cfg, res, best = min(found, key=lambda t: t[:3])
+    return _result(k, eps, cfg, res, best, rows, ss_var, n, prior_label, max_bits, max_bytes, kind)
+
+
+def _ss_variance(k, eps, n, prior, prior_label, seed, use_cache):
+    """SubsetSelection's predicted MSE, the yardstick of every ratio."""
+    return plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
+                    protocol="ss")["predicted_mse"]
+
+
+def _result(k, eps, cfg, res, best, rows, ss_var, n, prior_label, max_bits, max_bytes, kind):
+    if res is None:  # a one-output protocol: the MSS-only fields are null
+        from mss_protocol.subset_selection import optimal_omega, rank_bits
+
+        omega = optimal_omega(k, eps)
+        res = {"k": k, "epsilon": float(eps), "eps_effective": cfg.eps_effective, "moduli": None,
+               "omegas": None, "bits_per_report": cfg.bits_per_report, "protocol": cfg.name,
+               "prior": prior_label, "n": n, "predicted_mse": best["predicted_mse"],
+               "predicted_mse_rel_error": 0.0, "predicted_mse_parts": None, "ss_variance": ss_var,
+               "ss_omega": omega, "ss_bits": rank_bits(k, omega),
+               "variance_ratio_vs_ss": best["predicted_mse"] / ss_var, "max_bits": max_bits,
+               "candidates_considered": len(rows), "frontier": None}
+    res = dict(res)
+    res.update(config_id=cfg.config_id_hex, config=cfg.to_dict(), max_bytes=max_bytes,
+               frame=KINDS[kind], frame_bytes=best["frame_bytes"], body_bits=best["body_bits"],
+               device_ms=best["device_ms"], decode_s=best["decode_s"], candidates=rows)
+    return res

@@ -1,0 +1,200 @@
+"""Device configuration of the one-output protocols: grr, rappor, sue, olh, hr, pgr.
+
+Such a protocol is fixed by (name, k, epsilon): its integers (thresholds,
+field and sizes, in ``mss_device.params.FIELDS`` order) follow from them,
+and a loaded config must carry exactly those integers, so the decoder's p
+and q are the device's.  The additive counts (:mod:`.counts`) have one block
+of ``size`` cells: the support counts (k,) for grr, the unary encodings and
+olh, the report histogram (K,) for hr and pgr.
+"""
+import json
+from functools import cached_property
+
+import numpy as np
+
+from mss_device.frame import KINDS
+from mss_device.olh import seed
+from mss_device.params import FIELDS, THRESHOLD_BITS, oracle_config_id
+from mss_protocol import registry
+from mss_protocol.frames import Report, WireError, split
+from mss_protocol.mss.config import FORMAT, FORMAT_VERSION, ConfigError, frame_index, read_json
+
+NAMES = tuple(FIELDS)
+
+
+class OracleConfig:
+    """An immutable config of protocol ``name`` on [k] at ``epsilon``."""
+
+    def __init__(self, name, k, epsilon, frame="full"):
+        if name not in FIELDS:
+            raise ConfigError(f"protocol must be one of {', '.join(NAMES)}, got {name!r}")
+        if type(k) is not int or k < 2:
+            raise ConfigError(f"k must be an integer >= 2, got {k!r}")
+        if not (isinstance(epsilon, (int, float)) and 0 < epsilon < float("inf")):
+            raise ConfigError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        self.name, self.k, self.epsilon = name, k, float(epsilon)
+        self.frame = frame_index(frame)
+        try:
+            self.protocol = registry.make(name, k, self.epsilon)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.values = tuple(self.protocol.device_values())
+        self.config_id = oracle_config_id(name, k, self.values)
+        self.eps_effective = self.protocol.eps_effective
+
+    # the shape of the counts: one block (MSS's Counts serve every protocol)
+    l = 1
+
+    @cached_property
+    def size(self):
+        return getattr(self.protocol, "K", self.k) if self.name in ("hr", "pgr") else self.k
+
+    @property
+    def offsets(self):
+        return np.array([0, self.size])
+
+    @property
+    def config_id_hex(self):
+        return self.config_id.hex()
+
+    @property
+    def bits_per_report(self):
+        return self.protocol.bits
+
+    def with_frame(self, frame):
+        return OracleConfig(self.name, self.k, self.epsilon, frame)
+
+    def tally(self, j, members, sizes):
+        """Counts (size,) of stored reports: their members, or OLH's support of (a, b, y)."""
+        if self.name == "olh":
+            return self.protocol.tally(tuple(members.reshape(-1, 3).T))
+        return np.bincount(members, minlength=self.size)
+
+    # -- serialisation ------------------------------------------------------
+    def to_dict(self):
+        d = {"format": FORMAT, "version": FORMAT_VERSION, "protocol": self.name, "k": self.k,
+             "epsilon": self.epsilon, "eps_effective": self.eps_effective}
+        d.update(zip(FIELDS[self.name], self.values))
+        d.update({"threshold_bits": THRESHOLD_BITS, "config_id": self.config_id_hex,
+                  "frame": KINDS[self.frame]})
+        return d
+
+    @classmethod
+    def from_dict(cls, d, source="config"):
+        name = d.get("protocol")
+        for field in ("k", "epsilon", "config_id") + FIELDS.get(name, ()):
+            if field not in d:
+                raise ConfigError(f"{source}: missing field {field!r}")
+        try:
+            cfg = cls(name, d["k"], d["epsilon"], d.get("frame", "full"))
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        for field, value in zip(FIELDS[name], cfg.values):
+            if d[field] != value:
+                raise ConfigError(f"{source}: {field} = {d[field]!r} is not {name}'s value {value} "
+                                  f"for k = {cfg.k}, epsilon = {cfg.epsilon}")
+        if d["config_id"] != cfg.config_id_hex:
+            raise ConfigError(f"{source}: config_id {d['config_id']!r} does not match the "
+                              f"parameters (expected {cfg.config_id_hex})")
+        return cfg
+
+    def save(self, path, extra=None):
+        d = self.to_dict()
+        d.update(extra or {})
+        with open(path, "w") as fh:
+            json.dump(d, fh, indent=1)
+            fh.write("\n")
+
+    def __eq__(self, other):
+        return isinstance(other, OracleConfig) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(self.config_id)
+
+    def __repr__(self):
+        return f"OracleConfig({self.name}, k={self.k}, epsilon={self.epsilon}, id={self.config_id_hex})"
+
+
+class OracleCodec:
+    """Strict decoder of one-output protocol reports (header checks: :mod:`.frames`).
+
+    Bodies: the value in ``nbits`` bits (grr, hr, pgr: the point; olh: y),
+    or the k bits of a unary encoding.  ``subset`` of a decoded report is
+    what the counts tally: the point, the set bits, or olh's (a, b, y) with
+    the seed derived from the device id and epoch.
+    """
+
+    def __init__(self, cfg):
+        from mss_device.params import Params
+
+        self.cfg = cfg
+        self.params = Params(cfg.to_dict())
+        self.client = self.params.client()
+        self.unary = cfg.name in ("rappor", "sue")
+        self.n = None if self.unary else self.client.n
+        self.nbits = self.client.nbits
+        self.body_lengths = {(self.nbits + 7) // 8}
+
+    def encode(self, value, epoch=0, seq=0):
+        """Bytes of a report whose body is ``value`` (the point, y, or the unary bits as an int)."""
+        from mss_device.frame import HEADER, put, start
+
+        out = start(self.params, self.nbits, epoch, seq)
+        off = HEADER[self.params.frame] << 3
+        if self.unary:
+            for v in range(self.cfg.k):
+                if value >> (self.cfg.k - 1 - v) & 1:
+                    put(out, off + v, 1, 1)
+        else:
+            put(out, off, value, self.nbits)
+        return bytes(out)
+
+    def decode(self, data, device_id=None, epoch=None):
+        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, epoch)
+        code = int.from_bytes(body, "big")
+        pad = 8 * len(body) - self.nbits
+        if code & ((1 << pad) - 1):
+            raise WireError("padding", "non-zero padding bits")
+        code >>= pad
+        if self.unary:
+            bits = format(code, f"0{self.nbits}b")
+            subset = tuple(i for i, c in enumerate(bits) if c == "1")
+        else:
+            if code >= self.n:
+                raise WireError("value", f"reported value {code} >= {self.n}")
+            subset = (code,)
+            if self.cfg.name == "olh":
+                if device_id is None:
+                    raise WireError("device", "an olh report needs its device id (the hash seed)")
+                a, b = seed(self.cfg.config_id, epoch, device_id, self.cfg.protocol.P)
+                subset = (a, b, code)
+        return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
+
+
+def load_dict(d, source="config"):
+    """The config of any protocol: :class:`~mss_protocol.mss.config.MssConfig`
+    for mss and ss, :class:`OracleConfig` for the others."""
+    from mss_protocol.mss.config import MssConfig
+
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source}: expected a JSON object")
+    if d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
+        raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file "
+                          f"(format={d.get('format')!r}, version={d.get('version')!r})")
+    name = d.get("protocol", "mss")
+    if name in ("mss", "ss"):
+        return MssConfig.from_dict(d, source)
+    if name not in FIELDS:
+        raise ConfigError(f"{source}: unknown protocol {name!r}; use mss, ss, {', '.join(NAMES)}")
+    return OracleConfig.from_dict(d, source)
+
+
+def load(path):
+    return load_dict(read_json(path, "config"), source=str(path))
+
+
+def codec(cfg):
+    """The wire codec of a config of any protocol."""
+    from mss_protocol.mss.wire import WireCodec
+
+    return OracleCodec(cfg) if isinstance(cfg, OracleConfig) else WireCodec(cfg)
