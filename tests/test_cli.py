@@ -5,10 +5,12 @@ import sys
 
 import pytest
 
+from mss_protocol import oracle_config, registry
 from mss_protocol.mss.config import MssConfig
 
 PLAN_FIELDS = {"k", "epsilon", "eps_effective", "moduli", "omegas", "bits_per_report",
-               "predicted_mse", "ss_variance", "variance_ratio_vs_ss", "config_id", "config"}
+               "predicted_mse", "ss_variance", "variance_ratio_vs_ss", "config_id", "config",
+               "protocol", "frame", "frame_bytes", "body_bits", "candidates"}
 SIM_FIELDS = {"protocol", "k", "epsilon", "n", "trials", "mse", "mse_std", "predicted_mse",
               "decode_seconds", "bits_per_report", "config_id"}
 
@@ -18,20 +20,30 @@ def mss(*args):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_plan_json_and_device_config(tmp_path):
-    out = mss("plan", "--k", 64, "--epsilon", 1, "--json", "--device-config", tmp_path / "cfg.json")
+@pytest.mark.parametrize("protocol", ["mss", "auto", "pgr"])
+def test_plan_json_and_device_config(tmp_path, protocol):
+    out = mss("plan", "--k", 64, "--epsilon", 1, "--protocol", protocol, "--json",
+              "--device-config", tmp_path / "cfg.json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert PLAN_FIELDS <= set(d)
     assert set(d["bits_per_report"]) == {"max", "mean"}
     assert d["eps_effective"] <= d["epsilon"] == 1.0
-    cfg = MssConfig.load(tmp_path / "cfg.json")
-    assert cfg.config_id_hex == d["config_id"] and list(cfg.moduli) == d["moduli"]
+    cfg = oracle_config.load(tmp_path / "cfg.json")
+    assert cfg.config_id_hex == d["config_id"] and cfg.to_dict()["protocol"] == d["protocol"]
+    assert d["frame"] == "full" and d["frame_bytes"] == 11 + (d["body_bits"] + 7) // 8
+    assert {c["protocol"] for c in d["candidates"]} == ({protocol} if protocol != "auto" else
+                                                       set(registry.AVAILABLE))
+    if protocol == "mss":
+        assert list(cfg.moduli) == d["moduli"]
+    if protocol == "auto":  # the most accurate of those a device can run
+        best = min(c["predicted_mse"] for c in d["candidates"] if "excluded" not in c)
+        assert d["predicted_mse"] == pytest.approx(best, rel=1e-3)
 
 
 def test_plan_table():
     out = mss("plan", "--k", 64, "--epsilon", 2)
-    assert out.returncode == 0 and "variance ratio vs SS" in out.stdout
+    assert out.returncode == 0 and "vs SS" in out.stdout and "chosen" in out.stdout
 
 
 def test_simulate_json_and_plot(tmp_path):
@@ -54,11 +66,12 @@ def test_simulate_from_config_and_file_distribution(tmp_path):
 
 
 @pytest.mark.parametrize("args,code,message", [
-    (["plan", "--k", 1024, "--epsilon", 4, "--max-bits", 3], 3, "fits in 3 bits"),
+    (["plan", "--k", 1024, "--epsilon", 4, "--max-bits", 3], 3, "no protocol fits"),
+    (["plan", "--k", 1024, "--epsilon", 4, "--max-bytes", 11], 3, "no room for a body"),
     (["simulate", "--k", 64, "--epsilon", 1, "--n", 10, "--dist", "zipf:x"], 3, "zipf needs"),
     (["simulate", "--k", 64, "--epsilon", 1, "--n", 10, "--dist", "file:/nonexistent.csv"], 3,
      "nonexistent"),
-    (["plan", "--k", 2, "--epsilon", 1], 2, "--k"),
+    (["plan", "--k", 1, "--epsilon", 1], 2, "--k"),
     (["plan", "--k", 64, "--epsilon", -1], 2, "--epsilon"),
 ])
 def test_errors_name_the_problem(args, code, message):
@@ -77,7 +90,7 @@ def test_device_sim_runtimes_agree_and_decode(tmp_path):
         assert out.returncode == 0, out.stderr
         outs[runtime] = [json.loads(line) for line in out.stdout.splitlines()]
     assert outs["micropython"] == outs["cpython"] and len(outs["cpython"]) == 3
-    assert set(outs["cpython"][0]) == {"hex", "j", "subset"}
+    assert set(outs["cpython"][0]) == {"hex", "protocol", "frame", "j", "subset"}
 
 
 def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
@@ -191,7 +204,7 @@ def test_version_and_shell_completion():
 
 
 @pytest.mark.parametrize("args,code,named", [
-    (["plan", "--k", 2, "--epsilon", 1], 2, "--k"),
+    (["plan", "--k", 1, "--epsilon", 1], 2, "--k"),
     (["plan", "--k", 64, "--epsilon", 1, "--bogus"], 2, "--bogus"),
     (["simulate", "--config", "{tmp}/missing.json", "--n", 10], 2, "missing.json"),
     (["simulate", "--config", "{tmp}/bad.json", "--n", 10], 3, "bad.json"),
