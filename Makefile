@@ -36,7 +36,7 @@ bench-firmware: $(STAMP)
 	$(BIN)/python tools/bench_firmware.py
 
 vectors: $(STAMP)
-	$(BIN)/python -m mss_protocol.mss.vectors --write protocol/vectors/mss
+	$(BIN)/python -m mss_protocol.vectors --write protocol/vectors
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis demo.png

@@ -23,7 +23,7 @@ from mss_node import files, settings
 from mss_node.app import Node
 from mss_node.reporter import Reporter
 from mss_node.state import State
-from mss_protocol.mss import vectors
+from mss_protocol import vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder

@@ -12,7 +12,7 @@ import pytest
 
 from micropython_runner import FIRMWARE, run
 from mss_node.reporter import Reporter
-from mss_protocol.mss import vectors
+from mss_protocol import vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
 
