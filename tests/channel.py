@@ -19,10 +19,13 @@ class _Branch(Exception):
 class _Replay:
     def __init__(self, prefix):
         self.prefix, self.i, self.prob, self.pending = prefix, 0, Fraction(1), None
+        self.first = Fraction(1)  # probability of the first decision taken
 
     def _next(self, options, probs):
         if self.i < len(self.prefix):
             choice = self.prefix[self.i]
+            if self.i == 0:
+                self.first = probs[choice]
             self.i += 1
             self.prob *= probs[choice]
             return options[choice]
@@ -36,9 +39,17 @@ class _Replay:
         return self._next([True, False], [Fraction(t, ONE), 1 - Fraction(t, ONE)])
 
 
-def enumerate_outputs(client):
-    """Exact output distribution {output: Fraction} of ``client(rng)``."""
-    dist = {}
+def enumerate_outputs(client, max_draws=None):
+    """Exact output distribution {output: Fraction} of ``client(rng)``.
+
+    With ``max_draws``, paths taking more random decisions are dropped and
+    the rest are renormalised within each outcome of the first decision:
+    exact for a client whose first decision is followed by a memoryless
+    rejection loop (HR, PGR: "inside or outside", then uniform draws until
+    one lands on that side), whose law given the first decision is that of
+    its first accepted draw.  Without it every path is enumerated and the
+    renormalisation changes nothing."""
+    groups = {}  # first decision -> (its probability, {output: probability})
     stack = [[]]
     while stack:
         prefix = stack.pop()
@@ -46,9 +57,17 @@ def enumerate_outputs(client):
         try:
             key = client(rng)
         except _Branch:
-            stack.extend(prefix + [c] for c in range(rng.pending))
+            if max_draws is None or len(prefix) < max_draws:
+                stack.extend(prefix + [c] for c in range(rng.pending))
             continue
-        dist[key] = dist.get(key, Fraction(0)) + rng.prob
+        first = prefix[0] if prefix else None
+        group = groups.setdefault(first, (rng.first, {}))[1]
+        group[key] = group.get(key, Fraction(0)) + rng.prob
+    dist = {}
+    for first_prob, group in groups.values():
+        total = sum(group.values())
+        for key, p in group.items():
+            dist[key] = dist.get(key, Fraction(0)) + p * first_prob / total
     return dist
 
 

@@ -33,7 +33,7 @@ CHOICES = ("auto", "mss", "ss") + NAMES
 DEVICE_US_PER_STEP = 20.0
 DECODE_CELLS_PER_S = 1e8
 MAX_BELOW = 1 << 23  # the device's largest uniform draw (mss_device.rng.below)
-QUICK_K = 4096
+QUICK_K = 256
 
 
 def device_steps(cfg):
