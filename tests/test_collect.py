@@ -165,3 +165,40 @@ def test_fuzzed_payloads_are_quarantined(tmp_path, any_broker, config):
     quarantined = s.db.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0]
     s.close()
     assert quarantined == c["rejected"] - c.get("rejected_extra_in_epoch", 0) > 1500
+
+
+@pytest.mark.parametrize("name,frame", [("olh", "full"), ("pgr", "compact-epoch"), ("rappor", "full")])
+def test_fleet_of_any_protocol_end_to_end(tmp_path, any_broker, name, frame):
+    """MicroPython devices of a one-output protocol -> broker -> aggregator ->
+    store -> estimate: the stored counts equal an offline decode of what the
+    broker delivered (OLH's seeds from each topic's device id; the
+    compact-epoch frame's epoch from the campaign clock, device.period_s)."""
+    from mss_protocol.oracle_config import OracleConfig, codec
+
+    cfg = OracleConfig(name, 32, 2.0, frame)
+    path = tmp_path / "cfg.json"
+    cfg.save(path, {"device": {"period_s": 3600}})
+    store = tmp_path / "s.sqlite"
+    agg = AggregatorProcess(tmp_path, path, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start()
+    tap = Tap(any_broker.port)
+    topics = []
+    tap.c.on_message = lambda c, u, m: topics.append((m.topic.split("/")[3], bytes(m.payload)))
+    agg.ready()
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker", f"mqtt://127.0.0.1:{any_broker.port}",
+                          "--campaign", "t", "--config", str(path), "--devices", "30", "--seed", "4"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    wait_for(store, lambda c: c["accepted"] >= 30)
+    agg.stop()
+    tap.close()
+    c = codec(cfg)
+    epoch = int(time.time()) // 3600
+    offline = Counts(cfg).add(c.decode(p, dev, epoch) for dev, p in topics)
+    s = open_store(store)
+    online = s.counts()
+    s.close()
+    assert len(topics) == 30 and online.c.tolist() == offline.c.tolist() and online.total == 30
+    assert all(len(p) == {"full": 11, "compact-epoch": 3}[frame] + min(c.body_lengths) for _, p in topics)
+    est = estimate_json(store)
+    assert est["n"] == 30 and est["counters"]["rejected"] == 0 and len(est["estimates"]) == 32
+    assert all(r["ci_low"] <= r["estimate"] <= r["ci_high"] and r["stderr"] > 0 for r in est["estimates"])

@@ -6,21 +6,23 @@ from rich.console import Console
 from mss_aggregator.distributions import parse
 from mss_cli.common import fail, top_table
 from mss_protocol import registry
-from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.planner import plan
+from mss_protocol.choose import CHOICES, choose
+from mss_protocol.oracle_config import load_dict
 
 
 @click.command("demo")
 @click.option("--broker", help="Use this broker instead of the embedded one (mqtt://host:port).")
 @click.option("--devices", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
+@click.option("--protocol", type=click.Choice(CHOICES), default="mss", show_default=True,
+              help="The protocol the fleet runs (auto: the most accurate for k and epsilon).")
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True)
 @click.option("--dist", default="zipf:1.1", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
-def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
+def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     import signal
     import tempfile
@@ -52,13 +54,14 @@ def demo_cmd(broker, devices, k, epsilon, dist, seed, plot, http_bind):
     web = view = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = plan(k, epsilon)
-            cfg = MssConfig.from_dict(result["config"])
+            result = choose(k, epsilon, protocol)
+            cfg = load_dict(result["config"])
             cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
             cfg.save(cfg_path)
-            out.print(f"config {cfg.config_id_hex}: k={k}, epsilon={epsilon} "
-                      f"(eps_effective {cfg.eps_effective:.6f}), moduli {list(cfg.moduli)}, "
-                      f"{cfg.bits_per_report['max']} bits per report")
+            out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
+                      f"(eps_effective {cfg.eps_effective:.6f})"
+                      + (f", moduli {result['moduli']}" if result["moduli"] else "")
+                      + f", {cfg.bits_per_report['max']} bits per report ({result['frame_bytes']}-byte frames)")
             agg = Aggregator(cfg_path, store_path, campaign, url, client_id=f"mss-agg-{campaign}",
                              log=lambda m: out.print(m, highlight=False)).start()
             try:

@@ -51,7 +51,7 @@ class Protocol:
     def estimate(self, counts, n):
         raise NotImplementedError
 
-    def decode(self, counts, n, post="none"):
+    def decode(self, counts, n=None, post="none"):
         """Estimates with standard errors and 95% CIs (closed-form decoders);
         ``counts`` may be a :class:`~mss_protocol.mss.counts.Counts` (n implied)."""
         t0 = time.perf_counter()
