@@ -7,7 +7,7 @@ et al. 2017, as in the PGR reference code), ``sue`` the symmetric form
 Counts: per-item support counts (k,), i.e. how many reports set bit v.
 """
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR
+from decimal import ROUND_CEILING, ROUND_FLOOR, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -28,13 +28,15 @@ class UnaryEncoding(SupportOracle):
             raise ValueError(f"unary encoding variant must be oue or sue, got {variant!r}")
         self.k, self.epsilon, self.variant, self.name = k, epsilon, variant, NAMES[variant]
         e = Fraction(privacy.exp_decimal(epsilon))
-        if variant == "oue":
-            tp = ONE // 2
-            tq = int((ONE / (privacy.exp_decimal(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up
-        else:
-            h = privacy.exp_decimal(epsilon / 2)
-            tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
-            tq = ONE - tp
+        with localcontext() as ctx:  # 60 digits, as privacy.threshold; then the exact guard below
+            ctx.prec = 60
+            if variant == "oue":
+                tp = ONE // 2
+                tq = int((ONE / (privacy.exp_decimal(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up
+            else:
+                h = privacy.exp_decimal(epsilon / 2)
+                tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
+                tq = ONE - tp
 
         def ratio(tp, tq):  # worst case: the two bits of x and x' change
             return Fraction(tp * (ONE - tq), (ONE - tp) * tq)

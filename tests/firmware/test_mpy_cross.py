@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from micropython_runner import FIRMWARE, require_micropython
-from mss_protocol.mss import vectors
+from mss_protocol import vectors
 
 FILES = sorted(p for p in FIRMWARE.rglob("*.py"))
 
