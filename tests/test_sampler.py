@@ -70,3 +70,36 @@ def test_sample_counts_agrees_with_sample_reports():
     for jj, z in zip(j, subsets):
         want[cfg.offsets[jj] + np.array(z)] += 1
     assert c.tolist() == want.tolist()
+
+
+def test_moment_sampler_matches_the_exact_sampler_in_distribution(monkeypatch):
+    """Large blocks draw their counts by moments (sampler.MOMENTS_ABOVE).  On
+    a block where both paths run (m = 61, omega = 7, about 4,000 users, 400 draws
+    each): every count's mean agrees (|z| < 4.5 over 61 cells: false alarm
+    < 0.05%), each cell's variance ratio lies within the F(399, 399) quantiles at
+    0.001 / 122 (Bonferroni over 61 cells, both tails: false alarm 0.1%), the
+    total is exact, and the covariance of two cells' counts agrees within 4.5
+    of its standard errors."""
+    from scipy.stats import f as f_dist
+    from mss_protocol.mss import sampler
+
+    cfg = MssConfig.build(64, 2.0, [61, 3])
+    values = np.random.default_rng(0).choice(64, size=8000, p=np.arange(64, 0, -1) / 2080)
+
+    def draws(limit, seed):
+        monkeypatch.setattr(sampler, "MOMENTS_ABOVE", limit)
+        rng = np.random.default_rng(seed)
+        return np.array([sampler.sample_counts(cfg, values, rng)[1][:61] for _ in range(400)])
+
+    exact, moments = draws(1 << 60, 1), draws(0, 2)
+    assert moments.dtype.kind == "i" and (moments >= 0).all()
+    se = np.sqrt((exact.var(axis=0) + moments.var(axis=0)) / 400)
+    assert np.all(np.abs(exact.mean(axis=0) - moments.mean(axis=0)) < 4.5 * se)
+    ratio = moments.var(axis=0, ddof=1) / exact.var(axis=0, ddof=1)
+    lo, hi = f_dist.ppf([0.001 / 122, 1 - 0.001 / 122], 399, 399)
+    assert lo < ratio.min() and ratio.max() < hi
+    n_block = moments.sum(axis=1) / cfg.omegas[0]  # one block-0 report adds omega counts
+    assert np.all(n_block == np.round(n_block))
+    cov = [np.cov(d[:, 5], d[:, 40])[0, 1] for d in (exact, moments)]
+    sd = np.sqrt(exact[:, 5].var() * exact[:, 40].var() / 400)
+    assert abs(cov[0] - cov[1]) < 4.5 * sd * np.sqrt(2)

@@ -5,12 +5,20 @@ It draws from exactly the distribution of :func:`mss_device.randomiser.privatise
 from [m_j] without the residue) but with NumPy's generator instead of the
 device byte stream, in chunks with bounded memory.  Fillers use Floyd's
 algorithm run for all users of a chunk at once on a (users, m) bitmap.
+
+Where that bitmap work (users x omega per block) exceeds ``MOMENTS_ABOVE``
+(k = 2^20 at n = 10^5 would take hours), :func:`_block_counts_moments`
+draws a block's counts directly: the keep coins exactly (binomial per
+residue class), the fillers' counts with their exact means, variances and
+total, and the negative correlation of a sum of uniform subsets, as a
+rounded Gaussian (each count is a sum of thousands of indicators there).
 """
 import numpy as np
 
 from mss_protocol.privacy import ONE
 
 CHUNK_CELLS = 1 << 24  # bitmap cells (bytes) per chunk
+MOMENTS_ABOVE = 1 << 26  # filler draws per block above which counts are drawn by moments
 
 
 def _fillers(r, s, m, rng):
@@ -40,6 +48,36 @@ def _block_subsets(r, m, omega, threshold, rng):
     z[keep, 1:] = _fillers(r[keep], omega - 1, m, rng)
     z[~keep] = _fillers(r[~keep], omega, m, rng)
     return z
+
+
+def _block_counts_moments(r, m, omega, threshold, rng):
+    """Inclusion counts (m,) of a block's reports for residues ``r``, by moments.
+
+    Residue class v (n_v users) keeps its own residue K_v ~ Binomial(n_v, p)
+    times (exact).  Each user of class u draws s_u fillers (omega - 1 if it
+    kept, else omega) uniformly from the M = m - 1 other residues, so the
+    filler count F_v (users of other classes only) has mean
+    (S - S_v) / M and variance sum_{u != v} s_u/M (1 - s_u/M) (S_v: the
+    fillers of class v), and sum_v F_v = S exactly.  F is drawn as those
+    means plus independent normals with the variances scaled by M / (M - 1)
+    and centred, which gives a sum of uniform subsets its covariance
+    a (M I - 1 1^T) / (M - 1), then rounded to integers summing to S.
+    """
+    n_v = np.bincount(r, minlength=m)
+    kept = rng.binomial(n_v, threshold / ONE)
+    fill = kept * (omega - 1) + (n_v - kept) * omega  # S_v
+    total = int(fill.sum())
+    M = m - 1
+    a_kept, a_not = ((omega - 1) / M) * (1 - (omega - 1) / M), (omega / M) * (1 - omega / M)
+    var_v = kept * a_kept + (n_v - kept) * a_not
+    noise = rng.standard_normal(m) * np.sqrt((var_v.sum() - var_v) * M / (M - 1))
+    f = np.maximum((total - fill) / M + noise - noise.mean(), 0)
+    counts = np.floor(f).astype(np.int64)
+    short = total - int(counts.sum())  # hand out the remainder by the fractional parts
+    if short > 0:
+        frac = f - counts
+        counts += rng.multinomial(short, frac / frac.sum()) if frac.sum() > 0 else 0
+    return kept + counts
 
 
 def _chunks(n, m):
@@ -81,6 +119,9 @@ def sample_counts(cfg, values, rng):
         n_j += np.bincount(j, minlength=cfg.l)
         for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
             r = chunk[j == b] % m
+            if r.size * omega > MOMENTS_ABOVE:
+                counts[cfg.offsets[b]:cfg.offsets[b + 1]] += _block_counts_moments(r, m, omega, t, rng)
+                continue
             for part in _chunks(r.size, m):
                 z = _block_subsets(r[part], m, omega, t, rng)
                 counts[cfg.offsets[b]:cfg.offsets[b + 1]] += np.bincount(z.ravel(), minlength=m)
