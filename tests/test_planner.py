@@ -134,3 +134,14 @@ def test_prior_changes_the_prediction_and_the_cache_key():
     uniform, skewed = plan(16, 4.0), plan(16, 4.0, prior=zipf, prior_label="zipf:1.5")
     assert skewed["prior"] == "zipf:1.5" and uniform["prior"] == "uniform"
     assert skewed["predicted_mse_parts"]["assignment"] != uniform["predicted_mse_parts"]["assignment"]
+
+
+def test_unidentifiable_moduli_are_never_planned():
+    """[3, 4, 7] is pairwise coprime with product 84 >= 16, but its residue
+    marginals have rank sum(m_j - 1) + 1 = 12 < 16: the planner must not return
+    it (it once did under a 5-bit budget, with a negative predicted MSE)."""
+    from mss_protocol.mss.planner import search
+
+    best, scored = search(16, 5.0, max_bits=5)
+    assert all(sum(m - 1 for m in c.moduli) + 1 >= 16 and mse > 0 for c, mse, _ in scored)
+    assert best[1] > 0

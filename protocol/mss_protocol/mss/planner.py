@@ -12,7 +12,10 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
    from [0.95 k, k) per l, to keep planning k = 2^20 within two minutes);
 3. with ``protocol="auto"``, SubsetSelection on the full domain (the
    one-block case m_0 = k) is a candidate too (``"ss"``: the only one);
-4. candidates whose normal matrix is singular are dropped; the rest are
+4. candidates that cannot identify f are dropped: sum_j (m_j - 1) + 1 < k
+   bounds rank(A) below k (coprime is not enough: [3, 4, 7] at k = 16), and
+   a normal matrix singular, or singular to rounding (a non-positive
+   predicted MSE), is refused; the rest are
    scored by the predicted per-item MSE of :mod:`.variance` at a prior
    (randomisation noise with the exact within-block covariances, plus the
    variance of which devices land in which block), first at a coarse
@@ -36,7 +39,7 @@ from mss_protocol.mss.linalg import SingularError
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 
-PLANNER_VERSION = 3
+PLANNER_VERSION = 4
 MAX_MODULI = 10
 # Above this k an unconstrained search keeps to moduli near k: their residue
 # graph has small components (exact MSE in seconds), and every wider band
@@ -137,6 +140,8 @@ def _score(cfg, settings, prior):
         mse, rel = predicted_mse(cfg, 1.0, prior, **settings)
     except SingularError:
         return None
+    if not (np.isfinite(mse) and mse > 0):  # a normal matrix singular to rounding (a negative "variance")
+        return None
     return mse, rel
 
 
@@ -151,6 +156,8 @@ def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"
     scored = []
     sets = [] if protocol == "ss" else list(candidate_sets(k, eps, max_bits, rng, per_band))
     for moduli in ([[k]] if protocol != "mss" else []) + sets:
+        if sum(m - 1 for m in moduli) + 1 < k:
+            continue  # rank(A) <= sum(m_j - 1) + 1 < k: the residue marginals cannot identify f
         omegas = omegas_within(moduli, eps, max_bits)
         if omegas is None:
             continue

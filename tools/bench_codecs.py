@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Host decoding speed and memory of every protocol's wire codec.
+
+For each protocol at k in {16, 1024, 22000} x epsilon in {1, 4} (MSS and
+SS as planned, the others fixed by (k, epsilon)), and for the planner's
+``auto`` choices (unbudgeted; 11-byte compact frame): decode a batch of
+valid reports with ``codec.decode`` and tally them into counts, on one core.
+Prints reports/s (median of 3 runs) and the memory the codec holds after
+the batch (tracemalloc: its tables); target: >= 20,000 reports/s for every
+``auto`` configuration.
+
+    python tools/bench_codecs.py [--json out.json]
+"""
+import argparse
+import json
+import math
+import platform
+import random
+import statistics
+import time
+import tracemalloc
+
+from mss_device.frame import HEADER, start
+from mss_device.params import Params
+from mss_device.rng import ByteRng
+from mss_protocol.choose import CHOICES, choose
+from mss_protocol.mss.counts import Counts
+from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+
+KS = (16, 1024, 22000)
+EPS = (1.0, 4.0)
+BATCH = 3000
+TARGET = 20000
+
+
+def reports(cfg, n, seed):
+    """n valid reports of ``cfg``.  MSS bodies are built from a uniform rank
+    (the device's encoder would take minutes at k = 22000); the others come
+    from the device client."""
+    rnd = random.Random(seed)
+    p = Params(cfg.to_dict())
+    out = []
+    if p.protocol in ("mss", "ss"):
+        for i in range(n):
+            j = rnd.randrange(len(p.moduli))
+            nbits = p.jbits + p.rank_bits[j]
+            buf = start(p, nbits, 1, i & 0xFFFF)
+            code = (j << p.rank_bits[j]) | rnd.randrange(math.comb(p.moduli[j], p.omegas[j]))
+            buf[HEADER[p.frame]:] = (code << ((-nbits) % 8)).to_bytes((nbits + 7) // 8, "big")
+            out.append(bytes(buf))
+        return out
+    client = p.client()
+    client.device_id = "bench"
+    rng = ByteRng(rnd.randbytes)
+    return [client.report(i % cfg.k, rng, 1, i & 0xFFFF) for i in range(n)]
+
+
+def measure(cfg):
+    data = reports(cfg, BATCH, 1)
+    tracemalloc.start()
+    c = codec(cfg)
+    rates = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        decoded = [c.decode(d, "bench", 1) for d in data]
+        Counts(cfg).add(decoded)
+        rates.append(len(data) / (time.perf_counter() - t0))
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return statistics.median(rates), held
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, one core; "
+          f"{BATCH} reports per run, median of 3")
+    rows = []
+    for k in KS:
+        for eps in EPS:
+            picks = {"auto": choose(k, eps, "auto")["protocol"],
+                     "auto 11 B compact": choose(k, eps, "auto", max_bytes=11, frame="compact")["protocol"]}
+            for name in CHOICES[1:]:
+                try:
+                    cfg = (load_dict(choose(k, eps, name)["config"]) if name in ("mss", "ss")
+                           else OracleConfig(name, k, eps))
+                except ValueError as exc:
+                    print(f"k={k:5d} eps={eps}: {name:6s} -- {exc}")
+                    continue
+                rate, held = measure(cfg)
+                auto = [label for label, p in picks.items() if p == name]
+                ok = rate >= TARGET
+                rows.append({"k": k, "epsilon": eps, "protocol": name, "reports_per_s": rate, "codec_bytes": held,
+                             "auto": auto, "target_met": ok if auto else None})
+                print(f"k={k:5d} eps={eps}: {name:6s} {rate:10,.0f} reports/s, codec holds {held / 1e6:8.2f} MB"
+                      + (f"  [{', '.join(auto)}: {'OK' if ok else 'MISSED'} >= {TARGET:,}/s]" if auto else ""))
+    autos = [r for r in rows if r["auto"]]
+    print(f"target: {sum(r['target_met'] for r in autos)} of {len(autos)} auto configurations >= {TARGET:,} reports/s")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
