@@ -9,7 +9,8 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
 2. each gets SS-optimal omega_j, capped when a bit budget is given so that
    ceil(log2 l) + ceil(log2 C(m_j, omega_j)) <= max_bits;
    (above ``LARGE_K`` without a bit budget: the greedy sets and one set
-   from [0.95 k, k) per l, to keep planning k = 2^20 within two minutes);
+   from [0.95 k, k) per l, and only sets whose residue graph has no
+   component above the exact limit, so planning k = 2^20 takes seconds);
 3. with ``protocol="auto"``, SubsetSelection on the full domain (the
    one-block case m_0 = k) is a candidate too (``"ss"``: the only one);
 4. candidates that cannot identify f are dropped: sum_j (m_j - 1) + 1 < k
@@ -35,11 +36,11 @@ from pathlib import Path
 import numpy as np
 
 from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.linalg import SingularError
+from mss_protocol.mss.linalg import ResidueComponents, SingularError
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 
-PLANNER_VERSION = 4
+PLANNER_VERSION = 5
 MAX_MODULI = 10
 # Above this k an unconstrained search keeps to moduli near k: their residue
 # graph has small components (exact MSE in seconds), and every wider band
@@ -158,6 +159,9 @@ def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"
     for moduli in ([[k]] if protocol != "mss" else []) + sets:
         if sum(m - 1 for m in moduli) + 1 < k:
             continue  # rank(A) <= sum(m_j - 1) + 1 < k: the residue marginals cannot identify f
+        if k > LARGE_K and max_bits is None and len(moduli) > 1 \
+                and ResidueComponents(k, moduli, FINAL["exact_limit"]).large:
+            continue  # a large component: minutes of stochastic traces, and it never won (see LARGE_K)
         omegas = omegas_within(moduli, eps, max_bits)
         if omegas is None:
             continue
