@@ -157,8 +157,8 @@ class OracleCodec:
             raise WireError("padding", "non-zero padding bits")
         code >>= pad
         if self.unary:
-            bits = format(code, f"0{self.nbits}b")
-            subset = tuple(i for i, c in enumerate(bits) if c == "1")
+            bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8))[:self.nbits]
+            subset = tuple(np.flatnonzero(bits).tolist())
         else:
             if code >= self.n:
                 raise WireError("value", f"reported value {code} >= {self.n}")
