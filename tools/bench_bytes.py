@@ -127,7 +127,7 @@ def plot(rows, ks, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     names = sorted({r["protocol"] for r in rows})
     colours = dict(zip(names, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
@@ -147,6 +147,7 @@ def plot(rows, ks, path):
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
         ax.set_title(f"k = {k}")
         ax.set_xlabel("compact report bytes (11: LoRaWAN US915 DR0)")
     first = np.atleast_1d(axes)[0]
