@@ -141,3 +141,23 @@ def test_auto_plan_fits_an_lorawan_us915_dr0_payload(tmp_path, k, eps):
     assert sim.returncode == 0, sim.stderr
     lengths = {len(bytes.fromhex(h)) for h in sim.stdout.split()}
     assert max(lengths) <= 11 and max(lengths) <= plan["frame_bytes"]
+
+
+def test_device_refuses_olh_with_memoize_and_names_bad_fields():
+    """A board loads only what it can honour: OLH's seed changes every epoch,
+    so a memoized OLH config is refused; a wrong integer breaks the config id."""
+    from mss_node.settings import Settings
+
+    d = OracleConfig("olh", 64, 2.0).to_dict()
+    d["device"] = {"device_id": "a", "memoize": True}
+    with pytest.raises(ValueError, match="memoize cannot be used with olh"):
+        Settings(d)
+    d["device"]["memoize"] = False
+    assert Settings(d).params.protocol == "olh"
+    bad = dict(d, g=d["g"] + 1)
+    with pytest.raises(ValueError, match="config_id does not match"):
+        Settings(bad)
+    with pytest.raises(ValueError, match="unknown protocol"):
+        Settings(dict(d, protocol="nope"))
+    with pytest.raises(ValueError, match="frame must be one of"):
+        Settings(dict(d, frame="tiny"))

@@ -13,7 +13,8 @@ SS as planned, the others fixed by (k, epsilon)), and for the planner's
 * memory the codec holds once it has decoded the batch (tracemalloc; MSS's
   unranking tables).
 
-Rates are medians of 3 runs.
+Rates are medians of 3 runs of BATCH reports (fewer, at least 20, where
+that would take over 2 s).
 
     python tools/bench_codecs.py [--json out.json]
 """
@@ -62,8 +63,14 @@ def reports(cfg, n, seed):
 
 
 def measure(cfg):
-    """(decode reports/s, tally reports/s, bytes the codec holds)."""
-    data = reports(cfg, BATCH, 1)
+    """(decode reports/s, tally reports/s, bytes the codec holds); a batch of
+    BATCH reports, or fewer (at least 20) where BATCH would take over 2 s."""
+    probe, c = reports(cfg, 20, 1), codec(cfg)
+    t0 = time.perf_counter()
+    for d in probe:
+        c.decode(d, "bench", 1)
+    per_report = (time.perf_counter() - t0) / len(probe)
+    data = reports(cfg, max(20, min(BATCH, int(2.0 / per_report))), 1)
     tracemalloc.start()
     c = codec(cfg)
     decoded = [c.decode(d, "bench", 1) for d in data]
