@@ -18,9 +18,11 @@ Two figures are first estimates, stated as models:
   the count of interpreted loop steps a report takes (:func:`device_steps`)
   at DEVICE_US_PER_STEP, calibrated against Cortex-M0 instruction counts
   of MSS reports (1.1 M instructions at k = 64, eps = 1 = 14 ms);
-* ``decode_s``: the aggregator's decode at ``n`` reports, from the number
-  of array cells its decoder touches (:func:`decode_cells`) at
-  DECODE_CELLS_PER_S on one core.
+* ``decode_s``: the aggregator's work for ``n`` reports on one core: parsing
+  each report (:func:`ingest_us`, fitted to ``tools/bench_codecs.py``: MSS
+  and SS unrank a subset, 0.25 ms a report at k = 1024, eps = 1 and 53 ms at
+  k = 22000, eps = 1) plus the decode from counts, from the number of array
+  cells it touches (:func:`decode_cells`) at DECODE_CELLS_PER_S.
 """
 import math
 
@@ -71,6 +73,20 @@ def decode_cells(cfg, n):
     if name == "hr":
         return p.K * max(1, p.K.bit_length())
     return cfg.k
+
+
+def ingest_us(cfg):
+    """Microseconds to parse and check one report of ``cfg`` on the host."""
+    name = cfg_name(cfg)
+    if name in ("mss", "ss"):
+        from mss_protocol.mss.wire import walks
+
+        cost = 5.0
+        for j, (m, w) in enumerate(zip(cfg.moduli, cfg.omegas)):
+            rank_bits = cfg.rank_bits[j]
+            cost += (m * (0.15 + 1.2e-4 * rank_bits) if walks(m, w) else 0.6 * w) / cfg.l
+        return cost
+    return 8.0 + (0.03 * cfg.k if name in ("rappor", "sue") else 0.0)
 
 
 def cfg_name(cfg):
@@ -134,7 +150,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         row.update(body_bits=int(bits), frame_bytes=head + (int(bits) + 7) // 8, predicted_mse=float(mse),
                    variance_ratio_vs_ss=float(mse / ss_var),
                    device_ms=device_steps(cfg) * DEVICE_US_PER_STEP / 1000,
-                   decode_s=decode_cells(cfg, n) / DECODE_CELLS_PER_S)
+                   decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         why = device_limit(cfg)
         if why:
             row["excluded"] = why

@@ -25,6 +25,11 @@ _TABLE_LIMIT = 4_000_000
 _WALK_RATIO = 16
 
 
+def walks(m, omega):
+    """Whether unranking in a block (m, omega) walks the binomials rather than bisecting a table."""
+    return not (omega * m <= _TABLE_LIMIT and omega * _WALK_RATIO <= m)
+
+
 class WireCodec:
     """Encoder/decoder of reports for one :class:`~mss_protocol.mss.config.MssConfig`."""
 
@@ -74,7 +79,7 @@ class WireCodec:
         m, omega = self.cfg.moduli[j], self.cfg.omegas[j]
         out = [0] * omega
         top = m
-        if omega * m <= _TABLE_LIMIT and omega * _WALK_RATIO <= m:
+        if not walks(m, omega):
             table = self._table(j)
             for i in range(omega, 0, -1):
                 c = bisect_right(table[i], rank, 0, top) - 1
