@@ -63,7 +63,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, n, prior_spec, se
             continue
         table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), f"{c['predicted_mse']:.3g}",
                       f"{c['variance_ratio_vs_ss']:.3f}", f"{c['device_ms']:.2g}", f"{c['decode_s']:.2g}",
-                      "chosen" if chosen else c.get("excluded", ""), style="bold" if chosen else None)
+                      "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
+                      style="bold" if chosen else None)
     out.print(table)
     out.print("* first estimates: device time per report on an RP2040 (125 MHz), decode time on one core")
     out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "

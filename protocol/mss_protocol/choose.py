@@ -151,6 +151,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                    variance_ratio_vs_ss=float(mse / ss_var),
                    device_ms=device_steps(cfg) * DEVICE_US_PER_STEP / 1000,
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
+        if quick and name == "mss":
+            row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         why = device_limit(cfg)
         if why:
             row["excluded"] = why
