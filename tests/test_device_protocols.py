@@ -76,7 +76,7 @@ def _configs():
 
     out = []
     for frame in ("full", "compact", "compact-epoch"):
-        out.append(MssConfig.build(64, 2.0, [61, 63, 64 - 2]).with_frame(frame))
+        out.append(MssConfig.build(64, 2.0, [61, 62, 63]).with_frame(frame))
         out += [OracleConfig(n, 64, 2.0, frame) for n in NAMES]
     return out
 

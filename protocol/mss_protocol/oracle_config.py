@@ -12,9 +12,9 @@ from functools import cached_property
 
 import numpy as np
 
-from mss_device.frame import KINDS
+from mss_device.frame import HEADER, KINDS, put, start
 from mss_device.olh import seed
-from mss_device.params import FIELDS, THRESHOLD_BITS, oracle_config_id
+from mss_device.params import FIELDS, THRESHOLD_BITS, Params, oracle_config_id
 from mss_protocol import registry
 from mss_protocol.frames import Report, WireError, split
 from mss_protocol.mss.config import FORMAT, FORMAT_VERSION, ConfigError, frame_index, read_json
@@ -125,8 +125,6 @@ class OracleCodec:
     """
 
     def __init__(self, cfg):
-        from mss_device.params import Params
-
         self.cfg = cfg
         self.params = Params(cfg.to_dict())
         self.client = self.params.client()
@@ -136,17 +134,10 @@ class OracleCodec:
         self.body_lengths = {(self.nbits + 7) // 8}
 
     def encode(self, value, epoch=0, seq=0):
-        """Bytes of a report whose body is ``value`` (the point, y, or the unary bits as an int)."""
-        from mss_device.frame import HEADER, put, start
-
+        """Bytes of a report whose body is ``value`` (the point, y, or the unary
+        bits as one integer, item 0 most significant), with the device's header."""
         out = start(self.params, self.nbits, epoch, seq)
-        off = HEADER[self.params.frame] << 3
-        if self.unary:
-            for v in range(self.cfg.k):
-                if value >> (self.cfg.k - 1 - v) & 1:
-                    put(out, off + v, 1, 1)
-        else:
-            put(out, off, value, self.nbits)
+        put(out, HEADER[self.params.frame] << 3, value, self.nbits)  # a host int may exceed 2**30 here
         return bytes(out)
 
     def decode(self, data, device_id=None, epoch=None):
