@@ -30,7 +30,7 @@ def test_plan_json_and_device_config(tmp_path, protocol):
     assert set(d["bits_per_report"]) == {"max", "mean"}
     assert d["eps_effective"] <= d["epsilon"] == 1.0
     cfg = oracle_config.load(tmp_path / "cfg.json")
-    assert cfg.config_id_hex == d["config_id"] and cfg.to_dict()["protocol"] == d["protocol"]
+    assert cfg.config_id_hex == d["config_id"] and cfg.name == d["protocol"]
     assert d["frame"] == "full" and d["frame_bytes"] == 11 + (d["body_bits"] + 7) // 8
     assert {c["protocol"] for c in d["candidates"]} == ({protocol} if protocol != "auto" else
                                                        set(registry.AVAILABLE))

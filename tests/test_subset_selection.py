@@ -19,7 +19,7 @@ from mss_protocol.subset_selection import ss_p, ss_variance
 @pytest.mark.parametrize("eps", [1.0, 4.0])
 def test_ss_mse_matches_analytic(eps):
     cfg = MssConfig.subset_selection(1024, eps)
-    assert cfg.eps_effective <= eps and cfg.to_dict()["protocol"] == "ss"
+    assert cfg.eps_effective <= eps and cfg.name == "ss"
     rng = np.random.default_rng(5)
     values = rng.integers(0, 1024, size=100_000)
     truth = np.bincount(values, minlength=1024) / values.size

@@ -10,6 +10,8 @@ SS as planned, the others fixed by (k, epsilon)), and for the planner's
   ``auto`` configuration);
 * tally: adding the decoded reports to the counts, done when estimating
   (OLH's is O(k) per report: every item is checked against each report's hash);
+* mss plan's per-report parsing model (``choose.ingest_us``, in ``decode_s``)
+  against the measured time;
 * memory the codec holds once it has decoded the batch (tracemalloc; MSS's
   unranking tables).
 
@@ -30,7 +32,7 @@ import tracemalloc
 from mss_device.frame import HEADER, start
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_protocol.choose import CHOICES, choose
+from mss_protocol.choose import CHOICES, choose, ingest_us
 from mss_protocol.mss.counts import Counts
 from mss_protocol.oracle_config import OracleConfig, codec, load_dict
 
@@ -109,11 +111,13 @@ def main():
                 rate, tally, held = measure(cfg)
                 auto = [label for label, p in picks.items() if p == name]
                 ok = rate >= TARGET
+                model = ingest_us(cfg)  # mss plan's decode_s model, checked here
                 rows.append({"k": k, "epsilon": eps, "protocol": name, "decode_reports_per_s": rate,
+                             "model_us": model, "measured_us": 1e6 / rate,
                              "tally_reports_per_s": tally, "codec_bytes": held, "auto": auto,
                              "target_met": ok if auto else None})
                 print(f"k={k:5d} eps={eps}: {name:6s} decode {rate:9,.0f}/s, tally {tally:11,.0f}/s, "
-                      f"codec holds {held / 1e6:7.2f} MB"
+                      f"codec holds {held / 1e6:7.2f} MB, mss plan's model {model / (1e6 / rate):5.2f}x measured"
                       + (f"  [{', '.join(auto)}: {'OK' if ok else 'MISSED'} >= {TARGET:,}/s]" if auto else ""))
     autos = [r for r in rows if r["auto"]]
     print(f"target: {sum(r['target_met'] for r in autos)} of {len(autos)} auto configurations >= {TARGET:,} reports/s")

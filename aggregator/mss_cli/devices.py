@@ -47,7 +47,7 @@ def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, device
     for line in res.stdout.split():
         if as_json:
             r = codec.decode(bytes.fromhex(line), device_id, epoch)
-            click.echo(json.dumps({"hex": line, "protocol": cfg.to_dict()["protocol"], "frame": r.frame,
+            click.echo(json.dumps({"hex": line, "protocol": cfg.name, "frame": r.frame,
                                    "j": r.j, "subset": list(r.subset)}))
         else:
             click.echo(line)

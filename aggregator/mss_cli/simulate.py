@@ -38,7 +38,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     try:
         if config_path:
             cfg = oracle_config.load(config_path)
-            protocol = cfg.to_dict()["protocol"]
+            protocol = cfg.name
             if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
                 fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
         elif k is None or epsilon is None:

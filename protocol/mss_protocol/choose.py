@@ -40,7 +40,7 @@ QUICK_K = 256
 
 def device_steps(cfg):
     """Interpreted loop steps of one report on the device (expected)."""
-    name = cfg_name(cfg)
+    name = cfg.name
     if name in ("mss", "ss"):  # the subset rank dominates: m steps over the rank's limbs
         m = max(cfg.moduli)
         limbs = max(cfg.rank_bits) / (15 if m <= 1 << 15 else 7) + 1
@@ -62,7 +62,7 @@ def device_steps(cfg):
 
 def decode_cells(cfg, n):
     """Array cells the decoder touches for n reports."""
-    name = cfg_name(cfg)
+    name = cfg.name
     if name in ("mss", "ss"):
         return 50 * (cfg.k * cfg.l + sum(cfg.moduli))  # LSMR passes over A
     p = cfg.protocol
@@ -77,7 +77,7 @@ def decode_cells(cfg, n):
 
 def ingest_us(cfg):
     """Microseconds to parse and check one report of ``cfg`` on the host."""
-    name = cfg_name(cfg)
+    name = cfg.name
     if name in ("mss", "ss"):
         from mss_protocol.mss.wire import walks
 
@@ -89,13 +89,9 @@ def ingest_us(cfg):
     return 8.0 + (0.03 * cfg.k if name in ("rappor", "sue") else 0.0)
 
 
-def cfg_name(cfg):
-    return cfg.name if isinstance(cfg, OracleConfig) else cfg.to_dict()["protocol"]
-
-
 def device_limit(cfg):
     """Why a device cannot run ``cfg``, or None."""
-    name = cfg_name(cfg)
+    name = cfg.name
     if name in ("hr", "pgr") and cfg.protocol.K > MAX_BELOW:
         return f"K = {cfg.protocol.K} > 2**23 (device draw)"
     return None
@@ -135,7 +131,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                             f"{head}-byte {KINDS[kind]} header")
         budget = min(budget or 1 << 30, 8 * (max_bytes - head))
     names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
-    ss_var = _ss_variance(k, eps, n, prior, prior_label, seed, use_cache)
+    # SubsetSelection at the same n and prior: the yardstick of every ratio
+    ss = plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label, protocol="ss")
+    ss_var = ss["predicted_mse"]
     rows, found = [], []
     for name in names:
         row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
@@ -162,25 +160,17 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     if not found:
         raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
     _, _, _, cfg, res, best = min(found, key=lambda t: t[:3])
-    return _result(k, eps, cfg, res, best, rows, ss_var, n, prior_label, max_bits, max_bytes, kind)
+    return _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
 
 
-def _ss_variance(k, eps, n, prior, prior_label, seed, use_cache):
-    """SubsetSelection's predicted MSE, the yardstick of every ratio."""
-    return plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
-                    protocol="ss")["predicted_mse"]
-
-
-def _result(k, eps, cfg, res, best, rows, ss_var, n, prior_label, max_bits, max_bytes, kind):
+def _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind):
     if res is None:  # a one-output protocol: the MSS-only fields are null
-        from mss_protocol.subset_selection import optimal_omega, rank_bits
-
-        omega = optimal_omega(k, eps)
+        ss_var = ss["predicted_mse"]
         res = {"k": k, "epsilon": float(eps), "eps_effective": cfg.eps_effective, "moduli": None,
                "omegas": None, "bits_per_report": cfg.bits_per_report, "protocol": cfg.name,
                "prior": prior_label, "n": n, "predicted_mse": best["predicted_mse"],
                "predicted_mse_rel_error": 0.0, "predicted_mse_parts": None, "ss_variance": ss_var,
-               "ss_omega": omega, "ss_bits": rank_bits(k, omega),
+               "ss_omega": ss["ss_omega"], "ss_bits": ss["ss_bits"],
                "variance_ratio_vs_ss": best["predicted_mse"] / ss_var, "max_bits": max_bits,
                "candidates_considered": len(rows), "frontier": None}
     res = dict(res)

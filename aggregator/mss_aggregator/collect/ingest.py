@@ -13,6 +13,7 @@ as ``wire_epoch``.
 import re
 import time
 
+from mss_device.frame import HEADER_BYTES
 from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import codec
 
@@ -25,7 +26,7 @@ class Ingest:
         self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
-        self.max_payload = 11 + max(self.codec.body_lengths)
+        self.max_payload = HEADER_BYTES + max(self.codec.body_lengths)  # the longest header, full
 
     def from_mqtt(self, topic, payload, source="mqtt"):
         item = {"source": source, "topic": bytes(topic), "payload": bytes(payload)}

@@ -19,7 +19,7 @@ def channel(name, k, epsilon, cfg=None):
     """The attacker's view of protocol ``name`` (:mod:`mss_protocol.channel`);
     ``cfg``: audit this configuration (of ``name``, or an MSS one for mss)
     instead of the planner's."""
-    if cfg is not None and cfg.to_dict()["protocol"] in (name, "ss" if name == "mss" else name):
+    if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
         return registry.from_config(cfg, name).channel()
     return registry.make(name, k, epsilon).channel()
 

@@ -77,7 +77,7 @@ class MetricsCollector:
         info = InfoMetricFamily("mss_config", "The campaign's protocol configuration")
         info.add_metric([], {"config_id": cfg.config_id_hex, "k": str(cfg.k), "epsilon": repr(cfg.epsilon),
                              "eps_effective": repr(cfg.eps_effective),
-                             "protocol": cfg.to_dict()["protocol"],
+                             "protocol": cfg.name,
                              "moduli": ",".join(map(str, getattr(cfg, "moduli", ())))})
         yield info
         yield CounterMetricFamily("mss_reports_received", "Reports received", value=snap["counters"]["received"])

@@ -74,6 +74,11 @@ class MssConfig:
 
     # -- derived quantities -------------------------------------------------
     @property
+    def name(self):
+        """Registry name: ``ss`` for the one-block case m_0 = k, else ``mss``."""
+        return "ss" if self.moduli == (self.k,) else "mss"
+
+    @property
     def l(self):
         return len(self.moduli)
 
@@ -143,7 +148,7 @@ class MssConfig:
     def to_dict(self):
         return {
             "format": FORMAT, "version": FORMAT_VERSION,
-            "protocol": "ss" if self.moduli == (self.k,) else "mss",
+            "protocol": self.name,
             "k": self.k, "epsilon": self.epsilon, "eps_effective": self.eps_effective,
             "moduli": list(self.moduli), "omegas": list(self.omegas),
             "thresholds": list(self.thresholds), "threshold_bits": THRESHOLD_BITS,

@@ -244,7 +244,7 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
         "k": k, "epsilon": float(eps), "eps_effective": cfg.eps_effective,
         "moduli": list(cfg.moduli), "omegas": list(cfg.omegas),
         "bits_per_report": cfg.bits_per_report,
-        "protocol": cfg.to_dict()["protocol"], "prior": prior_label,
+        "protocol": cfg.name, "prior": prior_label,
         "n": n, "predicted_mse": mse, "predicted_mse_rel_error": cached["mse_rel_error"],
         "predicted_mse_parts": {name: v / n for name, v in cached["unit_parts"].items()},
         "ss_variance": ss_var, "ss_omega": ss_omega, "ss_bits": rank_bits(k, ss_omega),

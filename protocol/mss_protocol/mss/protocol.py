@@ -27,7 +27,7 @@ class MssProtocol(Protocol):
 
     def __init__(self, cfg, name=None):
         self.cfg = cfg
-        self.name = name or cfg.to_dict()["protocol"]
+        self.name = name or cfg.name
         self.k, self.epsilon, self.eps_effective = cfg.k, cfg.epsilon, cfg.eps_effective
         self.mark = bytearray((max(cfg.moduli) + 7) // 8)
 

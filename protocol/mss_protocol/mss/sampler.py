@@ -77,6 +77,8 @@ def _block_counts_moments(r, m, omega, threshold, rng):
     if short > 0:
         frac = f - counts
         counts += rng.multinomial(short, frac / frac.sum()) if frac.sum() > 0 else 0
+    elif short < 0:  # clamping at 0 raised the sum: take the excess from the largest counts
+        counts[np.argpartition(counts, short)[short:]] -= 1
     return kept + counts
 
 
