@@ -2,15 +2,24 @@
 import json
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import fail
 from mss_device.frame import KINDS
+from mss_protocol import lorawan
 from mss_protocol.choose import CHOICES, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
+
+
+def _link(ctx, param, value):
+    try:
+        return None if value is None else lorawan.parse_link(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc))
 
 
 @click.command("plan")
@@ -26,6 +35,10 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--frame", type=click.Choice(KINDS), default="full", show_default=True,
               help="full: 11-byte header; compact: 1 byte, for links that carry the device id and "
                    "counter (LoRaWAN); compact-epoch: 3 bytes, the link carries the device id only.")
+@click.option("--link", type=str, callback=_link, default=None, metavar="lorawan:REGION:DR",
+              help="LoRaWAN link (regions " + ", ".join(lorawan.REGIONS) + "): --max-bytes from the "
+                   "region's payload table, a compact frame unless --frame is given, and the airtime and "
+                   "reports/day of the chosen report.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Fleet size: reports the predicted MSE and the decode time are stated for.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
@@ -36,17 +49,34 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
               help="Write the config file devices and the aggregator load (it names its protocol).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
-def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, n, prior_spec, seed, as_json, device_config,
+def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, seed, as_json, device_config,
              no_cache):
     """Choose the protocol and parameters for K categories at EPSILON."""
+    notes = []
+    if link:
+        if max_bytes is not None and max_bytes != link.max_payload:
+            notes.append(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
+                         f"the smaller, {min(max_bytes, link.max_payload)}, is used")
+        max_bytes = min(max_bytes or link.max_payload, link.max_payload)
+        if click.get_current_context().get_parameter_source("frame") == ParameterSource.DEFAULT:
+            frame = "compact"  # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
                         prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache)
-    except (PlanError, DistributionError) as exc:
+    except DistributionError as exc:
         fail(str(exc))
+    except PlanError as exc:
+        fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
+    extra = None
+    if link:
+        budget = lorawan.budget(link, result["frame_bytes"])
+        result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
+                      reports_per_day=budget.pop("reports_per_day"), link_budget=budget)
+        # the period only: a LoRaWAN transport also needs the modem's UART or path, which a plan cannot know
+        extra = {"device": {"period_s": budget["min_period_s"]}}
     if device_config:
-        load_dict(result["config"]).save(device_config)
+        load_dict(result["config"]).save(device_config, extra)
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
@@ -77,5 +107,24 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, n, prior_spec, se
         if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}); --protocol auto would choose it")
+    if link:
+        _print_budget(out, link, result)
+    for note in notes:
+        out.print(f"note: {note}")
     if device_config:
-        out.print(f"wrote {device_config}")
+        out.print(f"wrote {device_config}" + (f" (device.period_s {extra['device']['period_s']})" if link else ""))
+
+
+def _print_budget(out, link, result):
+    """The link lines of the human output: airtime and reports a day of the chosen report."""
+    b = result["link_budget"]
+    out.print(f"link {link.spec}: SF{link.sf}/{link.bw_khz} kHz, payload <= {link.max_payload} bytes; one "
+              f"{result['frame_bytes']}-byte report takes {result['airtime_ms']:.1f} ms airtime")
+    out.print(f"TTN fair use (30 s airtime/day): {b['fair_use_reports_per_day']} reports/day")
+    if b["duty_cycle_gap_s"] is not None:
+        out.print(f"EU868 1 % duty cycle: >= {b['duty_cycle_gap_s']:.1f} s between reports, "
+                  f"{b['duty_cycle_reports_per_day']} reports/day")
+    if b["dwell_ok"] is not None:
+        out.print(f"dwell time: {result['airtime_ms']:.1f} ms " + ("<= 400 ms, ok" if b["dwell_ok"] else
+                  "[red]exceeds the 400 ms limit: this report cannot be sent at this data rate[/red]"))
+    out.print(f"reports/day: {result['reports_per_day']} (a report every {b['min_period_s']} s or longer)")

@@ -1,0 +1,166 @@
+"""mss plan --link lorawan:<region>:<dr>: payload tables, airtime (Semtech AN1200.13) and the daily budget."""
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from mss_cli.main import main
+from mss_protocol import lorawan, oracle_config
+
+
+def reference_ms(frm_payload, sf, bw_khz):
+    """AN1200.13 counted in symbols: 8 preamble + 4.25 sync symbols, 8 symbols of the
+    first block, then blocks of 5 symbols (CR 4/5), each carrying 4 (SF - 2 DE) bits,
+    until the PHY payload (13 bytes of LoRaWAN + FRMPayload), the 16-bit CRC and the
+    20-bit explicit header, less the 4 SF - 8 bits of the first block, are carried."""
+    de = sf in (11, 12) and bw_khz == 125
+    bits_left = 8 * (frm_payload + 13) + 16 + 20 - (4 * sf - 8)
+    blocks = 0
+    while blocks * 4 * (sf - 2 * de) < bits_left:
+        blocks += 1
+    symbols = 8 + 4.25 + 8 + 5 * blocks
+    return symbols * (1 << sf) / (bw_khz * 1e3) * 1e3
+
+
+def plan(*args):
+    return CliRunner().invoke(main, ["plan", *map(str, args)])
+
+
+def plan_json(*args):
+    out = plan(*args, "--json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("sf", range(7, 13))
+@pytest.mark.parametrize("n", [1, 11, 51])
+def test_airtime_is_an1200_13_at_125_khz(sf, n):
+    assert lorawan.airtime_ms(n, sf, 125) == pytest.approx(reference_ms(n, sf, 125), abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 11, 51, 242])
+def test_airtime_us915_dr4_sf8_500_khz(n):
+    link = lorawan.parse_link("lorawan:us915:4")
+    assert (link.sf, link.bw_khz) == (8, 500)
+    assert lorawan.airtime_ms(n, 8, 500) == pytest.approx(reference_ms(n, 8, 500), abs=1e-9)
+
+
+@pytest.mark.parametrize("n,sf,ms", [(4, 7, 51.5), (4, 12, 1318.9), (11, 10, 370.7), (1, 9, 164.9),
+                                     (28, 12, 2138.1), (51, 11, 1560.6)])
+def test_airtime_matches_the_docs_table(n, sf, ms):
+    assert lorawan.airtime_ms(n, sf, 125) == pytest.approx(ms, abs=0.05)
+
+
+@pytest.mark.parametrize("spec,n,sf,bw", [
+    ("lorawan:us915:0", 11, 10, 125), ("lorawan:us915:dr4", 242, 8, 500), ("LoRaWAN:EU868:DR0", 51, 12, 125),
+    ("lorawan:eu868:5", 242, 7, 125), ("lorawan:au915:2", 11, 10, 125), ("lorawan:au915:4", 125, 8, 125),
+    ("lorawan:au915:6", 242, 8, 500), ("lorawan:au915-nodwell:0", 51, 12, 125),
+    ("lorawan:au915-nodwell:3", 115, 9, 125),
+])
+def test_payload_table(spec, n, sf, bw):
+    link = lorawan.parse_link(spec)
+    assert (link.max_payload, link.sf, link.bw_khz) == (n, sf, bw)
+    assert link.spec == spec.lower().replace("dr", "")
+
+
+@pytest.mark.parametrize("region", lorawan.DWELL_LIMITED)
+def test_every_dwell_limited_payload_fits_400_ms(region):
+    """RP002's dwell-time payload sizes are the largest that fit 400 ms: the table and the formula agree."""
+    for dr, row in lorawan.REGIONS[region].items():
+        if isinstance(row, tuple):
+            link = lorawan.parse_link(f"lorawan:{region}:{dr}")
+            assert reference_ms(link.max_payload, link.sf, link.bw_khz) <= 400
+            assert lorawan.budget(link, link.max_payload)["dwell_ok"] is True
+
+
+def test_dwell_check_fails_above_400_ms():
+    """LoRaWAN 1.0.1's 126 bytes at US915 DR2 (SF8/125) would take over 400 ms."""
+    link = lorawan.Link("us915", 2, 8, 125, 126)
+    assert reference_ms(126, 8, 125) > 400
+    assert lorawan.budget(link, 126)["dwell_ok"] is False
+
+
+def test_budget_refuses_a_payload_over_the_table():
+    with pytest.raises(ValueError, match="exceed the 11-byte payload of lorawan:us915:0"):
+        lorawan.budget(lorawan.parse_link("lorawan:us915:0"), 12)
+
+
+def test_plan_us915_dr0_json():
+    d = plan_json("--k", 1024, "--epsilon", 4, "--link", "lorawan:us915:0")
+    assert d["frame"] == "compact" and d["frame_bytes"] <= 11 and d["max_bytes"] == 11
+    assert d["link"] == "lorawan:us915:0"
+    air = reference_ms(d["frame_bytes"], 10, 125)
+    assert d["airtime_ms"] == pytest.approx(air, abs=1e-9)
+    assert d["reports_per_day"] == math.floor(30000 / air)
+    b = d["link_budget"]
+    assert (b["region"], b["dr"], b["sf"], b["bw_khz"], b["max_payload_bytes"]) == ("us915", 0, 10, 125, 11)
+    assert b["duty_cycle_gap_s"] is None and b["duty_cycle_reports_per_day"] is None and b["dwell_ok"] is True
+
+
+def test_plan_eu868_dr5_binding_limit():
+    d = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:5")
+    air = reference_ms(d["frame_bytes"], 7, 125)
+    fair, duty = math.floor(30000 / air), math.floor(86400 / (air / 1000 / 0.01))
+    b = d["link_budget"]
+    assert (b["fair_use_reports_per_day"], b["duty_cycle_reports_per_day"]) == (fair, duty)
+    assert b["duty_cycle_gap_s"] == pytest.approx(air / 10) and b["dwell_ok"] is None
+    assert d["reports_per_day"] == min(fair, duty)
+
+
+def test_without_link_the_json_is_unchanged():
+    d = plan_json("--k", 64, "--epsilon", 2)
+    assert not {"link", "airtime_ms", "reports_per_day", "link_budget"} & set(d)
+    assert d["frame"] == "full"
+
+
+def test_max_bytes_and_frame_given_with_link():
+    d = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:0", "--max-bytes", 5)
+    assert d["max_bytes"] == 5 and d["frame_bytes"] <= 5
+    assert plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:0", "--max-bytes", 100)["max_bytes"] == 11
+    d = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:3", "--frame", "full")
+    assert d["frame"] == "full" and 11 < d["frame_bytes"] <= 115
+    out = plan("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:0", "--max-bytes", 5)
+    assert "the smaller, 5, is used" in " ".join(out.stdout.split())
+
+
+@pytest.mark.parametrize("spec,names", [
+    ("lorawan:xx868:0", ["'xx868'", "eu868, us915, au915"]),
+    ("lorawan:us915:9", ["'9'", "DR0, DR1, DR2, DR3, DR4"]),
+    ("lorawan:us915:5", ["DR5", "LR-FHSS"]),
+    ("lorawan:au915:0", ["DR0", "dwell time", "au915-nodwell"]),
+    ("lora:us915:0", ["'lora:us915:0'", "lorawan:<region>:<dr>"]),
+    ("lorawan:us915", ["'lorawan:us915'", "lorawan:<region>:<dr>"]),
+])
+def test_bad_specs_name_the_problem(spec, names):
+    out = plan("--k", 64, "--epsilon", 2, "--link", spec)
+    assert out.exit_code != 0
+    message = " ".join(out.stderr.split())
+    assert "--link" in message
+    for name in names:
+        assert name in message
+
+
+def test_no_room_names_the_link():
+    out = plan("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:0", "--frame", "full")
+    assert out.exit_code == 3 and "lorawan:us915:0 carries 11 bytes" in " ".join(out.stderr.split())
+
+
+def test_human_output_states_airtime_and_reports_per_day():
+    d = plan_json("--k", 1024, "--epsilon", 4, "--link", "lorawan:eu868:2")
+    out = plan("--k", 1024, "--epsilon", 4, "--link", "lorawan:eu868:2")
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.stdout.split())
+    assert f"{d['airtime_ms']:.1f} ms airtime" in text
+    assert f"reports/day: {d['reports_per_day']}" in text
+    assert "1 % duty cycle" in text and "TTN fair use" in text
+
+
+def test_device_config_gets_the_budget_period(tmp_path):
+    path = tmp_path / "cfg.json"
+    out = plan("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--json", "--device-config", path)
+    d = json.loads(out.stdout)
+    assert oracle_config.load(path).config_id_hex == d["config_id"]
+    period = json.loads(path.read_text())["device"]["period_s"]
+    assert period == math.ceil(86400 / d["reports_per_day"]) == d["link_budget"]["min_period_s"]
+    assert 86400 / period <= d["reports_per_day"]
