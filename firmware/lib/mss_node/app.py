@@ -9,6 +9,7 @@ board idle, logging why and re-reading the file every minute.
 """
 import time
 
+from mss_device.frame import kind_index
 from mss_node import files, log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
@@ -16,6 +17,7 @@ from mss_node.state import State
 # ESP32/ESP8266/STM32 count seconds from 2000, unix/rp2 from 1970.
 _UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 IDLE_RETRY_S = 60
+_COMPACT = kind_index("compact")
 _CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
 
 
@@ -42,17 +44,26 @@ class Node:
         self.rng = rng
         self.clock = clock
         self.s = settings.load(config_path)
-        self.reporter = Reporter(self.s.params, rng, self.s.device_id)
         self.state = State(state_path, self.s.device["queue_max"], self.s.device["memo_max"])
         if not self.s.device["memoize"]:
             self.state.forget_memos()
         self.link = link or self._make_link()
+        if self.s.device_id is None:  # LoRaWAN: the network server knows the board by its DevEUI
+            self.s.device_id = self.link.dev_eui()
+            if self.s.device_id is None:
+                raise ValueError("the modem gave no DevEUI; set device.device_id")
+        self.reporter = Reporter(self.s.params, rng, self.s.device_id)
 
     def _make_link(self):
-        if self.s.device["transport"] == "mqtt":
+        transport = self.s.device["transport"]
+        if transport == "mqtt":
             from mss_node.mqtt_link import MqttLink
 
             return MqttLink(self.s, self.new_config, self.clock)
+        if transport == "lorawan":
+            from mss_node.lorawan_link import LorawanLink
+
+            return LorawanLink(self.s, self.downlink, self.clock, self.rng)
         from mss_node.serial_link import SerialLink
 
         return SerialLink(self.s)
@@ -71,7 +82,11 @@ class Node:
             return
         epoch = self.epoch()
         cid = self.s.config_id
-        if self.state.due(cid, epoch):
+        # A compact frame carries no epoch: the aggregator dates it by its arrival.  So at most
+        # one leaves per epoch, and a report that waited past its epoch stands for the epoch it
+        # is sent in (no fresh draw for that one): none lost, none twice in an epoch.
+        dated = self.s.params.frame != _COMPACT
+        if self.state.due(cid, epoch) and (dated or not self.state.queue):
             try:
                 value = self.sensor()
             except Exception as exc:  # a user's sensor code must not stop the board
@@ -83,8 +98,12 @@ class Node:
             else:
                 log.warn("sensor value %r is not a category in [0, %d); no report"
                          % (value, self.s.params.k))
-        while self.state.queue and self.link.send(bytes.fromhex(self.state.queue[0])):
-            self.state.sent()
+        if dated:
+            while self.state.queue and self.link.send(bytes.fromhex(self.state.queue[0])):
+                self.state.sent()
+        elif self.state.queue and self.state.sent_in != epoch:
+            if self.link.send(bytes.fromhex(self.state.queue[0])):
+                self.state.sent(cid, epoch)
         self.link.poll()
 
     def _report(self, cid, value, epoch):
@@ -106,15 +125,46 @@ class Node:
         """Adopt a config pushed by the aggregator (protocol fields only)."""
         if not isinstance(d, dict) or d.get("config_id") == self.s.config_id:
             return
+        self._adopt(d, "pushed config")
+
+    def downlink(self, fport, data):
+        """A LoRaWAN downlink: on ``config_fport``, two bytes naming (by the
+        first two bytes of its id) a config in ``device.configs`` to switch to.
+        Anything else is logged and ignored."""
+        lw = self.s.device["lorawan"]
+        if fport != lw["config_fport"]:
+            log.warn("ignored downlink on port %d (config port is %d)" % (fport, lw["config_fport"]))
+            return
+        if data is None or len(data) != 2:
+            log.warn("ignored malformed downlink on the config port (%s)"
+                     % ("garbled" if data is None else "%d bytes, not 2" % len(data)))
+            return
+        want = data.hex()
+        if self.s.config_id.startswith(want):
+            return
+        found = []
+        for path in self.s.device["configs"]:
+            d = files.load(path, None)
+            if isinstance(d, dict) and str(d.get("config_id", "")).startswith(want):
+                found.append(d)
+        if len(found) != 1:
+            log.warn("ignored config switch to %s: %s" % (
+                want, "no held config has that id" if not found else "several held configs match"))
+            return
+        self._adopt(found[0], "held config")
+
+    def _adopt(self, d, what):
         merged = {}
         merged.update(d)
         merged["device"] = self.s.raw.get("device", {})
         try:
             new = settings.Settings(merged)
         except ValueError as exc:
-            log.warn("rejected pushed config: %s" % exc)
+            log.warn("rejected %s: %s" % (what, exc))
             return
+        new.device_id = self.s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
         files.save(self.config_path, merged)
+        self.state.carry(self.s.config_id, new.config_id)
         self.s = new
         self.reporter = Reporter(new.params, self.rng, new.device_id)
         log.info("now using config %s" % new.config_id)
@@ -140,6 +190,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             continue
         if wdt is None:
             wdt = Watchdog(node.s.device["watchdog_ms"])
+        node.link.feed = wdt.feed  # links that wait on a modem keep the watchdog fed
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
         n -= 1  # the attempt that built the node is not a tick

@@ -12,7 +12,7 @@ DEVICE_DEFAULTS = {
     "period_s": 3600,  # one report per period (epoch)
     "epoch_origin": 0,  # unix time at which epoch 0 starts
     "poll_s": 5,  # main-loop tick
-    "transport": "serial",  # "serial" or "mqtt"
+    "transport": "serial",  # "serial", "mqtt" or "lorawan"
     "queue_max": 32,  # unsent reports kept in flash
     "watchdog_ms": 0,  # 0: no watchdog
     "memoize": False,  # re-send one draw per value (SPEC.md, Memoized reports)
@@ -20,6 +20,11 @@ DEVICE_DEFAULTS = {
     "mqtt": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None,
              "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300},
     "serial": {"uart": None, "baud": 115200, "tx": None, "rx": None, "path": None},
+    # baud None: the modem's default; path: a tty instead of a UART (tests, emulators)
+    "lorawan": {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
+                "fport": 1, "config_fport": 2, "join_timeout_s": 30, "tx_timeout_s": 20,
+                "retry_s": 30, "backoff_max_s": 3600},
+    "configs": [],  # config files this board holds: a downlink can switch to one of them
     "wifi": {"ssid": None, "password": None},
 }
 
@@ -60,6 +65,11 @@ class Settings:
             if key not in DEVICE_DEFAULTS:
                 raise ValueError("unknown field device.%s" % key)
             if isinstance(DEVICE_DEFAULTS[key], dict):
+                if not isinstance(given[key], dict):
+                    raise ValueError("config field device.%s has the wrong type: it must be an object" % key)
+                for sub_key in given[key]:
+                    if sub_key not in DEVICE_DEFAULTS[key]:
+                        raise ValueError("unknown field device.%s.%s" % (key, sub_key))
                 sub = dict(DEVICE_DEFAULTS[key])
                 sub.update(given[key])
                 dev[key] = sub
@@ -75,10 +85,15 @@ class Settings:
             raise ValueError("device.memoize must be true or false")
         if dev["memoize"] and self.params.protocol == "olh":
             raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
-        if dev["transport"] not in ("serial", "mqtt"):
-            raise ValueError("device.transport must be serial or mqtt")
+        if dev["transport"] not in ("serial", "mqtt", "lorawan"):
+            raise ValueError("device.transport must be serial, mqtt or lorawan")
+        if dev["transport"] == "lorawan":
+            _check_lorawan(dev["lorawan"])
+        if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
+            raise ValueError("device.configs must be a list of file names")
         self.device = dev
-        self.device_id = dev["device_id"] or _unique_id()
+        # on LoRaWAN the default id is the modem's DevEUI (the network server's id), set by the link
+        self.device_id = dev["device_id"] or (None if dev["transport"] == "lorawan" else _unique_id())
         self.campaign = dev["campaign"]
         self.config_id = self.params.config_id.hex()
 
@@ -86,6 +101,23 @@ class Settings:
         if leaf == "config":
             return "mss/v1/%s/config" % self.campaign
         return "mss/v1/%s/%s/%s" % (self.campaign, self.device_id, leaf)
+
+
+def _check_lorawan(lw):
+    from mss_node.modem import DIALECTS
+
+    if lw["modem"] not in DIALECTS:
+        raise ValueError("device.lorawan.modem must be one of %s" % ", ".join(DIALECTS))
+    if lw["uart"] is None and not lw["path"]:
+        raise ValueError("device.lorawan needs the modem's uart (number) or path")
+    for key in ("fport", "config_fport"):
+        if type(lw[key]) is not int or not 1 <= lw[key] <= 223:
+            raise ValueError("device.lorawan.%s must be an application port, 1 to 223" % key)
+    if lw["fport"] == lw["config_fport"]:
+        raise ValueError("device.lorawan.fport and config_fport must differ")
+    for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
+        if type(lw[key]) is not int or lw[key] < 1:
+            raise ValueError("device.lorawan.%s must be a positive integer" % key)
 
 
 def load(path):

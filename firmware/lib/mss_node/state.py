@@ -2,7 +2,8 @@
 
 ``seq`` is the next sequence number, ``last`` maps config id -> last epoch
 reported, ``queue`` holds unsent reports (hex) oldest first, ``dropped``
-counts reports lost to a full queue.  The epoch is marked used in the same
+counts reports lost to a full queue, ``sent_in`` is the epoch the last
+report without an epoch of its own (compact frame) was sent in.  The epoch is marked used in the same
 write that queues its report, so a reboot can neither send a second fresh
 report for that epoch nor lose a queued one.
 
@@ -27,10 +28,11 @@ class State:
         self.queue = d.get("queue", [])
         self.dropped = d.get("dropped", 0)
         self.memo = d.get("memo", {})
+        self.sent_in = d.get("sent_in", -1)
 
     def save(self):
         files.save(self.path, {"seq": self.seq, "last": self.last, "queue": self.queue,
-                               "dropped": self.dropped, "memo": self.memo})
+                               "dropped": self.dropped, "memo": self.memo, "sent_in": self.sent_in})
 
     def due(self, config_id, epoch):
         return epoch > self.last.get(config_id, -1)
@@ -81,9 +83,22 @@ class State:
                      "it is drawn afresh if it returns" % self.memo_max)
         self.memo = {config_id: entries}  # memos of other configs go
 
-    def sent(self):
+    def sent(self, config_id=None, epoch=None):
+        """The oldest queued report is sent.  With ``epoch`` (a compact frame,
+        dated by its arrival) it stands for that epoch of ``config_id``."""
         self.queue.pop(0)
+        if epoch is not None:
+            self.sent_in = epoch
+            self.last[config_id] = max(self.last.get(config_id, -1), epoch)
         self.save()
+
+    def carry(self, old_id, new_id):
+        """A switch of config: the epochs the old one reported stay used, so a
+        switch never brings a second report in one epoch."""
+        last = max(self.last.get(old_id, -1), self.last.get(new_id, -1))
+        if last >= 0:
+            self.last[new_id] = last
+            self.save()
 
 
 def _hex(text):
@@ -102,7 +117,7 @@ def _entry(e):
 def _valid(d):
     if not isinstance(d, dict):
         return False
-    for key in ("seq", "dropped"):
+    for key in ("seq", "dropped", "sent_in"):
         if type(d.get(key, 0)) is not int:
             return False
     last, queue, memo = d.get("last", {}), d.get("queue", []), d.get("memo", {})

@@ -1,0 +1,312 @@
+"""Emulated LoRaWAN modems on real ptys, and a network server in ChirpStack's shape.
+
+:class:`ModemEmulator` owns the master side of a pty whose slave path the
+firmware opens as its modem UART.  It answers the command dialects of the
+RAK3172 (RUI3, in the old and the colon-separated event forms), the Seeed
+LoRa-E5 / Wio-E5 and the Microchip RN2483/RN2903 as their manuals give them
+(see ``firmware/lib/mss_node/modem/`` for the sources), and can be told to
+refuse: a list of ``faults`` per operation is consumed one per join or
+send.  Join faults: ``fail``, ``busy``.  Send faults: ``busy``,
+``no_channel``, ``duty_cycle``, ``unjoined``, ``length`` (as after a fall
+back to a data rate whose payload limit is below the frame), ``mac_err``
+(accepted, then not sent), ``silent`` (accepted, then no end of send: the
+frame did go on air).  A frame longer than ``max_payload`` is refused as
+``length`` too.  Downlinks queued with :meth:`ModemEmulator.downlink` come
+in the answer to the next uplink, as in LoRaWAN class A.
+
+Every uplink that went on air is passed to ``on_uplink(modem, fport, fcnt,
+data)``; the frame counter restarts at 0 on every join, as in LoRaWAN 1.0.
+
+:class:`ChirpStackEmulator` publishes those uplinks as ChirpStack v4
+``event/up`` JSON on an MQTT broker (zero fields omitted, as ChirpStack's
+proto3 JSON does) and feeds ``command/down`` documents back to the
+devices' modems.  Tests and ``mss demo --lorawan chirpstack`` use both.
+"""
+import base64
+import json
+import os
+import pty
+import select
+import threading
+import time
+import tty
+import uuid
+from datetime import datetime, timezone
+
+DIALECTS = ("rak3172", "rak3172-old", "wio-e5", "rn2483")
+
+
+class ModemEmulator(threading.Thread):
+    def __init__(self, dialect, dev_eui, on_uplink=None, faults=None, max_payload=51,
+                 join_delay_s=0.05, tx_delay_s=0.05):
+        super().__init__(name=f"modem-{dev_eui}", daemon=True)
+        if dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
+        self.dialect, self.dev_eui = dialect, dev_eui.lower()
+        self.on_uplink = on_uplink or (lambda *a: None)
+        self.faults = {"join": [], "send": []}
+        self.faults.update(faults or {})
+        self.max_payload = max_payload
+        self.join_delay_s, self.tx_delay_s = join_delay_s, tx_delay_s
+        self.joined, self.fcnt, self.fport = False, 0, 1
+        self.joins = 0
+        self.uplinks = []  # (fport, fcnt, data) of every frame that went on air
+        self.commands = []  # every line received
+        self.pending = []  # downlinks (fport, hex text) for the next uplink
+        self.master, slave = pty.openpty()
+        tty.setraw(slave)  # no echo, no CR/LF translation: a UART
+        self.path = os.ttyname(slave)
+        self._slave = slave  # held open so the pty lives while the device reconnects
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- control -------------------------------------------------------------
+    def downlink(self, fport, data):
+        """Deliver ``data`` (bytes, or a str written as is: garbled hex) on ``fport``."""
+        with self._lock:
+            self.pending.append((fport, data.hex().upper() if isinstance(data, bytes) else data))
+
+    def stop(self):
+        self._halt.set()
+        self.join(2)
+        for fd in (self.master, self._slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    # -- the serial line -----------------------------------------------------
+    def run(self):
+        buf = b""
+        while not self._halt.is_set():
+            try:
+                ready, _, _ = select.select([self.master], [], [], 0.1)
+                if not ready:
+                    continue
+                buf += os.read(self.master, 1024)
+            except OSError:  # the device closed its end; it may open it again
+                time.sleep(0.05)
+                continue
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.strip().decode("ascii", "replace")
+                if text:
+                    self.commands.append(text)
+                    self._answer(text)
+
+    def _say(self, *lines, delay=0.0):
+        if delay:
+            time.sleep(delay)
+        try:
+            os.write(self.master, "".join(f"{line}\r\n" for line in lines).encode())
+        except OSError:
+            pass
+
+    def _fault(self, op):
+        with self._lock:
+            return self.faults[op].pop(0) if self.faults[op] else None
+
+    def _answer(self, text):
+        if self.dialect.startswith("rak3172"):
+            self._rak(text, old=self.dialect.endswith("-old"))
+        elif self.dialect == "wio-e5":
+            self._e5(text)
+        else:
+            self._rn(text)
+
+    def _join(self):
+        """(ok, fault) of a join attempt."""
+        fault = self._fault("join")
+        if fault is None:
+            self.joined, self.fcnt = True, 0
+            self.joins += 1
+        return fault is None, fault
+
+    def _uplink(self, fport, hexdata):
+        """(outcome, downlink): outcome "sent", "silent" or a refusal name."""
+        fault = self._fault("send")
+        try:
+            data = bytes.fromhex(hexdata)
+        except ValueError:
+            return "param", None
+        if not self.joined:
+            return "unjoined", None
+        if fault is None and len(data) > self.max_payload:
+            fault = "length"
+        if fault == "unjoined":  # the network forgot the session: a real rejoin follows
+            self.joined = False
+        if fault in ("busy", "no_channel", "duty_cycle", "unjoined", "length", "mac_err"):
+            return fault, None
+        self.uplinks.append((fport, self.fcnt, data))
+        self.on_uplink(self, fport, self.fcnt, data)
+        self.fcnt += 1
+        with self._lock:
+            down = self.pending.pop(0) if self.pending else None
+        return ("silent" if fault == "silent" else "sent"), down
+
+    # -- RAK3172, RUI3 -------------------------------------------------------
+    def _rak(self, text, old):
+        if text == "AT":
+            self._say("OK")
+        elif text == "AT+DEVEUI=?":
+            self._say(self.dev_eui.upper() if old else f"AT+DEVEUI={self.dev_eui.upper()}", "OK")
+        elif text == "AT+NJS=?":
+            self._say(str(int(self.joined)) if old else f"AT+NJS={int(self.joined)}", "OK")
+        elif text.startswith("AT+JOIN="):
+            ok, fault = self._join()
+            if fault == "busy":
+                self._say("AT_BUSY_ERROR")
+                return
+            self._say("OK")
+            self._say("+EVT:JOINED" if ok else ("+EVT:JOIN FAILED" if old else "+EVT:JOIN_FAILED_RX_TIMEOUT"),
+                      delay=self.join_delay_s)
+        elif text.startswith("AT+SEND="):
+            port, _, hexdata = text[8:].partition(":")
+            outcome, down = self._uplink(int(port) if port.isdigit() else 0, hexdata)
+            refusal = {"unjoined": "AT_NO_NETWORK_JOINED", "busy": "AT_BUSY_ERROR",
+                       "no_channel": "AT_BUSY_ERROR", "duty_cycle": "AT_BUSY_ERROR",
+                       "length": "AT_PARAM_ERROR", "param": "AT_PARAM_ERROR", "mac_err": "AT_ERROR"}
+            if outcome in refusal:
+                self._say(refusal[outcome])
+                return
+            self._say("OK")
+            lines = []
+            if down:
+                lines = ([f"+EVT:RX_1, RSSI -52, SNR 9", "+EVT:UNICAST", f"+EVT:{down[0]}:{down[1]}"] if old
+                         else [f"+EVT:RX_1:-52:9:UNICAST:{down[0]}:{down[1]}"])
+            if outcome == "sent":
+                lines.append("+EVT:TX_DONE")
+            if lines:
+                self._say(*lines, delay=self.tx_delay_s)
+        else:
+            self._say("AT_ERROR")
+
+    # -- Seeed LoRa-E5 / Wio-E5 ---------------------------------------------
+    def _e5(self, text):
+        if text == "AT":
+            self._say("+AT: OK")
+        elif text == "AT+ID=DevEui":
+            eui = ":".join(self.dev_eui[i:i + 2].upper() for i in range(0, 16, 2))
+            self._say(f"+ID: DevEui, {eui}")
+        elif text.startswith("AT+PORT="):
+            self.fport = int(text[8:]) if text[8:].isdigit() else self.fport
+            self._say(f"+PORT: {self.fport}")
+        elif text == "AT+JOIN":
+            if self.joined:
+                self._say("+JOIN: Joined already")
+                return
+            ok, fault = self._join()
+            if fault == "busy":
+                self._say("+JOIN: LoRaWAN modem is busy")
+                return
+            self._say("+JOIN: Start", "+JOIN: NORMAL")
+            if ok:
+                self._say("+JOIN: Network joined", "+JOIN: NetID 000013 DevAddr 26:01:1B:2C", "+JOIN: Done",
+                          delay=self.join_delay_s)
+            else:
+                self._say("+JOIN: Join failed", "+JOIN: Done", delay=self.join_delay_s)
+        elif text.startswith("AT+MSGHEX="):
+            outcome, down = self._uplink(self.fport, text[10:].strip('"'))
+            refusal = {"unjoined": "Please join network first", "busy": "LoRaWAN modem is busy",
+                       "no_channel": "No free channel", "duty_cycle": "No band in 2340ms",
+                       "length": f"Length error {min(self.max_payload, 11)}", "param": "Parameter error",
+                       "mac_err": "No free channel"}
+            if outcome in refusal:
+                self._say(f"+MSGHEX: {refusal[outcome]}")
+                return
+            self._say("+MSGHEX: Start")
+            lines = []
+            if down:
+                lines = ["+MSGHEX: FPENDING", f'+MSGHEX: PORT: {down[0]}; RX: "{down[1]}"',
+                         "+MSGHEX: RXWIN1, RSSI -70, SNR 5.5"]
+            if outcome == "sent":
+                lines.append("+MSGHEX: Done")
+            if lines:
+                self._say(*lines, delay=self.tx_delay_s)
+        else:
+            self._say("+AT: ERROR(-1)")
+
+    # -- Microchip RN2483 / RN2903 ------------------------------------------
+    def _rn(self, text):
+        if text == "mac get deveui":
+            self._say(self.dev_eui.upper())
+        elif text == "mac join otaa":
+            ok, fault = self._join()
+            if fault == "busy":
+                self._say("busy")
+                return
+            self._say("ok")
+            self._say("accepted" if ok else "denied", delay=self.join_delay_s)
+        elif text.startswith("mac tx uncnf "):
+            port, _, hexdata = text[13:].partition(" ")
+            outcome, down = self._uplink(int(port) if port.isdigit() else 0, hexdata)
+            immediate = {"unjoined": "not_joined", "busy": "busy", "no_channel": "no_free_ch",
+                         "duty_cycle": "no_free_ch", "param": "invalid_param"}
+            if outcome in immediate:
+                self._say(immediate[outcome])
+                return
+            self._say("ok")
+            if outcome in ("length", "mac_err"):  # after ok: not sent
+                self._say("invalid_data_len" if outcome == "length" else "mac_err", delay=self.tx_delay_s)
+            elif outcome == "sent":
+                self._say(f"mac_rx {down[0]} {down[1]}" if down else "mac_tx_ok", delay=self.tx_delay_s)
+        else:
+            self._say("invalid_param")
+
+
+def rfc3339(t):
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def chirpstack_uplink(app, dev_eui, fport, fcnt, data, t=None, gateway="0016c001ff10a235"):
+    """An ``event/up`` document as ChirpStack v4 writes it (proto3 JSON: zero fields omitted)."""
+    doc = {"deduplicationId": str(uuid.uuid4()), "time": rfc3339(time.time() if t is None else t),
+           "deviceInfo": {"tenantId": "52f14cd4-c6f1-4fbd-8f87-4025e1d49242", "tenantName": "mss",
+                          "applicationId": app, "applicationName": "mss",
+                          "deviceProfileName": "sensor", "deviceName": dev_eui, "devEui": dev_eui},
+           "devAddr": "01fd2c7a", "adr": True, "dr": 0, "fCnt": fcnt, "fPort": fport,
+           "data": base64.b64encode(data).decode(),
+           "rxInfo": [{"gatewayId": gateway, "uplinkId": 41257, "rssi": -64, "snr": 9.5,
+                       "context": "EFwMtA=="}],
+           "txInfo": {"frequency": 868100000, "modulation": {"lora": {"bandwidth": 125000,
+                                                                       "spreadingFactor": 12,
+                                                                       "codeRate": "CR_4_5"}}}}
+    return {k: v for k, v in doc.items() if v not in (0, False, "")}
+
+
+class ChirpStackEmulator:
+    """Publishes emulated modems' uplinks as ChirpStack v4 events; routes
+    ``command/down`` documents to the modems (by DevEUI)."""
+
+    def __init__(self, host, port, app, user=None, password=None):
+        import paho.mqtt.client as mqtt
+
+        self.app, self.modems = app, {}
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"ns-emulator-{uuid.uuid4().hex[:8]}")
+        if user:
+            c.username_pw_set(user, password)
+        c.on_connect = lambda cl, *a: cl.subscribe(f"application/{app}/device/+/command/down", qos=1)
+        c.on_message = self._down
+        c.connect(host, port)
+        c.loop_start()
+        self.client = c
+
+    def attach(self, modem):
+        self.modems[modem.dev_eui] = modem
+        modem.on_uplink = self.uplink
+
+    def uplink(self, modem, fport, fcnt, data):
+        doc = chirpstack_uplink(self.app, modem.dev_eui, fport, fcnt, data)
+        self.client.publish(f"application/{self.app}/device/{modem.dev_eui}/event/up", json.dumps(doc), qos=1)
+
+    def _down(self, client, userdata, msg):
+        try:
+            doc = json.loads(msg.payload)
+            modem = self.modems[doc["devEui"].lower()]
+            modem.downlink(int(doc["fPort"]), base64.b64decode(doc["data"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass  # not for an emulated device: a real network server would log it
+
+    def close(self):
+        self.client.loop_stop()
+        self.client.disconnect()

@@ -1,0 +1,79 @@
+"""Reports as unconfirmed LoRaWAN uplinks through an AT-command modem.
+
+* OTAA join, one attempt at a time, retried with exponential back-off and
+  random jitter (so a fleet that lost its gateway does not rejoin in step);
+* one unconfirmed uplink per report on ``device.lorawan.fport``; any
+  refusal (not joined, busy, no free channel, duty cycle, length error
+  after a data-rate fall back) keeps the report queued in flash for a later
+  try; "not joined" also forces a rejoin;
+* a downlink that arrives in the answer to an uplink goes to
+  ``on_downlink(fport, data)`` (data None if the modem's line was garbled).
+
+Class A: downlinks come only after an uplink, so ``poll`` has nothing to do.
+"""
+import time
+
+from mss_device.rng import ByteRng
+from mss_node import log
+from mss_node.modem import SENT, UNJOINED, open_modem
+
+
+class LorawanLink:
+    def __init__(self, settings, on_downlink, clock=time.time, rng=None):
+        self.cfg = settings.device["lorawan"]
+        self.on_downlink = on_downlink
+        self.clock = clock
+        self.rng = rng or ByteRng()
+        self.feed = None  # the watchdog's feed, called while waiting on the modem
+        self.modem = open_modem(self.cfg, self._feed)
+        self.joined = False
+        self.backoff = self.cfg["retry_s"]
+        self.next_try = 0
+
+    def _feed(self):
+        if self.feed is not None:
+            self.feed()
+
+    def dev_eui(self):
+        return self.modem.dev_eui()
+
+    def _later(self, why):
+        wait = self.backoff + self.rng.below(self.backoff + 1)  # jitter in [0, backoff]
+        log.warn("lorawan: %s; retry in %d s" % (why, wait))
+        self.next_try = self.clock() + wait
+        self.backoff = min(self.backoff * 2, self.cfg["backoff_max_s"])
+
+    def _up(self):
+        if self.joined:
+            return True
+        if self.clock() < self.next_try:
+            return False
+        ok, why = self.modem.join(self.cfg["join_timeout_s"] * 1000)
+        if not ok:
+            self._later("join failed (%s)" % why)
+            return False
+        self.joined = True
+        self.backoff = self.cfg["retry_s"]
+        log.info("lorawan joined")
+        return True
+
+    def send(self, report):
+        if not self._up() or self.clock() < self.next_try:
+            return False
+        status, why, down = self.modem.send(self.cfg["fport"], report.hex(),
+                                            self.cfg["tx_timeout_s"] * 1000)
+        if down is not None:
+            self.on_downlink(down[0], down[1])
+        if status == SENT:
+            self.backoff = self.cfg["retry_s"]
+            if why != "sent":
+                log.warn("lorawan: modem took the uplink but gave no end of send (%s); "
+                         "counted as sent, not sent again" % why)
+            return True
+        if status == UNJOINED:
+            self.joined = False
+        self._later("uplink refused (%s)" % why)
+        return False
+
+    def poll(self):
+        pass

@@ -1,0 +1,74 @@
+"""Seeed LoRa-E5 / Wio-E5 (AT firmware), 9600 8N1.
+
+Source: "LoRa-E5 AT Command Specification V1.0" (Seeed), CampusIoT
+tutorial ``wio-lora-e5/AT.md``.  Answers repeat the command's name:
+``+JOIN: Network joined`` ... ``+JOIN: Done``; ``+MSGHEX: Start`` ...
+``+MSGHEX: PORT: 1; RX: "0A0B"`` ... ``+MSGHEX: Done``.  Refusals seen in
+public firmware: ``Please join network first``, ``Length error N`` (N is
+the current maximum, often after a fall back to DR0), ``No free channel``,
+``No band in N ms`` (duty cycle), ``LoRaWAN modem is busy``.
+"""
+from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
+
+
+class Modem:
+    def __init__(self, port):
+        self.port = port
+        self.fport = None
+
+    def dev_eui(self):
+        self.port.command("AT+ID=DevEui")
+        _, line = self.port.until(3000, "+ID:")
+        return hex_eui(line.split(",")[-1]) if line else None
+
+    def join(self, timeout_ms):
+        self.port.command("AT+JOIN")
+        lines, _ = self.port.until(timeout_ms, "+JOIN: Done", "+JOIN: Joined already",
+                                   "+JOIN: LoRaWAN modem is busy")
+        why = "no join answer"
+        for line in lines:
+            if line in ("+JOIN: Network joined", "+JOIN: Joined already"):
+                return True, "joined"
+            if line != "+JOIN: Done":
+                why = line[7:]
+        return False, why
+
+    def send(self, fport, hexdata, timeout_ms):
+        if fport != self.fport:
+            self.port.command("AT+PORT=%d" % fport)
+            _, line = self.port.until(3000, "+PORT:")
+            if line != "+PORT: %d" % fport:
+                return RETRY, "port not set: %s" % line, None
+            self.fport = fport
+        self.port.command('AT+MSGHEX="%s"' % hexdata)
+        _, line = self.port.until(3000, "+MSGHEX:")
+        if line is None:
+            return RETRY, "no answer", None
+        if line != "+MSGHEX: Start":
+            why = line[9:]
+            return (UNJOINED if why.startswith("Please join") else RETRY), why, None
+        down = None
+        while True:
+            _, line = self.port.until(timeout_ms, "+MSGHEX:")
+            if line is None:  # started, no Done: on air, as far as can be known
+                return SENT, "no Done", down
+            if line == "+MSGHEX: Done":
+                return SENT, "sent", down
+            if line.startswith("+MSGHEX: PORT:"):
+                down = _downlink(line[15:])
+
+
+def _downlink(text):
+    """(port, bytes or None) of ``1; RX: "0A0B"``."""
+    port, _, rest = text.partition(";")
+    try:
+        port = int(port)
+    except ValueError:
+        return -1, None
+    data = rest.strip()
+    if not data.startswith('RX: "') or not data.endswith('"'):
+        return port, None
+    try:
+        return port, bytes.fromhex(data[5:-1])
+    except ValueError:
+        return port, None

@@ -1,0 +1,172 @@
+"""The device application under MicroPython driving an emulated LoRaWAN modem
+over a real pty, in each command dialect: joins with back-off, keeps every
+refused report and sends it later, never sends two reports in one epoch,
+switches config on a downlink and ignores malformed ones."""
+import json
+
+import pytest
+
+from micropython_runner import run
+from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
+from mss_protocol.choose import choose
+from mss_protocol.oracle_config import codec, load_dict
+
+EUI = "70b3d57ed0000001"
+T0 = 1_800_000_000  # the device's clock: one epoch per tick (period_s = poll_s = 1)
+
+# A virtual clock that sleep() advances, and a print of every uplink the
+# link reports sent, with the epoch it left in.
+NODE = r"""
+import sys
+from mss_node import app, lorawan_link
+t = [int(sys.argv[4])]
+def clock():
+    return t[0]
+def sleep(s):
+    t[0] += s
+send = lorawan_link.LorawanLink.send
+def traced(self, report):
+    ok = send(self, report)
+    if ok:
+        print("UPLINK %d %s" % (t[0], report.hex()))
+    return ok
+lorawan_link.LorawanLink.send = traced
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=clock, sleep=sleep, ticks=int(sys.argv[3]))
+"""
+
+
+def make_config(k, eps, frame):
+    return load_dict(choose(k, eps, "auto", frame=frame, max_bytes=11)["config"])
+
+
+@pytest.fixture(scope="module")
+def compact():
+    return make_config(16, 2.0, "compact")
+
+
+def modem_settings(modem, dialect, **kw):
+    return dict({"modem": dialect.replace("-old", ""), "path": modem.path, "retry_s": 1,
+                 "backoff_max_s": 2, "join_timeout_s": 2, "tx_timeout_s": 1}, **kw)
+
+
+def write_config(folder, cfg, modem, dialect, name="config.json", **device):
+    d = cfg.to_dict()
+    d["device"] = dict({"campaign": "t", "period_s": 1, "poll_s": 1, "transport": "lorawan",
+                        "lorawan": modem_settings(modem, dialect)}, **device)
+    path = folder / name
+    path.write_text(json.dumps(d))
+    return path
+
+
+def run_node(tmp_path, ticks):
+    out = run(NODE, cwd=tmp_path, args=["config.json", "state.json", str(ticks), str(T0)], timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    uplinks = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("UPLINK ")]
+    state = json.loads((tmp_path / "state.json").read_text())
+    return out.stdout, [(int(t), bytes.fromhex(h)) for t, h in uplinks], state
+
+
+@pytest.fixture
+def modem(request):
+    made = []
+
+    def make(dialect, **kw):
+        m = ModemEmulator(dialect, EUI, **kw)
+        m.start()
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.stop()
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_refusals_keep_every_report_and_none_leaves_twice(tmp_path, modem, compact, dialect):
+    faults = {"join": ["fail", "busy", "fail"],
+              "send": ["busy", "no_channel", "duty_cycle", "length", "unjoined", "mac_err", "silent"]}
+    m = modem(dialect, faults=faults)
+    write_config(tmp_path, compact, m, dialect)
+    log, uplinks, state = run_node(tmp_path, 40)
+    assert f"device {EUI} reporting" in log  # the DevEUI from the modem is the device id
+    assert m.faults == {"join": [], "send": []}, "every refusal was met"
+    assert m.joins >= 2, "an unjoined refusal makes the board rejoin"
+    # every drawn report went on air exactly once: draws (seq) = uplinks on air = uplinks sent
+    assert state["queue"] == [] and state["dropped"] == 0
+    assert len(m.uplinks) == len(uplinks) == state["seq"]
+    assert [d for _, _, d in m.uplinks] == [d for _, d in uplinks]
+    # compact frames carry no epoch: at most one leaves per epoch; once the
+    # refusals are over, one every epoch
+    epochs = [t for t, _ in uplinks]
+    assert len(set(epochs)) == len(epochs)
+    assert epochs[-5:] == list(range(T0 + 35, T0 + 40))
+    assert "counted as sent" in log  # the silent modem: on air, not sent again
+    assert all(fport == 1 for fport, _, _ in m.uplinks)
+    dec = codec(compact)
+    for t, data in uplinks:
+        assert dec.decode(data, EUI, t - T0).config_id == compact.config_id
+
+
+@pytest.mark.parametrize("frame", ["compact", "compact-epoch"])
+def test_reports_wait_for_the_network(tmp_path, modem, frame):
+    """Joins fail for several epochs.  compact-epoch frames queue one report per
+    epoch and send them all once joined, each with its epoch; compact frames
+    keep one waiting report, which stands for the epoch it leaves in."""
+    cfg = make_config(16, 2.0, frame)
+    m = modem("rak3172", faults={"join": ["fail"] * 4})
+    write_config(tmp_path, cfg, m, "rak3172", lorawan=modem_settings(m, "rak3172", backoff_max_s=1))
+    log, uplinks, state = run_node(tmp_path, 14)
+    assert state["queue"] == [] and len(uplinks) == len(m.uplinks) == state["seq"]
+    epochs_sent = [t for t, _ in uplinks]
+    if frame == "compact":
+        assert len(set(epochs_sent)) == len(epochs_sent)
+        assert len(uplinks) <= 14 - 4
+    else:
+        dec = codec(cfg)
+        dated = [dec.decode(data, EUI, t - T0).epoch for t, data in uplinks]
+        assert dated == sorted(set(dated)) and len(dated) == 14  # one per epoch, none lost
+        assert len(set(epochs_sent)) < len(epochs_sent)  # the backlog left in one go
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_downlink_switches_to_a_held_config(tmp_path, modem, compact, dialect):
+    other = make_config(64, 1.0, "compact")
+    assert other.config_id[:2] != compact.config_id[:2]
+    m = modem(dialect)
+    held = write_config(tmp_path, other, m, dialect, name="other.json")
+    write_config(tmp_path, compact, m, dialect, configs=[held.name])
+    for fport, data in [(2, b"\x00\x01\x02"), (2, "ZZ"), (7, other.config_id[:2]), (2, b"\xff\xfe"),
+                        (2, other.config_id[:2])]:
+        m.downlink(fport, data)
+    log, uplinks, state = run_node(tmp_path, 12)
+    assert "ignored malformed downlink on the config port (3 bytes, not 2)" in log
+    assert "ignored malformed downlink on the config port (garbled)" in log
+    assert "ignored downlink on port 7" in log
+    assert "ignored config switch to fffe: no held config has that id" in log
+    assert f"now using config {other.config_id_hex}" in log
+    now = json.loads((tmp_path / "config.json").read_text())
+    assert now["config_id"] == other.config_id_hex and now["device"]["configs"] == [held.name]
+    tags = [data[0] & 0x3F for _, data in uplinks]
+    switch = tags.index(other.config_id[0] & 0x3F)
+    assert switch == 5 and set(tags[:switch]) == {compact.config_id[0] & 0x3F}
+    assert set(tags[switch:]) == {other.config_id[0] & 0x3F}
+    epochs = [t for t, _ in uplinks]
+    assert len(set(epochs)) == len(epochs)  # the switch brings no second report in an epoch
+
+
+def test_device_refuses_bad_lorawan_settings(tmp_path, compact):
+    from mss_node import settings
+
+    base = compact.to_dict()
+    for lorawan, why in [({"modem": "sx1276", "path": "/dev/x"}, "device.lorawan.modem must be one of"),
+                         ({"modem": "rak3172"}, "needs the modem's uart"),
+                         ({"path": "/dev/x", "fport": 0}, "fport must be an application port"),
+                         ({"path": "/dev/x", "fport": 2}, "fport and config_fport must differ"),
+                         ({"path": "/dev/x", "fport": "1"}, "fport must be an application port"),
+                         ({"path": "/dev/x", "tx_timeout_s": 0}, "tx_timeout_s must be a positive"),
+                         ({"path": "/dev/x", "fprot": 3}, "unknown field device.lorawan.fprot")]:
+        d = dict(base, device={"transport": "lorawan", "lorawan": lorawan})
+        with pytest.raises(ValueError, match=why):
+            settings.Settings(d)
+    with pytest.raises(ValueError, match="device.configs must be a list"):
+        settings.Settings(dict(base, device={"configs": "other.json"}))
