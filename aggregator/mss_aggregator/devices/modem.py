@@ -172,7 +172,7 @@ class ModemEmulator(threading.Thread):
             self._say("OK")
             lines = []
             if down:
-                lines = ([f"+EVT:RX_1, RSSI -52, SNR 9", "+EVT:UNICAST", f"+EVT:{down[0]}:{down[1]}"] if old
+                lines = (["+EVT:RX_1, RSSI -52, SNR 9", "+EVT:UNICAST", f"+EVT:{down[0]}:{down[1]}"] if old
                          else [f"+EVT:RX_1:-52:9:UNICAST:{down[0]}:{down[1]}"])
             if outcome == "sent":
                 lines.append("+EVT:TX_DONE")
