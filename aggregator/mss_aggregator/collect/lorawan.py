@@ -1,0 +1,216 @@
+"""The LoRaWAN network servers whose MQTT integrations (JSON) the aggregator
+reads uplinks from and sends config switches through: ChirpStack v4 and The
+Things Stack v3.
+
+:func:`parse_spec` turns ``chirpstack:<application id>`` or
+``tts:<application id>@<tenant>`` into a :class:`ChirpStack` or
+:class:`TheThingsStack` object with
+
+* ``uplink_topic`` (the subscription filter) and ``qos`` (ChirpStack 1 with
+  the collector's manual ack; TTS offers QoS 0 only), used for downlinks too;
+* ``uplink(topic, document, fport)``: an :class:`Uplink` (DevEUI, FPort,
+  FCnt, frame bytes, unix time or None) or :class:`UplinkError` with a
+  quarantine reason: ``topic``, ``lorawan_json``, ``lorawan_field``,
+  ``lorawan_base64``, ``lorawan_fport``;
+* ``downlink(device, fport, payload)``: (topic, JSON document).
+
+Both servers omit zero, false and empty fields (proto3 JSON mapping; TTS:
+"Empty fields are omitted"), so a missing FPort, FCnt or payload is 0 or
+empty, never an error.
+"""
+import base64
+import json
+import re
+from datetime import datetime
+from typing import NamedTuple
+
+MAX_DOCUMENT = 64 * 1024  # an uplink event is 1-2 KiB, even heard by tens of gateways
+APP_PORTS = range(1, 224)  # FPort 0 carries MAC commands only, 224 is the certification test port
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # ids that are safe as MQTT topic levels
+DEV_EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)\Z", re.IGNORECASE)
+
+
+class UplinkError(ValueError):
+    """An event that is no uplink of this application; ``reason`` is the quarantine code."""
+
+    def __init__(self, reason, detail):
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+class Uplink(NamedTuple):
+    dev_eui: str  # 16 lowercase hex digits
+    fport: int
+    fcnt: int
+    frame: bytes
+    time: float | None  # unix seconds the server received it, None if missing or unparsable
+
+
+def check_port(port, what):
+    if type(port) is not int or port not in APP_PORTS:
+        raise ValueError(f"{what} must be an application FPort 1..223, got {port!r}")
+    return port
+
+
+def config_port(device, key, default):
+    """FPort ``device.lorawan.<key>`` of a config file's ``device`` section, or ``default``."""
+    section = device.get("lorawan") or {}
+    if not isinstance(section, dict):
+        raise ValueError("device.lorawan must be an object")
+    return check_port(section.get(key, default), f"device.lorawan.{key}")
+
+
+def _show(value):
+    """A short text of a JSON value for a detail (no repr of nested junk: it may recurse deeply)."""
+    return repr(value)[:40] if isinstance(value, (str, int, float, type(None))) else type(value).__name__
+
+
+def dev_eui(value):
+    """A DevEUI as 16 lowercase hex digits (the device id of its reports), or ValueError."""
+    if not isinstance(value, str) or not DEV_EUI.match(value):
+        raise ValueError(f"a DevEUI is 16 hex digits, got {_show(value)}")
+    return value.lower()
+
+
+def unix_time(value):
+    """Seconds since 1970 of an RFC 3339 time (any fraction digits, Z or offset), or None."""
+    if not isinstance(value, str) or not RFC3339.match(value):
+        return None
+    try:  # fromisoformat takes the upper-case T and Z only, and rejects e.g. February 30
+        return datetime.fromisoformat(value.upper()).timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
+def _field(doc, path):
+    """doc[path[0]][path[1]]...; None where a level is missing, UplinkError where one is no object."""
+    for i, key in enumerate(path):
+        if not isinstance(doc, dict):
+            raise UplinkError("lorawan_field", f"{'.'.join(path[:i]) or 'the document'} is not an object")
+        doc = doc.get(key)
+    return doc
+
+
+def _integer(doc, path, limit):
+    value = _field(doc, path)
+    if value is None:
+        return 0  # omitted because it is 0
+    if type(value) is not int or not 0 <= value < limit:  # type(): JSON true is no counter
+        raise UplinkError("lorawan_field",
+                          f"{'.'.join(path)} = {_show(value)} is not an integer in [0, {limit})")
+    return value
+
+
+class Server:
+    """One application on a network server: its topics and JSON field paths.
+    Subclasses add ``device(id)`` (the id a downlink is addressed to, checked;
+    ValueError if it cannot be one) and ``downlink(device, fport, payload)``."""
+
+    name = ""
+    qos = 0
+    DEV_EUI = FPORT = FCNT = DATA = ()  # paths into an uplink event
+    TIMES = ()  # paths of the event's time, best first
+    DEVICE_LEVEL = 3  # the topic level that names the device
+
+    def __init__(self, app, uplink_topic):
+        self.app, self.uplink_topic = app, uplink_topic
+        self._levels = uplink_topic.split("/")
+
+    def uplink(self, topic, document, fport):
+        """The :class:`Uplink` in ``document`` (bytes) received on ``topic`` (str)
+        if it is one on ``fport``; else raise :class:`UplinkError`."""
+        levels = topic.split("/")
+        if len(levels) != len(self._levels) or not levels[self.DEVICE_LEVEL] or any(
+                want not in ("+", got) for want, got in zip(self._levels, levels)):
+            raise UplinkError("topic", f"not an uplink topic of {self.name} application {self.app}")
+        if len(document) > MAX_DOCUMENT:  # not parsed: JSON parsing time and memory grow with it
+            raise UplinkError("lorawan_json", f"{len(document)} bytes is too long for an uplink event")
+        try:
+            doc = json.loads(document)
+        except ValueError as exc:  # not UTF-8 or JSON, or an integer of over 4300 digits
+            raise UplinkError("lorawan_json", f"not JSON: {str(exc)[:80]}") from None
+        except RecursionError:
+            raise UplinkError("lorawan_json", "nested too deeply") from None
+        if not isinstance(doc, dict):
+            raise UplinkError("lorawan_json", f"not a JSON object but {type(doc).__name__}")
+        eui = _field(doc, self.DEV_EUI)
+        try:
+            eui = dev_eui(eui)
+        except ValueError as exc:
+            raise UplinkError("lorawan_field", f"{'.'.join(self.DEV_EUI)}: {exc}") from None
+        port = _integer(doc, self.FPORT, 256)
+        fcnt = _integer(doc, self.FCNT, 1 << 32)
+        data = _field(doc, self.DATA)
+        if not isinstance(data, (str, type(None))):
+            raise UplinkError("lorawan_field", f"{'.'.join(self.DATA)} is not a string")
+        try:
+            frame = base64.b64decode(data or "", validate=True)
+        except ValueError as exc:  # binascii.Error, or a non-ASCII string
+            raise UplinkError("lorawan_base64", f"{'.'.join(self.DATA)}: {exc}") from None
+        if port != fport:
+            raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
+        self.check_device(levels[self.DEVICE_LEVEL], eui)
+        times = (unix_time(_field(doc, path)) for path in self.TIMES)
+        return Uplink(eui, port, fcnt, frame, next((t for t in times if t is not None), None))
+
+    def check_device(self, level, eui):
+        """Raise UplinkError("topic", ...) if the topic's device level contradicts the DevEUI."""
+
+
+class ChirpStack(Server):
+    """ChirpStack v4, JSON MQTT integration; the topic names the device by its DevEUI."""
+
+    name, qos = "chirpstack", 1
+    DEV_EUI, FPORT, FCNT, DATA = ("deviceInfo", "devEui"), ("fPort",), ("fCnt",), ("data",)
+    TIMES = (("time",),)
+
+    def __init__(self, app):
+        super().__init__(app, f"application/{app}/device/+/event/up")
+
+    def check_device(self, level, eui):
+        if level.lower() != eui:  # a forged or misrouted event
+            raise UplinkError("topic", f"topic device {level[:40]!r} is not the event's DevEUI {eui}")
+
+    def device(self, value):
+        return dev_eui(value)
+
+    def downlink(self, device, fport, payload):
+        doc = {"devEui": device, "confirmed": False, "fPort": fport,
+               "data": base64.b64encode(payload).decode()}
+        return f"application/{self.app}/device/{device}/command/down", json.dumps(doc).encode()
+
+
+class TheThingsStack(Server):
+    """The Things Stack v3 MQTT server; the topic names the device by its end-device id, not its DevEUI."""
+
+    name, qos = "tts", 0
+    DEV_EUI, DATA = ("end_device_ids", "dev_eui"), ("uplink_message", "frm_payload")
+    FPORT, FCNT = ("uplink_message", "f_port"), ("uplink_message", "f_cnt")
+    TIMES = (("uplink_message", "received_at"), ("received_at",))  # the network server's, else the app's
+
+    def __init__(self, app, tenant):
+        self.tenant = tenant
+        super().__init__(app, f"v3/{app}@{tenant}/devices/+/up")
+
+    def device(self, value):
+        if not isinstance(value, str) or not NAME.match(value):
+            raise ValueError(f"a TTS end-device id is letters, digits, '-', '_' or '.', got {value!r}")
+        return value
+
+    def downlink(self, device, fport, payload):
+        doc = {"downlinks": [{"f_port": fport, "frm_payload": base64.b64encode(payload).decode(),
+                              "priority": "NORMAL"}]}
+        return f"v3/{self.app}@{self.tenant}/devices/{device}/down/push", json.dumps(doc).encode()
+
+
+def parse_spec(spec):
+    """The :class:`Server` of ``chirpstack:<application id>`` or ``tts:<application id>@<tenant>``."""
+    kind, _, rest = str(spec).partition(":")
+    if kind == "chirpstack" and NAME.match(rest):
+        return ChirpStack(rest)
+    app, _, tenant = rest.partition("@")
+    if kind == "tts" and NAME.match(app) and NAME.match(tenant):
+        return TheThingsStack(app, tenant)
+    raise ValueError(f"expected chirpstack:<application id> or tts:<application id>@<tenant> "
+                     f"(e.g. tts:my-app@ttn), got {spec!r}")
