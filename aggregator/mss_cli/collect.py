@@ -1,12 +1,30 @@
-"""``mss aggregate``: collect reports from MQTT and serial ports into a store."""
+"""``mss aggregate``: collect reports from MQTT, a LoRaWAN network server and
+serial ports into a store."""
 import click
 
 from mss_cli.common import console, fail
 from mss_protocol.mss.config import ConfigError
 
 
+def lorawan_spec(ctx, param, value):
+    """--lorawan's network-server application (None if not given)."""
+    from mss_aggregator.collect.lorawan import parse_spec
+
+    try:
+        return parse_spec(value) if value else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc))
+
+
+LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
+
+
 @click.command("aggregate")
-@click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS)")
+@click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
+                               "network server's broker (TTS: user APP@TENANT, password an API key).")
+@click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
+              help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application "
+                   "(device id: the DevEUI; FPort: the config's device.lorawan.fport, default 1).")
 @click.option("--campaign", default="default", show_default=True)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config).")
@@ -26,9 +44,9 @@ from mss_protocol.mss.config import ConfigError
                    "when --http is not on loopback. Default: $MSS_HTTP_TOKEN.")
 @click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
-def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group, client_id,
+def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, share_group, client_id,
                   serial_ports, quiet, http_bind, http_token, refresh):
-    """Collect reports from MQTT and/or serial ports until SIGINT/SIGTERM."""
+    """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.collect.service import Aggregator, serve
     from mss_aggregator.collect.store import StoreError
     from mss_aggregator.web.server import HttpError, check_bind
@@ -40,12 +58,14 @@ def aggregate_cmd(broker, campaign, config_path, store_path, tls_ca, share_group
             raise click.BadParameter(str(exc), param_hint="--http")
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
+    if lorawan and not broker:
+        raise click.UsageError("--lorawan needs --broker, the network server's MQTT broker")
     if share_group and not client_id:
         raise click.UsageError("--share-group needs a --client-id per worker (workers sharing "
                                "one id would disconnect each other)")
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
-                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False))
+                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False), lorawan=lorawan)
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     try:

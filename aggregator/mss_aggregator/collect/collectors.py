@@ -5,7 +5,10 @@ The MQTT session is persistent (clean_session=False, QoS 1, fixed client
 id), with manual acknowledgement: a PUBACK leaves only after the batch
 holding the message is committed, so a crash before the commit makes the
 broker redeliver it, and the store's de-duplication (by config, device,
-epoch and sequence, never by the DUP flag) keeps it counted once.
+epoch and sequence, never by the DUP flag) keeps it counted once.  The same
+collector reads a LoRaWAN network server's uplinks (ChirpStack at QoS 1;
+The Things Stack offers QoS 0 only, where what arrives during a crash is
+lost, not miscounted).
 """
 import queue
 import ssl
@@ -77,16 +80,18 @@ class Writer(threading.Thread):
 
 
 class MqttCollector:
-    def __init__(self, url, campaign, writer, config_json, client_id=None, share_group=None,
+    """One subscription to ``topic`` at ``qos``; each message is classified by
+    ``classify(topic, payload, source)`` (``Ingest.from_mqtt``, or
+    ``from_lorawan`` for a network server's uplinks) in the writer.
+    ``retained`` = (topic, payload) is published on every connect: the
+    campaign config that MQTT devices read."""
+
+    def __init__(self, url, writer, topic, classify, client_id, qos=1, retained=None, share_group=None,
                  tls_ca=None, log=print):
         host, port, user, password, tls = parse_broker(url)
         self.host, self.port = host, port
-        self.writer, self.log = writer, log
-        self.topic = f"mss/v1/{campaign}/+/report"
-        if share_group:
-            self.topic = f"$share/{share_group}/{self.topic}"
-        self.config_topic, self.config_json = f"mss/v1/{campaign}/config", config_json
-        client_id = client_id or f"mss-agg-{campaign}"
+        self.writer, self.classify, self.qos, self.retained, self.log = writer, classify, qos, retained, log
+        self.topic = f"$share/{share_group}/{topic}" if share_group else topic
         self.source = f"mqtt:{client_id}"  # which worker stored a report
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                         clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
@@ -106,15 +111,16 @@ class MqttCollector:
         if reason.is_failure:
             self.log(f"mqtt: connection refused: {reason}")
             return
-        client.subscribe(self.topic, qos=1)
-        client.publish(self.config_topic, self.config_json, qos=1, retain=True)
+        client.subscribe(self.topic, qos=self.qos)
+        if self.retained:
+            client.publish(*self.retained, qos=1, retain=True)
         self.connected.set()
         self.log(f"mqtt: connected to {self.host}:{self.port}, subscribed to {self.topic}")
 
     def _on_message(self, client, userdata, msg):
         # msg._topic is the raw bytes: paho's msg.topic decodes UTF-8 and would raise on bad topics
         topic, payload, mid, qos = msg._topic, msg.payload, msg.mid, msg.qos
-        self.writer.inbox.put((lambda: self.writer.ingest.from_mqtt(topic, payload, self.source),
+        self.writer.inbox.put((lambda: self.classify(topic, payload, self.source),
                                (lambda: client.ack(mid, qos)) if qos else None))
 
     def start(self):

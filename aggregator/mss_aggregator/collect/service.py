@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
 from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import open_store
 from mss_protocol.mss.config import read_json
 from mss_protocol.oracle_config import load_dict
@@ -19,22 +20,34 @@ class Aggregator:
 
     ``config_path`` is a file from ``mss plan --device-config`` (its
     optional ``device`` section gives the reporting period, used to reject
-    reports from the future).
+    reports from the future and to date compact frames, and
+    ``lorawan.fport``, the FPort of reports, default 1).  With ``lorawan``
+    (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
+    network server's MQTT broker and the reports are its uplinks; no config
+    is published, LoRaWAN devices do not read it.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
-                 share_group=None, tls_ca=None, client_id=None, log=print):
+                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         device = raw.get("device") or {}
+        if lorawan and not broker:
+            raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
+        fport = config_port(device, "fport", 1) if lorawan else None
         self.store = open_store(store_path, self.cfg)
-        self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0))
+        self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0),
+                             lorawan=lorawan, fport=fport)
         self.writer = Writer(self.store, self.ingest)
         self.collectors = []
-        if broker:
-            self.collectors.append(MqttCollector(broker, campaign, self.writer,
-                                                 json.dumps(self.cfg.to_dict()), client_id=client_id,
-                                                 share_group=share_group, tls_ca=tls_ca, log=log))
+        if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
+            topic, classify, qos, retained = (
+                (lorawan.uplink_topic, self.ingest.from_lorawan, lorawan.qos, None) if lorawan else
+                (f"mss/v1/{campaign}/+/report", self.ingest.from_mqtt, 1,
+                 (f"mss/v1/{campaign}/config", json.dumps(self.cfg.to_dict()))))
+            self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
+                                                 client_id or f"mss-agg-{campaign}", qos, retained,
+                                                 share_group, tls_ca, log))
         self.collectors += [SerialCollector(spec, self.writer, log=log) for spec in serial_ports]
         if not self.collectors:
             raise ValueError("give --broker and/or --serial")
