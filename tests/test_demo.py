@@ -66,3 +66,55 @@ def test_demo_shows_the_dashboard_until_stopped(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "30 reports from 30 of 30 devices" in out and "dashboard still at" in out
+
+
+def test_demo_over_lorawan(tmp_path):
+    """Firmware on emulated modems (all dialects), ChirpStack-shaped uplinks, the
+    aggregator's LoRaWAN ingestion: every device's report counted once."""
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "demo", "--lorawan", "chirpstack", "--devices", "24",
+                          "--protocol", "auto", "--k", "64", "--plot", str(tmp_path / "demo.png")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "link lorawan:us915:0" in out.stdout and "/event/up" in out.stdout
+    assert "24 reports from 24 of 24 devices" in out.stdout
+    assert (tmp_path / "demo.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cpython_fleet_over_lorawan(tmp_path):
+    """The firmware under CPython drives the same emulated modems (the path of a
+    machine without the MicroPython binary)."""
+    import numpy as np
+
+    from mss_aggregator.collect.lorawan import parse_spec
+    from mss_aggregator.collect.service import Aggregator
+    from mss_aggregator.devices.fleet import run_fleet
+    from mss_aggregator.devices.modem import ChirpStackEmulator
+    from mss_protocol.choose import choose
+    from mss_protocol.oracle_config import load_dict
+
+    broker = EmbeddedBroker().start()
+    try:
+        cfg = load_dict(choose(32, 2.0, "auto", frame="compact", max_bytes=11)["config"])
+        cfg.save(tmp_path / "cfg.json", {"device": {"period_s": 3600}})
+        agg = Aggregator(tmp_path / "cfg.json", tmp_path / "s.sqlite", "t", broker.url,
+                         lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start()
+        assert agg.wait_connected(15)
+        network = ChirpStackEmulator("127.0.0.1", broker.port, "app1")
+        try:
+            results = run_fleet(cfg, broker.url, "t", np.arange(8) % 32, runtime="cpython", network=network)
+            assert all(rc == 0 for _, rc, _ in results.values()), results
+            deadline = time.time() + 30
+            while agg.store.counters()["accepted"] < 8 and time.time() < deadline:
+                time.sleep(0.2)
+        finally:
+            network.close()
+            agg.stop()
+        assert sorted(results) == [f"70b3d57ed0{i:06x}" for i in range(8)]
+        from mss_aggregator.collect.store import open_store
+
+        store = open_store(tmp_path / "s.sqlite")
+        assert {d for d, _, _ in store.accepted_keys()} == set(results)
+        assert store.counters()["rejected"] == 0
+        store.close()
+    finally:
+        broker.stop()

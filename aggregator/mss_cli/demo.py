@@ -7,7 +7,11 @@ from mss_aggregator.distributions import parse
 from mss_cli.common import fail, top_table
 from mss_protocol import registry
 from mss_protocol.choose import CHOICES, choose
+from mss_protocol.lorawan import budget, parse_link
 from mss_protocol.oracle_config import load_dict
+
+LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
+PERIOD_S = 3600
 
 
 @click.command("demo")
@@ -22,7 +26,10 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
-def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind):
+@click.option("--lorawan", type=click.Choice(["chirpstack"]),
+              help="Report over LoRaWAN: emulated modems on ptys (RAK3172, Wio-E5, RN2483 in turn), uplinks "
+                   "published in ChirpStack v4's JSON, reports planned for US915 DR0's 11 bytes.")
+def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     import signal
     import tempfile
@@ -30,7 +37,10 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind)
     import time
     import uuid
 
+    from mss_aggregator.collect.collectors import parse_broker
     from mss_aggregator.collect.embedded_broker import EmbeddedBroker
+    from mss_aggregator.collect.lorawan import parse_spec
+    from mss_aggregator.devices.modem import ChirpStackEmulator
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
@@ -54,16 +64,28 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind)
     web = view = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = choose(k, epsilon, protocol)
+            link = parse_link(LINK) if lorawan else None
+            result = choose(k, epsilon, protocol, max_bytes=link and link.max_payload,
+                            frame="compact" if link else "full")
             cfg = load_dict(result["config"])
             cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
-            cfg.save(cfg_path)
+            # the aggregator dates compact frames by their arrival: it needs the period
+            cfg.save(cfg_path, {"device": {"period_s": PERIOD_S}} if link else None)
             out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
                       f"(eps_effective {cfg.eps_effective:.6f})"
                       + (f", moduli {result['moduli']}" if result["moduli"] else "")
                       + f", {cfg.bits_per_report['max']} bits per report ({result['frame_bytes']}-byte frames)")
+            server = network = None
+            if link:
+                air = budget(link, result["frame_bytes"])
+                out.print(f"link {link.spec}: {air['airtime_ms']:.0f} ms on air per report, "
+                          f"{air['reports_per_day']} reports a day in 30 s of airtime")
+                server = parse_spec(f"chirpstack:{campaign}")
+                host, port, user, password, _ = parse_broker(url)
+                network = ChirpStackEmulator(host, port, campaign, user, password)
+                out.print(f"network server: ChirpStack v4 JSON on {server.uplink_topic}")
             agg = Aggregator(cfg_path, store_path, campaign, url, client_id=f"mss-agg-{campaign}",
-                             log=lambda m: out.print(m, highlight=False)).start()
+                             log=lambda m: out.print(m, highlight=False), lorawan=server).start()
             try:
                 if not agg.wait_connected(15):
                     fail(f"could not connect to {url}")
@@ -78,14 +100,18 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind)
                         fail(str(exc))
                     out.print(f"dashboard: {web.url}")
                 values = draw_values(parse(dist, k), devices, seed)
-                with out.status(f"{devices} devices running the firmware on {runtime}"):
-                    results = run_fleet(cfg, url, campaign, values, runtime=runtime)
+                with out.status(f"{devices} devices running the firmware on {runtime}"
+                                + (" with emulated LoRaWAN modems" if link else "")):
+                    results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=PERIOD_S,
+                                        network=network)
                 sent = sum(1 for _, rc, _ in results.values() if rc == 0)
                 deadline = time.time() + 30
                 while agg.store.counters()["accepted"] < sent and time.time() < deadline:
                     time.sleep(0.2)
             finally:
                 agg.stop()
+                if network is not None:
+                    network.close()
             store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
             store.close()
@@ -94,7 +120,8 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind)
             out.print(top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
                                  truth, est, 8))
             out.print(counters_table(counters, "counters"))
-            plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}")
+            plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
+                           + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
             out.print(f"plot: {plot}")
             if web is not None:
                 stop = threading.Event()

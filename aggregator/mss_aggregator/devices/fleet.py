@@ -3,7 +3,9 @@
 Each device is its own process of the firmware's emulator entry point
 (``python -m mss_node.app``), on the MicroPython unix port or CPython, with
 its own config.json and state.json in a scratch folder, so devices share
-nothing but the broker.
+nothing but the broker.  On LoRaWAN each device drives its own emulated
+modem (:mod:`.modem`, the dialects in turn) and a network-server emulator
+publishes the uplinks.
 """
 import json
 import tempfile
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mss_aggregator.collect.collectors import parse_broker
+from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_aggregator.devices.runtime import ensure_umqtt, run_module
 
 
@@ -26,21 +29,43 @@ def device_config(cfg, broker, campaign, device_id, period_s=3600):
     return d
 
 
+def lorawan_device_config(cfg, campaign, modem, period_s=3600):
+    d = cfg.to_dict()
+    d["device"] = {"campaign": campaign, "period_s": period_s, "poll_s": 1, "transport": "lorawan",
+                   "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
+                               "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 5, "tx_timeout_s": 5}}
+    return d
+
+
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=3600, workdir=None, on_done=None):
-    """Run one device per value; return {device_id: (value, returncode, output)}."""
-    if runtime == "micropython":
+              parallel=8, period_s=3600, workdir=None, on_done=None, network=None):
+    """Run one device per value; return {device_id: (value, returncode, output)}.
+
+    With ``network`` (a :class:`~.modem.ChirpStackEmulator` on ``broker``)
+    the devices report over LoRaWAN, each known by its modem's DevEUI."""
+    if runtime == "micropython" and network is None:
         ensure_umqtt()
     results = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         def one(i):
-            device_id = f"{id_prefix}{i}"
+            modem = None
+            if network is None:
+                device_id = f"{id_prefix}{i}"
+                d = device_config(cfg, broker, campaign, device_id, period_s)
+            else:
+                modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
+                network.attach(modem)
+                modem.start()
+                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s)
             folder = Path(tmp) / device_id
             folder.mkdir()
-            (folder / "config.json").write_text(
-                json.dumps(device_config(cfg, broker, campaign, device_id, period_s)))
-            out = run_module(runtime, "mss_node.app", ["config.json", "state.json", int(values[i])],
-                             cwd=folder, timeout=300)
+            (folder / "config.json").write_text(json.dumps(d))
+            try:
+                out = run_module(runtime, "mss_node.app", ["config.json", "state.json", int(values[i])],
+                                 cwd=folder, timeout=300)
+            finally:
+                if modem is not None:
+                    modem.stop()
             results[device_id] = (int(values[i]), out.returncode, out.stdout + out.stderr)
             if on_done:
                 on_done()
