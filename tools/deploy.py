@@ -2,14 +2,18 @@
 """Flash the mss-iot firmware and a config onto a MicroPython board with mpremote.
 
     python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy]
-                           [--set transport=mqtt --set mqtt.host=10.0.0.2 ...] [--dry-run]
+                           [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
+                           [--hold cfg-b.json ...] [--dry-run]
 
 ``cfg.json`` comes from ``mss plan --device-config``; ``--set`` fills its
-``device`` section (see firmware/README.md for the fields).  The merged
-config is checked with the firmware's own loader before anything is
-copied.  Steps: mip install umqtt.simple (MQTT only), copy lib/ (compiled
-with mpy-cross when --mpy), boot.py, main.py, sensor.py and config.json,
-then reset the board.  --dry-run prints the mpremote commands instead.
+``device`` section (see firmware/README.md for the fields).  ``--hold``
+copies another config onto the board and lists it in ``device.configs``:
+a LoRaWAN downlink can then switch the board to it.  The merged config and
+every held one are checked with the firmware's own loader before anything
+is copied.  Steps: mip install umqtt.simple (MQTT only), copy lib/
+(compiled with mpy-cross when --mpy), boot.py, main.py, sensor.py,
+config.json and the held configs, then reset the board.  --dry-run prints
+the mpremote commands instead.
 """
 import argparse
 import json
@@ -24,9 +28,11 @@ FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
 TOP_FILES = ("boot.py", "main.py", "sensor.py")
 
 
-def merged_config(config_path, sets):
+def merged_config(config_path, sets, held=()):
     cfg = json.loads(Path(config_path).read_text())
     device = cfg.setdefault("device", {})
+    if held:
+        device["configs"] = sorted(set(device.get("configs", [])) | {Path(h).name for h in held})
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep:
@@ -48,6 +54,13 @@ def merged_config(config_path, sets):
             Settings(dict(cfg, device=dict(device, device_id="check")))
         else:
             Settings(cfg)
+        prefixes = {cfg["config_id"][:4]: config_path}
+        for path in held:
+            d = json.loads(Path(path).read_text())
+            Settings(dict(d, device=dict(device, device_id="check")))
+            if d["config_id"][:4] in prefixes:  # a 2-byte switch command must name one config
+                raise ValueError(f"config ids of {path} and {prefixes[d['config_id'][:4]]} start alike")
+            prefixes[d["config_id"][:4]] = path
     except ValueError as exc:
         raise SystemExit(f"deploy: {config_path}: {exc}")
     return cfg
@@ -68,7 +81,7 @@ def stage(tmp, compile_mpy):
     return lib
 
 
-def commands(port, lib, config_file, mqtt):
+def commands(port, lib, config_file, mqtt, held=()):
     base = ["mpremote", "connect", port]
     cmds = []
     if mqtt:
@@ -80,6 +93,8 @@ def commands(port, lib, config_file, mqtt):
     for name in TOP_FILES:
         cmds.append(base + ["fs", "cp", str(FIRMWARE / name), f":{name}"])
     cmds.append(base + ["fs", "cp", str(config_file), ":config.json"])
+    for path in held:
+        cmds.append(base + ["fs", "cp", str(path), f":{Path(path).name}"])
     cmds.append(base + ["reset"])
     return cmds
 
@@ -90,16 +105,18 @@ def main(argv=None):
     ap.add_argument("--port", default="auto", help="serial port of the board (default: auto)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="device field, e.g. transport=mqtt or mqtt.host=10.0.0.2")
+    ap.add_argument("--hold", action="append", default=[], metavar="CONFIG",
+                    help="another config the board keeps, for a LoRaWAN downlink to switch to")
     ap.add_argument("--mpy", action="store_true", help="compile lib/ with mpy-cross first")
     ap.add_argument("--dry-run", action="store_true", help="print the mpremote commands only")
     args = ap.parse_args(argv)
-    cfg = merged_config(args.config, args.set)
+    cfg = merged_config(args.config, args.set, args.hold)
     mqtt = cfg["device"].get("transport") == "mqtt"
     with tempfile.TemporaryDirectory() as tmp:
         lib = stage(tmp, args.mpy)
         config_file = Path(tmp) / "config.json"
         config_file.write_text(json.dumps(cfg, indent=1))
-        cmds = commands(args.port, lib, config_file, mqtt)
+        cmds = commands(args.port, lib, config_file, mqtt, args.hold)
         for cmd in cmds:
             print(shlex.join(cmd))
             if not args.dry_run:

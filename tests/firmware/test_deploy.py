@@ -41,3 +41,28 @@ def test_invalid_settings_stop_before_copying(tmp_path):
     out = subprocess.run(DEPLOY + ["--config", _config(tmp_path), "--set", "period_s=-5", "--dry-run"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "period_s" in out.stderr and "mpremote" not in out.stdout
+
+
+def test_lorawan_board_holds_its_other_configs(tmp_path):
+    other = tmp_path / "cfg-b.json"
+    MssConfig.build(64, 2.0, [59, 61, 63]).save(other)
+    out = subprocess.run(DEPLOY + ["--config", _config(tmp_path), "--port", "/dev/ttyACM0", "--set",
+                                   "transport=lorawan", "--set", "lorawan.uart=1", "--set", "lorawan.tx=4",
+                                   "--set", "lorawan.rx=5", "--hold", str(other), "--dry-run"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert "mip install" not in out
+    assert f"mpremote connect /dev/ttyACM0 fs cp {other} :cfg-b.json" in lines
+    device = json.loads(lines[-1].split("config.json: ", 1)[1].rsplit(" config_id", 1)[0])
+    assert device["configs"] == ["cfg-b.json"] and device["lorawan"] == {"uart": 1, "tx": 4, "rx": 5}
+
+
+def test_held_config_with_the_same_switch_prefix_is_refused(tmp_path):
+    cfg = _config(tmp_path)
+    out = subprocess.run(DEPLOY + ["--config", cfg, "--set", "transport=lorawan", "--set", "lorawan.uart=1",
+                                   "--hold", str(cfg), "--dry-run"], capture_output=True, text=True)
+    assert out.returncode != 0 and "start alike" in out.stderr and "mpremote" not in out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(json.loads(cfg.read_text()), config_id="00000000")))
+    out = subprocess.run(DEPLOY + ["--config", cfg, "--hold", str(bad), "--dry-run"], capture_output=True, text=True)
+    assert out.returncode != 0 and "config" in out.stderr and "mpremote" not in out.stdout
