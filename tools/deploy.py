@@ -54,15 +54,19 @@ def merged_config(config_path, sets, held=()):
             Settings(dict(cfg, device=dict(device, device_id="check")))
         else:
             Settings(cfg)
-        prefixes = {cfg["config_id"][:4]: config_path}
-        for path in held:
-            d = json.loads(Path(path).read_text())
-            Settings(dict(d, device=dict(device, device_id="check")))
-            if d["config_id"][:4] in prefixes:  # a 2-byte switch command must name one config
-                raise ValueError(f"config ids of {path} and {prefixes[d['config_id'][:4]]} start alike")
-            prefixes[d["config_id"][:4]] = path
     except ValueError as exc:
         raise SystemExit(f"deploy: {config_path}: {exc}")
+    prefixes = {cfg["config_id"][:4]: config_path}
+    for path in held:
+        try:
+            d = json.loads(Path(path).read_text())
+            Settings(dict(d, device=dict(device, device_id="check")))
+        except ValueError as exc:
+            raise SystemExit(f"deploy: held config {path}: {exc}")
+        if d["config_id"][:4] in prefixes:  # a 2-byte switch command must name one config
+            raise SystemExit(f"deploy: config ids of {path} and {prefixes[d['config_id'][:4]]} start alike "
+                             "(a switch downlink names a config by its first 2 bytes)")
+        prefixes[d["config_id"][:4]] = path
     return cfg
 
 
