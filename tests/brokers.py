@@ -11,7 +11,7 @@ from mss_aggregator.ports import free_port
 
 
 class Mosquitto:
-    def __init__(self, workdir, port=None, extra="", persistence=False, anonymous=True):
+    def __init__(self, workdir, port=None, extra="", persistence=False, anonymous=True, conf=None):
         self.exe = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
         if self.exe is None:
             if os.environ.get("CI"):
@@ -22,6 +22,7 @@ class Mosquitto:
         self.extra = extra
         self.persistence = persistence
         self.anonymous = anonymous
+        self.conf = conf  # a whole config (listening on ``port``) instead of the generated one
         self.proc = None
 
     def start(self):
@@ -31,7 +32,7 @@ class Mosquitto:
         if os.geteuid() == 0:  # else mosquitto drops to user "mosquitto", who cannot write here
             persist += "user root\n"
         # Aggregators ack after a commit, so allow many messages in flight and queued.
-        conf.write_text(f"per_listener_settings false\nlistener {self.port} 127.0.0.1\n"
+        conf.write_text(self.conf or f"per_listener_settings false\nlistener {self.port} 127.0.0.1\n"
                         f"allow_anonymous {str(self.anonymous).lower()}\n{persist}max_inflight_messages 1000\n"
                         f"max_queued_messages 1000000\nlog_dest stdout\n{self.extra}")
         self.log = open(self.workdir / "mosquitto.log", "ab")
@@ -50,6 +51,17 @@ class Mosquitto:
             self.proc.terminate()
             self.proc.wait(10)
         self.proc = None
+
+
+def password_file(path, users):
+    """A Mosquitto password file at ``path``: each user's password is ``pw-<user>``."""
+    exe = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    if not os.path.exists(exe):
+        pytest.skip("mosquitto_passwd not installed")
+    for i, user in enumerate(users):
+        subprocess.run([exe, *(["-c"] if i == 0 else []), "-b", str(path), user, f"pw-{user}"], check=True)
+    path.chmod(0o644)  # readable by user "mosquitto" when the broker drops root
+    return path
 
 
 @pytest.fixture

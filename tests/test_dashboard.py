@@ -134,6 +134,14 @@ def test_api_metrics_and_openapi(dashboard):
     assert err.value.code == 404
 
 
+def test_loopback_names_ignore_case():
+    from mss_aggregator.web.server import HttpError, check_bind
+
+    assert check_bind("LOCALHOST:8080", None) == ("LOCALHOST", 8080)  # loopback: no token needed
+    with pytest.raises(HttpError, match="--http-token"):
+        check_bind("LOCALHOST.example:8080", None)
+
+
 def test_token_and_binding(tmp_path, mosquitto):
     config = tmp_path / "cfg.json"
     CFG.save(config)
@@ -227,6 +235,11 @@ def test_top_query_host_check_and_received_metric(dashboard):
     with pytest.raises(urllib.error.HTTPError) as err:  # DNS rebinding onto a loopback server
         urllib.request.urlopen(req, timeout=10)
     assert err.value.code == 403
+    port = url.rsplit(":", 1)[1].strip("/")
+    for host in (f"LOCALHOST:{port}", f"LocalHost:{port}", "localhost"):  # host names ignore case
+        req = urllib.request.Request(url + "api/config", headers={"Host": host})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200, host
     body = get(url + "metrics")[2].decode()
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for fam in text_string_to_metric_families(body) for s in fam.samples}

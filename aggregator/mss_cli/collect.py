@@ -33,7 +33,8 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
                    "postgresql://user[:password]@host[:port]/db (shared by several workers).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False))
 @click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
-@click.option("--client-id", help="MQTT client id (default mss-agg-<campaign>); keep it stable.")
+@click.option("--client-id", help="MQTT client id; keep it stable (default mss-agg-<campaign>-<random "
+                                  "hex>, generated once and kept in the store).")
 @click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
               help="Serial port with framed reports; repeat for several.")
 @click.option("--quiet", is_flag=True, help="No live counters.")

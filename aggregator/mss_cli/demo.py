@@ -84,7 +84,7 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind,
                 host, port, user, password, _ = parse_broker(url)
                 network = ChirpStackEmulator(host, port, campaign, user, password)
                 out.print(f"network server: ChirpStack v4 JSON on {server.uplink_topic}")
-            agg = Aggregator(cfg_path, store_path, campaign, url, client_id=f"mss-agg-{campaign}",
+            agg = Aggregator(cfg_path, store_path, campaign, url,
                              log=lambda m: out.print(m, highlight=False), lorawan=server).start()
             try:
                 if not agg.wait_connected(15):

@@ -1,5 +1,6 @@
 """The aggregator service: collectors -> writer -> store, with live counters."""
 import json
+import secrets
 import signal
 import threading
 
@@ -46,8 +47,8 @@ class Aggregator:
                 (f"mss/v1/{campaign}/+/report", self.ingest.from_mqtt, 1,
                  (f"mss/v1/{campaign}/config", json.dumps(self.cfg.to_dict()))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
-                                                 client_id or f"mss-agg-{campaign}", qos, retained,
-                                                 share_group, tls_ca, log))
+                                                 client_id or default_client_id(self.store, campaign),
+                                                 qos, retained, share_group, tls_ca, log))
         self.collectors += [SerialCollector(spec, self.writer, log=log) for spec in serial_ports]
         if not self.collectors:
             raise ValueError("give --broker and/or --serial")
@@ -68,6 +69,15 @@ class Aggregator:
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
         return all(c.connected.wait(timeout) for c in mqtt)
+
+
+def default_client_id(store, campaign):
+    """``mss-agg-<campaign>-<16 hex digits>``: random, so that nobody can guess
+    it from the campaign and take over the aggregator's persistent session, and
+    kept in the store, so that a restart resumes that session (and collects
+    what the broker queued meanwhile).  The broker must still tie client ids
+    to credentials (docs/mosquitto): ids show up in logs."""
+    return f"mss-agg-{campaign}-{store.remembered('mqtt_client_nonce', lambda: secrets.token_hex(8))}"
 
 
 def counters_table(counters, title):

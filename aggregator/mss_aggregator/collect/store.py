@@ -114,6 +114,17 @@ class Store:
                 self._exec(cur, "INSERT INTO meta VALUES ('config', ?)", (meta["config"],))
         return meta
 
+    def remembered(self, key, make):
+        """The value of ``meta`` key ``key``, stored as ``make()`` on first use
+        (e.g. the aggregator's generated MQTT client id, which must survive
+        restarts); the first writer wins, so workers starting together agree."""
+        value = self._read_meta().get(key)
+        if value is not None:
+            return value
+        with self._transaction() as cur:
+            self._exec(cur, "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, make()))
+            return self._exec(cur, "SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+
     def _lock(self, cur):
         """Serialise schema set-up between processes (SQLite: the write transaction)."""
 

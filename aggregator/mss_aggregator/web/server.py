@@ -52,7 +52,7 @@ def is_loopback(host):
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        return host.lower() == "localhost"  # host names are case-insensitive
 
 
 def check_bind(bind, token):
@@ -109,7 +109,7 @@ def make_handler(live, token, registry):
             if token is not None:
                 return True
             host = self.headers.get("Host", "").rsplit(":", 1)[0]
-            return host in LOOPBACK_NAMES
+            return host.lower() in LOOPBACK_NAMES  # host names are case-insensitive
 
         def log_message(self, fmt, *args):  # quiet: the operator's console shows the counters
             pass
