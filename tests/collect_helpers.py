@@ -70,7 +70,7 @@ def wait_for(store_path, predicate, timeout=60):
     raise AssertionError(f"timed out; counters {counters(store_path)}")
 
 
-def estimate_json(store_path):
+def estimate_json(store_path, *args):
     out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store_path),
-                          "--json"], capture_output=True, text=True, check=True)
+                          "--json", *args], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)

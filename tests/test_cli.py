@@ -121,6 +121,16 @@ def test_estimate_csv_plot_and_errors(tmp_path):
     assert out.returncode == 0, out.stderr
     one = json.loads(out.stdout)
     assert one["n"] == 50 and one["epoch"] == 1  # 50 devices x 2 epochs in the store
+    default = json.loads(mss("estimate", "--store", tmp_path / "s.sqlite", "--json").stdout)
+    assert (default["n"], default["epoch"], default["pooled"]) == (50, 1, False)  # no clock: the later of a tie
+    assert [r["stderr"] for r in default["estimates"]] == [r["stderr"] for r in one["estimates"]]
+    pooled = json.loads(mss("estimate", "--store", tmp_path / "s.sqlite", "--json", "--all-epochs").stdout)
+    assert (pooled["n"], pooled["epoch"], pooled["epochs"], pooled["devices"]) == (100, None, 2, 50)
+    assert pooled["stderr_factor"] == pytest.approx(2 ** 0.5, rel=1e-12)  # every device twice
+    out = mss("estimate", "--store", tmp_path / "s.sqlite", "--epoch", 1, "--all-epochs")
+    assert out.returncode == 2 and "not both" in out.stderr
+    out = mss("estimate", "--store", tmp_path / "s.sqlite")
+    assert out.returncode == 0 and "epoch 1: the latest epoch (50 devices" in " ".join(out.stdout.split())
     other = tmp_path / "other.json"
     MssConfig.build(64, 1.0, [59, 61, 63]).save(other)
     out = mss("aggregate", "--config", other, "--store", tmp_path / "s.sqlite", "--broker",
@@ -170,14 +180,15 @@ def test_merge_counts_of_two_sites(tmp_path):
         store.write_batch(items)
         store.close()
         everything.write_batch(items)
-        out = mss("estimate", "--store", tmp_path / f"{site}.sqlite", "--export-counts", tmp_path / f"{site}.json")
+        out = mss("estimate", "--store", tmp_path / f"{site}.sqlite", "--all-epochs",
+                  "--export-counts", tmp_path / f"{site}.json")
         assert out.returncode == 0, out.stderr
     everything.close()
     out = mss("merge", tmp_path / "a.json", tmp_path / "b.json", "-o", tmp_path / "ab.json")
     assert out.returncode == 0, out.stderr
     merged = json.loads(mss("estimate", "--counts", tmp_path / "ab.json", "--json").stdout)
-    whole = json.loads(mss("estimate", "--store", tmp_path / "all.sqlite", "--json").stdout)
-    assert merged["n"] == whole["n"] == 160
+    whole = json.loads(mss("estimate", "--store", tmp_path / "all.sqlite", "--json", "--all-epochs").stdout)
+    assert merged["n"] == whole["n"] == 160 and whole["epochs"] == 2 and whole["devices"] == 80
     assert [r["estimate"] for r in merged["estimates"]] == pytest.approx(
         [r["estimate"] for r in whole["estimates"]], abs=1e-12)
     from mss_protocol.mss.counts import Counts

@@ -65,8 +65,9 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     online = s.counts()
     s.close()
     assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
-    est = estimate_json(store)
+    est = estimate_json(store, "--all-epochs")  # the fleet's 60 reports, in one epoch or (an hour boundary) two
     assert est["n"] == 60 and est["counters"]["accepted"] == 60 and est["counters"]["rejected"] == 0
+    assert est["pooled"] and est["devices"] == 60 and est["stderr_factor"] == 1.0  # each device once
     want = Decoder(CFG).decode(offline).rows()
     assert [r["estimate"] for r in est["estimates"]] == pytest.approx([r["estimate"] for r in want], abs=1e-12)
     assert set(est["estimates"][0]) == {"item", "estimate", "stderr", "ci_low", "ci_high"}

@@ -82,7 +82,7 @@ def _conforms(value, schema, defs):
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types
     py = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-          "null": type(None)}
+          "boolean": bool, "null": type(None)}
     if types and not any(isinstance(value, py[t]) and not (t != "boolean" and isinstance(value, bool))
                          for t in types):
         return False

@@ -92,6 +92,42 @@ def test_concurrent_writers_count_each_report_once(pg_url):
     store.close()
 
 
+def test_quarantine_cap_clock_and_pooled_tally_on_both_backends(location):
+    """The quarantine cap keeps exactly ``quarantine_max_rows`` rows (with
+    length and SHA-256) and counts the rest; rows deleted make room again;
+    the clock round-trips; the default scope decodes one epoch and the pooled
+    one widens by sqrt(sum R_d^2 / N)."""
+    import hashlib
+
+    from mss_aggregator.collect import scope
+
+    store = open_store(location, CFG)
+    store.quarantine_max_rows = 4
+    ingest = Ingest(CFG, "t")
+    junk = [ingest.from_mqtt(b"mss/v1/t/x/report", bytes([i]) * (5000 + i)) for i in range(6)]
+    assert store.write_batch(junk[:3]) == ["quarantined"] * 3
+    assert store.write_batch(junk[3:] + _items(make_reports(CFG, 5, 3))) == ["quarantined"] * 3 + ["accepted"] * 15
+    rows = store._query("SELECT length, sha256, payload FROM quarantine ORDER BY id")
+    assert [(r[0], r[1], len(bytes(r[2]))) for r in rows] == [
+        (5000 + i, hashlib.sha256(bytes([i]) * (5000 + i)).hexdigest(), 4096) for i in range(4)]
+    c = store.counters()
+    assert (c["rejected_payload"], c["quarantine_dropped"], c["received"]) == (6, 2, 21)
+    with store._transaction() as cur:
+        store._exec(cur, "DELETE FROM quarantine WHERE length = 5000")
+    store.write_batch(junk[:2])  # one row of room again: one kept, one dropped
+    assert store.counters()["quarantine_dropped"] == 3 and len(store._query("SELECT id FROM quarantine")) == 4
+    assert store.clock() is None
+    store.set_clock({"period_s": 60, "epoch_origin": 0, "accept_past_epochs": 2})
+    assert store.clock() == {"period_s": 60, "epoch_origin": 0, "accept_past_epochs": 2}
+    store.set_clock(None)  # the last aggregator to start had no period
+    one = scope.select(store)
+    assert (one.epoch, one.counts.total, one.devices, one.stderr_factor) == (2, 5, 5, 1.0)
+    assert store.tally() == (15, 5, 5 * 3 ** 2, 3)
+    pooled = scope.select(store, all_epochs=True)
+    assert pooled.counts.total == 15 and pooled.stderr_factor == pytest.approx(3 ** 0.5, rel=1e-12)
+    store.close()
+
+
 def test_sqlite_schema_v1_is_migrated(tmp_path):
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)

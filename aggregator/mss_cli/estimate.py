@@ -23,31 +23,39 @@ from mss_protocol.mss.config import ConfigError
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--epoch", type=click.IntRange(min=0), default=None,
-              help="Only this epoch's reports (decode memoized campaigns one epoch at a time).")
-def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch):
+              help="Only this epoch's reports. Default: the fuller of the last complete epoch and "
+                   "the current one (each device counts once).")
+@click.option("--all-epochs", is_flag=True,
+              help="Pool every epoch's reports; standard errors widened by the reports per device.")
+def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch, all_epochs):
     """Frequency estimates with standard errors and 95% CIs from a store or a counts file."""
     from mss_protocol.mss.counts import Counts
+    from mss_aggregator.collect import scope as scopes
     from mss_aggregator.collect.store import StoreError, open_store
 
     if (store_path is None) == (counts_path is None):
         raise click.UsageError("give --store or --counts")
-    if counts_path and epoch is not None:
-        raise click.UsageError("--epoch selects reports in a store; a counts file has no epochs")
+    if counts_path and (epoch is not None or all_epochs):
+        raise click.UsageError("--epoch and --all-epochs select reports in a store; a counts file has no epochs")
+    if epoch is not None and all_epochs:
+        raise click.UsageError("give --epoch or --all-epochs, not both")
     try:
         if counts_path:
-            counts, counters = Counts.load(counts_path), None
+            counts, counters, scope = Counts.load(counts_path), None, None
         else:
             store = open_store(store_path)
             try:
-                counts, counters = store.counts(epoch), store.counters()
+                scope, counters = scopes.select(store, epoch, all_epochs), store.counters()
             finally:
                 store.close()
+            counts = scope.counts
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
     if export_counts:
         counts.save(export_counts)
-    est = registry.from_config(cfg).decode(counts, post=post)
+    protocol = registry.from_config(cfg)
+    est = protocol.decode(counts, post=post) if scope is None else scopes.decode(protocol, scope, post)
     rows = est.rows()
     if csv_path:
         with open(csv_path, "w") as fh:
@@ -59,12 +67,17 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
 
         plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
     if as_json:
-        click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, "epoch": epoch,
+        where = scope.document() if scope else {"epoch": None, "pooled": None}  # a counts file: unknown
+        click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
                                   "counters": counters, "post": post, "estimates": rows}))
         return
     out = Console()
     out.print(f"{counts.total} reports, config {cfg.config_id_hex}"
               + (f", counters {counters}" if counters is not None else ""))
+    if scope is not None:
+        what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
+        widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
+        out.print(f"{what}: {scope.selection}; {scope.devices} devices in {scope.epochs} epochs{widened}")
     table = Table(title=f"top {top} categories")
     for col in ("item", "estimate", "stderr", "95% CI"):
         table.add_column(col, justify="right")

@@ -30,6 +30,8 @@ protocol's module says which.
 """
 import time
 
+import numpy as np
+
 from mss_protocol.estimate import Estimate
 
 
@@ -57,7 +59,10 @@ class Protocol:
         t0 = time.perf_counter()
         if hasattr(counts, "cfg"):
             counts, n = counts.c, counts.total
-        raw, stderr = self.estimate(counts, n)
+        if n:
+            raw, stderr = self.estimate(counts, n)
+        else:  # no reports (an empty store or epoch): nothing known, as the MSS decoder says
+            raw, stderr = np.zeros(self.k), np.full(self.k, np.inf)
         return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
 
     def variance(self, n, prior=None):

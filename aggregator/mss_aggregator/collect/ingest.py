@@ -10,13 +10,20 @@ that is not JSON, not an object, or over 64 KiB), ``lorawan_field`` (a
 required field missing or of the wrong type: no DevEUI, payload not a
 string, FCnt not an integer), ``lorawan_base64`` (payload not base64),
 ``lorawan_fport`` (not the reports' FPort, MAC-only FPort 0 included),
-``payload`` (oversized), ``wire_<reason>`` (see
+``payload`` (longer than any frame of the config), ``wire_<reason>`` (see
 :class:`mss_protocol.mss.wire.WireError`), ``frame``/``checksum`` (serial),
-``epoch`` (in the future of the campaign clock).  Compact frames take their
-epoch from the link (they carry none, or its low 16 bits): the campaign
-clock, or a LoRaWAN event's time; without ``period_s`` they are quarantined
-as ``wire_epoch``.
+``epoch`` (outside the window of the campaign clock: more than
+``past_epochs`` epochs before the current one, or after the next one).
+Compact frames take their epoch from the link (they carry none, or its low
+16 bits): the campaign clock, or a LoRaWAN event's time, so a replayed old
+event is outside the window too; without ``period_s`` there is no clock, no
+window, and compact frames are quarantined as ``wire_epoch``.
+
+A quarantine result keeps what arrived as its ``length``, its ``sha256``
+(hex) and its first KEEP_BYTES bytes only (the topic: its first MAX_TOPIC
+bytes), so one row is small whatever the broker lets through.
 """
+import hashlib
 import re
 import time
 from dataclasses import replace
@@ -28,28 +35,47 @@ from mss_protocol.oracle_config import codec
 
 DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_TOPIC = 256
-KEEP_BYTES = 4096  # of a quarantined network-server event (they are up to 64 KiB)
+KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)
+PAST_EPOCHS = 32  # default window into the past: the firmware's default device.queue_max
+
+
+def held(item, raw):
+    """The quarantine form of ``item``: ``raw`` (all that arrived, or None) as
+    its length, SHA-256 and first KEEP_BYTES bytes; the topic cut to MAX_TOPIC."""
+    topic, detail = item.get("topic"), item.get("detail", "")
+    if raw is not None and len(raw) > KEEP_BYTES:
+        detail += f" ({len(raw)} bytes, the first {KEEP_BYTES} kept)"
+    return dict(item, topic=None if topic is None else topic[:MAX_TOPIC], detail=detail,
+                payload=None if raw is None else raw[:KEEP_BYTES], length=None if raw is None else len(raw),
+                sha256=None if raw is None else hashlib.sha256(raw).hexdigest())
 
 
 class Ingest:
     """``lorawan``: the :class:`~mss_aggregator.collect.lorawan.Server` whose
-    uplinks :meth:`from_lorawan` reads, with reports on ``fport``."""
+    uplinks :meth:`from_lorawan` reads, with reports on ``fport``.  With
+    ``period_s`` only epochs ``current - past_epochs .. current + 1`` of the
+    campaign clock are accepted (the + 1 for device clocks a little ahead)."""
 
-    def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None, fport=1):
+    def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None, fport=1,
+                 past_epochs=PAST_EPOCHS):
         self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
+        self.past_epochs = past_epochs
         self.lorawan, self.fport = lorawan, fport
         self.max_payload = HEADER_BYTES + max(self.codec.body_lengths)  # the longest header, full
 
     def from_mqtt(self, topic, payload, source="mqtt"):
         item = {"source": source, "topic": bytes(topic), "payload": bytes(payload)}
+        return self._held(self._classify_mqtt(item), item["payload"])
+
+    def _classify_mqtt(self, item):
         try:
-            text = bytes(topic).decode("utf-8")
+            text = item["topic"].decode("utf-8")
         except UnicodeDecodeError:
             return dict(item, reason="topic", detail="not UTF-8")
         parts = text.split("/")
-        if (len(topic) > MAX_TOPIC or len(parts) != 5 or parts[:3] != ["mss", "v1", self.campaign]
+        if (len(item["topic"]) > MAX_TOPIC or len(parts) != 5 or parts[:3] != ["mss", "v1", self.campaign]
                 or parts[4] != "report" or not DEVICE_ID.match(parts[3])):
             return dict(item, reason="topic", detail="not a report topic of this campaign")
         return self._report(item, parts[3], item["payload"], self._link_epoch())
@@ -60,45 +86,53 @@ class Ingest:
         sequence the FCnt, so copies of one uplink (several gateways,
         redelivery) are duplicates and a rejoined device's second report in
         an epoch (FCnt from 0 again) is an extra.  A quarantine row keeps the
-        first KEEP_BYTES of the event."""
+        event (not only its frame), as :func:`held` does."""
         document = bytes(payload)
-        item = {"source": source, "topic": bytes(topic), "payload": document[:KEEP_BYTES]}
+        item = {"source": source, "topic": bytes(topic), "payload": None}
+        return self._held(self._classify_lorawan(item, document), document)
+
+    def _classify_lorawan(self, item, document):
         try:
             text = item["topic"].decode("utf-8")
         except UnicodeDecodeError:
             return dict(item, reason="topic", detail="not UTF-8")
         if len(item["topic"]) > MAX_TOPIC:
-            out = dict(item, reason="topic", detail="too long")
-        else:
-            try:
-                up = self.lorawan.uplink(text, document, self.fport)
-                out = self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
-            except UplinkError as exc:
-                out = dict(item, reason=exc.reason, detail=exc.detail)
-        if "reason" in out and len(document) > KEEP_BYTES:
-            out["detail"] += f" (event of {len(document)} bytes, the first {KEEP_BYTES} kept)"
-        return out
+            return dict(item, reason="topic", detail="too long")
+        try:
+            up = self.lorawan.uplink(text, document, self.fport)
+        except UplinkError as exc:
+            return dict(item, reason=exc.reason, detail=exc.detail)
+        return self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
 
     def from_serial(self, port, payload_or_error):
         item = {"source": f"serial:{port}", "topic": None}
         if isinstance(payload_or_error, Exception):  # a bad frame (checksum, format)
             code, _, detail = str(payload_or_error).partition(": ")
-            return dict(item, payload=None, reason=code, detail=detail)
-        return self._report(dict(item, payload=payload_or_error), f"serial:{port}", payload_or_error,
-                            self._link_epoch())
+            return held(dict(item, reason=code, detail=detail), None)
+        out = self._report(dict(item, payload=payload_or_error), f"serial:{port}", payload_or_error,
+                           self._link_epoch())
+        return self._held(out, payload_or_error)
+
+    @staticmethod
+    def _held(out, raw):
+        return held(out, raw) if "reason" in out else out
 
     def _report(self, item, device_id, frame, epoch, seq=None):
         """Decode ``frame`` of ``device_id``; ``epoch`` is the link's (compact
         frames), ``seq`` the link's counter that replaces a compact frame's 0.
-        ``item["payload"]`` is what a quarantine row keeps."""
+        An accepted report keeps ``frame`` as its payload."""
         if len(frame) > self.max_payload:
-            return dict(item, reason="payload", detail=f"{len(frame)} bytes is too long")
+            return dict(item, reason="payload", detail=f"{len(frame)} bytes is longer than any frame "
+                                                       f"of this config ({self.max_payload} bytes)")
         try:
             report = self.codec.decode(frame, device_id, epoch)
         except WireError as exc:
             return dict(item, reason=f"wire_{exc.reason}", detail=str(exc))
-        if self.period_s and report.epoch > self.current_epoch() + 1:
-            return dict(item, reason="epoch", detail=f"epoch {report.epoch} is in the future")
+        if self.period_s:
+            now = self.current_epoch()
+            if not now - self.past_epochs <= report.epoch <= now + 1:
+                return dict(item, reason="epoch", detail=f"epoch {report.epoch} is outside the window "
+                            f"{now - self.past_epochs}..{now + 1} (aggregator.accept_past_epochs {self.past_epochs})")
         if seq is not None and report.frame != "full":
             report = replace(report, seq=seq)
         return dict(item, payload=frame, device_id=device_id, report=report)

@@ -9,20 +9,58 @@ from rich.live import Live
 from rich.table import Table
 
 from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
-from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.store import open_store
+from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, open_store
 from mss_protocol.mss.config import read_json
 from mss_protocol.oracle_config import load_dict
+
+
+AGGREGATOR_FIELDS = {"accept_past_epochs", "quarantine_max_rows"}
+
+
+def _count(section, key, default, where):
+    value = section.get(key, default)
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{where}.{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def campaign_clock(raw):
+    """The campaign clock of a config file: ``{"period_s", "epoch_origin",
+    "accept_past_epochs"}`` from its ``device`` section (the boards' period)
+    and its ``aggregator`` section (the window into the past; default the
+    boards' ``device.queue_max``, else the firmware's 32), or None without
+    ``device.period_s``.  ValueError names a bad field."""
+    device, agg = raw.get("device") or {}, raw.get("aggregator") or {}
+    if not isinstance(device, dict) or not isinstance(agg, dict):
+        raise ValueError("the config's device and aggregator sections must be objects")
+    unknown = sorted(set(agg) - AGGREGATOR_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field aggregator.{unknown[0]} (known: {', '.join(sorted(AGGREGATOR_FIELDS))})")
+    if "period_s" not in device:
+        if "accept_past_epochs" in agg:
+            raise ValueError("aggregator.accept_past_epochs needs device.period_s, the boards' period")
+        return None
+    period = device["period_s"]
+    if type(period) is not int or period < 1:
+        raise ValueError(f"device.period_s must be a positive integer (seconds), got {period!r}")
+    origin = _count(device, "epoch_origin", 0, "device")
+    past = _count(agg, "accept_past_epochs", _count(device, "queue_max", PAST_EPOCHS, "device"), "aggregator")
+    return {"period_s": period, "epoch_origin": origin, "accept_past_epochs": past}
 
 
 class Aggregator:
     """Collect one campaign's reports into ``store_path``.
 
-    ``config_path`` is a file from ``mss plan --device-config`` (its
-    optional ``device`` section gives the reporting period, used to reject
-    reports from the future and to date compact frames, and
-    ``lorawan.fport``, the FPort of reports, default 1).  With ``lorawan``
+    ``config_path`` is a file from ``mss plan --device-config``.  Its
+    optional ``device`` section gives the boards' reporting period, which
+    dates compact frames and bounds the epochs accepted to a window around
+    the current one (:func:`campaign_clock`; without it any epoch is
+    accepted, said in a log line at start), and ``lorawan.fport``, the FPort
+    of reports, default 1.  Its optional ``aggregator`` section:
+    ``accept_past_epochs`` and ``quarantine_max_rows`` (default
+    10,000).  With ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
     network server's MQTT broker and the reports are its uplinks; no config
     is published, LoRaWAN devices do not read it.
@@ -32,13 +70,22 @@ class Aggregator:
                  share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
-        device = raw.get("device") or {}
+        clock = campaign_clock(raw)  # first: it checks that the sections are objects
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
-        fport = config_port(device, "fport", 1) if lorawan else None
+        fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
+        quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,
+                                "aggregator")
         self.store = open_store(store_path, self.cfg)
-        self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0),
-                             lorawan=lorawan, fport=fport)
+        self.store.quarantine_max_rows = quarantine_max
+        self.store.set_clock(clock)
+        if clock:
+            self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
+                                 fport=fport, past_epochs=clock["accept_past_epochs"])
+        else:
+            self.ingest = Ingest(self.cfg, campaign, lorawan=lorawan, fport=fport)
+            log(f"{config_path}: no device.period_s: reports of any epoch are accepted (no epoch window) "
+                f"and compact frames are refused; give it the boards' period")
         self.writer = Writer(self.store, self.ingest)
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one

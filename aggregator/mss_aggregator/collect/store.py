@@ -10,7 +10,11 @@ transaction that updates the counters:
 * ``reports`` with status ``extra`` -- a later, different report for an
   epoch that already has one (kept aside, counted as rejected: a device
   cannot outvote the others);
-* ``quarantine`` -- anything invalid, with the reason;
+* ``quarantine`` -- anything invalid, with the reason, its length, SHA-256
+  and at most its first 4 KiB (cut by the ingest); at most
+  ``quarantine_max_rows`` rows: past that a quarantined message is still
+  counted (``rejected_<reason>``) but its row is dropped and counted as
+  ``quarantine_dropped``, so junk cannot fill the disk;
 * nowhere, counted as ``duplicate`` -- a redelivery of a stored
   (config, device, epoch, sequence).
 
@@ -51,9 +55,12 @@ MIGRATIONS = [
             payload {blob}, reason TEXT NOT NULL)""",
          "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)"]),
     (2, ["CREATE INDEX IF NOT EXISTS accepted_by_epoch ON reports (epoch) WHERE status = 'accepted'"]),
+    (3, ["ALTER TABLE quarantine ADD COLUMN length BIGINT",  # of what arrived; NULL in older rows
+         "ALTER TABLE quarantine ADD COLUMN sha256 TEXT"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
+QUARANTINE_MAX_ROWS = 10_000  # default cap; a row is at most ~4.6 KB (4 KiB payload, 256 B topic)
 
 
 class StoreError(RuntimeError):
@@ -73,6 +80,7 @@ class Store:
     the dialect's types and placeholders, and transactions."""
 
     TYPES = {}
+    quarantine_max_rows = QUARANTINE_MAX_ROWS
 
     def _open(self, cfg):
         meta = self._read_meta()
@@ -125,8 +133,9 @@ class Store:
             self._exec(cur, "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, make()))
             return self._exec(cur, "SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
 
-    def _lock(self, cur):
-        """Serialise schema set-up between processes (SQLite: the write transaction)."""
+    def _lock(self, cur, key=None):
+        """Serialise schema set-up, or (``key`` "quarantine") the quarantine cap,
+        between processes (SQLite: the write transaction does)."""
 
     def _exec(self, cur, sql, args=()):
         cur.execute(sql, args)
@@ -140,8 +149,10 @@ class Store:
         """Store a batch of classified messages; return per-item outcomes.
 
         ``items``: dicts with ``source``, ``topic``, ``payload`` and either
-        ``reason`` and ``detail`` (quarantine) or ``device_id`` and ``report``.
-        Outcomes: "accepted", "extra", "duplicate" or "quarantined".
+        ``reason`` and ``detail`` (quarantine; optional ``length`` and
+        ``sha256`` of what arrived) or ``device_id`` and ``report``.
+        Outcomes: "accepted", "extra", "duplicate" or "quarantined" (whether
+        or not the quarantine row was kept under the cap).
         """
         for attempt in range(RETRIES):
             try:
@@ -162,13 +173,18 @@ class Store:
             it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
             return (0, "", 0) if "reason" in it else (1, it["device_id"], it["report"].epoch)
         with self._transaction() as cur:
+            room = self._quarantine_room(cur) if any("reason" in it for it in items) else 0
             for i in sorted(range(len(items)), key=key):
                 it = items[i]
                 if "reason" in it:
-                    self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason) "
-                                    "VALUES (?, ?, ?, ?, ?)",
-                               (now, it["source"], it["topic"], it["payload"],
-                                f"{it['reason']}: {it.get('detail', '')}"))
+                    if room > 0:
+                        self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason, "
+                                        "length, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   (now, it["source"], it["topic"], it["payload"],
+                                    f"{it['reason']}: {it.get('detail', '')}", it.get("length"), it.get("sha256")))
+                        room -= 1
+                    else:
+                        bump["quarantine_dropped"] = bump.get("quarantine_dropped", 0) + 1
                     outcome, counter = "quarantined", f"rejected_{it['reason']}"
                 else:
                     r = it["report"]
@@ -187,17 +203,46 @@ class Store:
                                 "DO UPDATE SET value = counters.value + excluded.value", (name, bump[name]))
         return [outcomes[i] for i in range(len(items))]
 
+    def _quarantine_room(self, cur):
+        """Rows the quarantine table may still take (rows deleted by hand make
+        room again); taken under a lock so that workers together keep the cap.
+        The lock comes first in the transaction, before any report's row lock."""
+        self._lock(cur, "quarantine")
+        cap = self.quarantine_max_rows
+        have = self._exec(cur, "SELECT COUNT(*) FROM (SELECT 1 FROM quarantine LIMIT ?) q", (cap,)).fetchone()[0]
+        return cap - int(have)
+
+    def set_clock(self, clock):
+        """Record the campaign clock (``{"period_s", "epoch_origin",
+        "accept_past_epochs"}``, or None) for readers: the default estimate
+        needs the current epoch (:mod:`.scope`)."""
+        value = json.dumps(clock, sort_keys=True)
+        if self._read_meta().get("clock") != value:
+            with self._transaction() as cur:
+                self._exec(cur, "INSERT INTO meta VALUES ('clock', ?) ON CONFLICT (key) DO UPDATE "
+                                "SET value = excluded.value", (value,))
+
+    def clock(self):
+        """The campaign clock of the last aggregator that wrote here, or None."""
+        value = self._read_meta().get("clock")
+        return json.loads(value) if value else None
+
     # -- reading ------------------------------------------------------------
     def _query(self, sql, args=()):
         with closing(self.db.cursor()) as cur:
             return self._exec(cur, sql, args).fetchall()
 
     def counters(self):
-        """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...}."""
+        """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...,
+        "quarantine_dropped"}: the first four sum up (received = accepted +
+        duplicate + rejected); ``quarantine_dropped`` (present once non-zero)
+        counts rejected messages whose quarantine row the cap left out."""
         c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
         out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
         out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
         out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
+        if c.get("quarantine_dropped"):
+            out["quarantine_dropped"] = c["quarantine_dropped"]
         return out
 
     def counts(self, epoch=None):
@@ -213,6 +258,28 @@ class Store:
         sizes = np.fromiter((len(b) // 4 for b in blobs), dtype=np.int64, count=len(rows))
         members = np.frombuffer(b"".join(blobs), dtype="<u4").astype(np.int64)
         return Counts(self.cfg).add_tally(j, members, sizes)
+
+    def latest_epochs(self, until=None, last=2):
+        """[(epoch, devices)] of the ``last`` latest epochs with accepted reports
+        (none after ``until`` if given), latest first."""
+        sql, args = "SELECT epoch, COUNT(*) FROM reports WHERE status='accepted'", ()
+        if until is not None:
+            sql, args = sql + " AND epoch <= ?", (until,)
+        rows = self._query(sql + " GROUP BY epoch ORDER BY epoch DESC LIMIT ?", args + (last,))
+        return [(int(e), int(c)) for e, c in rows]
+
+    def tally(self, epoch=None):
+        """(reports, devices, sum over devices of their reports squared, epochs)
+        of the accepted reports, of ``epoch`` only if given: the size of an
+        estimate and what its pooled standard errors are widened by."""
+        where, args = "status='accepted'", ()
+        if epoch is not None:
+            where, args = where + " AND epoch=?", (epoch,)
+        per_device = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY device_id"
+        reports, devices, squares = self._query(f"SELECT SUM(c), COUNT(*), SUM(c * c) FROM ({per_device}) d",
+                                                args)[0]
+        epochs = self._query(f"SELECT COUNT(DISTINCT epoch) FROM reports WHERE {where}", args)[0][0]
+        return tuple(int(v or 0) for v in (reports, devices, squares, epochs))
 
     def devices_per_epoch(self, last=48):
         """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
@@ -263,7 +330,7 @@ class PostgresStore(Store):
     """PostgreSQL through psycopg 3: the shared store of several workers."""
 
     TYPES = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "real": "DOUBLE PRECISION"}
-    LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi")
+    LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi"); + 1: the quarantine cap
 
     def __init__(self, url, cfg=None):
         import psycopg
@@ -281,8 +348,8 @@ class PostgresStore(Store):
         cur.execute(sql.replace("?", "%s"), args)
         return cur
 
-    def _lock(self, cur):
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (self.LOCK_ID,))
+    def _lock(self, cur, key=None):
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (self.LOCK_ID + (key == "quarantine"),))
 
     @contextmanager
     def _transaction(self):

@@ -1,8 +1,10 @@
 """What the dashboard, its JSON API and /metrics show, refreshed in the background.
 
 A :class:`LiveView` owns its own store connection (never the writer's) and,
-every ``interval`` seconds when the counters have moved, decodes the counts (estimates with SEs and 95%
-CIs), reads the counters and the devices per epoch, and appends the
+every ``interval`` seconds when the counters or the campaign clock's epoch have moved, decodes the
+counts of the epoch ``mss estimate`` decodes by default (:mod:`~mss_aggregator.collect.scope`:
+each device once; estimates with SEs and 95% CIs), reads the counters and the devices per epoch,
+and appends the
 counters to a bounded history.  Requests read the latest snapshot, so a
 busy dashboard never slows collection.  The privacy audit summary (exact
 single-report reconstruction risk of this config against the eps-LDP
@@ -15,6 +17,7 @@ from collections import deque
 
 import numpy as np
 
+from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.privacy import ceilings
 from mss_protocol import postprocess, registry
@@ -53,7 +56,9 @@ class LiveView:
         counters = self.store.counters()
         now = time.time()
         point = {"t": now, **{k: counters[k] for k in ("received", "accepted", "duplicate", "rejected")}}
-        if self.snapshot is not None and counters == self.snapshot["counters"]:
+        current = scopes.current_epoch(self.store.clock(), now)
+        if self.snapshot is not None and (counters, current) == (self.snapshot["counters"],
+                                                                 self.snapshot["current_epoch"]):
             snap = dict(self.snapshot, updated=now, error=None)  # nothing new: keep the decode
         else:
             snap = self._decode(counters, now)
@@ -62,13 +67,14 @@ class LiveView:
             self.history.append(point)
 
     def _decode(self, counters, now):
-        counts = self.store.counts()
-        est = self.protocol.decode(counts, counts.total)
+        scope = scopes.select(self.store, now=now)
+        counts = scope.counts
+        est = scopes.decode(self.protocol, scope)
         audit = list(self.config["audit"][:1])
         if counts.total and self.cfg.k <= AUDIT_MAX_K:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
         epochs = self.store.devices_per_epoch()
-        return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex,
+        return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex, **scope.document(),
                 "estimates": est.rows(), "decode_seconds": est.seconds, "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
                 "error": None}  # a good refresh clears the last failure
@@ -102,7 +108,8 @@ class LiveView:
             if top < 1:
                 raise ValueError("top must be at least 1")
             rows = sorted(rows, key=lambda r: -r["estimate"])[:top]
-        doc = {k: s[k] for k in ("updated", "n", "config_id", "decode_seconds")}
+        doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
+                                 "stderr_factor", "current_epoch", "selection", "decode_seconds")}
         return dict(doc, estimates=rows, error=s.get("error"))
 
     def counters(self):

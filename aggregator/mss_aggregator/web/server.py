@@ -84,11 +84,18 @@ class MetricsCollector:
         reports = CounterMetricFamily("mss_reports", "Reports by outcome (they sum to received)",
                                       labels=["outcome"])
         for name, value in snap["counters"].items():
-            if name not in ("received", "rejected"):  # rejected is the sum of the rejected_<reason> series
+            # rejected is the sum of the rejected_<reason> series; quarantine_dropped is no outcome
+            if name not in ("received", "rejected", "quarantine_dropped"):
                 reports.add_metric([name], value)
         yield reports
+        yield CounterMetricFamily("mss_quarantine_dropped", "Rejected reports whose quarantine row the "
+                                  "cap left out (aggregator.quarantine_max_rows)",
+                                  value=snap["counters"].get("quarantine_dropped", 0))
         est = self.live.estimates()
         yield GaugeMetricFamily("mss_estimate_reports", "Reports behind the current estimates", value=est["n"])
+        if est["epoch"] is not None:
+            yield GaugeMetricFamily("mss_estimate_epoch", "The epoch the current estimates decode",
+                                    value=est["epoch"])
         yield GaugeMetricFamily("mss_decode_seconds", "Seconds of the last decode", value=est["decode_seconds"])
         epochs = snap["devices_per_epoch"]
         yield GaugeMetricFamily("mss_devices_last_epoch", "Devices with a report in the latest epoch",

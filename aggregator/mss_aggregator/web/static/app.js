@@ -156,7 +156,8 @@ async function refresh() {
     drawCounters(ctr);
     drawConfig(cfg);
     document.getElementById("campaign").textContent = `config ${cfg.config_id}`;
-    status.textContent = `${est.n} reports decoded · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
+    const epoch = est.epoch === null ? "" : ` of epoch ${est.epoch} (${est.selection})`;
+    status.textContent = `${est.n} reports decoded${epoch} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
       + (est.error ? ` · STALE: ${est.error}` : "");
     status.className = est.error ? "error" : "";
     document.body.dataset.reports = est.n;
