@@ -2,6 +2,7 @@
 import json
 import signal
 import threading
+import time
 
 from rich.console import Console
 from rich.live import Live
@@ -13,6 +14,7 @@ from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import open_store
 from mss_protocol.mss.config import read_json
 from mss_protocol.oracle_config import load_dict
+from mss_protocol.sealed import seal
 
 
 class Aggregator:
@@ -24,11 +26,12 @@ class Aggregator:
     ``lorawan.fport``, the FPort of reports, default 1).  With ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
     network server's MQTT broker and the reports are its uplinks; no config
-    is published, LoRaWAN devices do not read it.
+    is published, LoRaWAN devices do not read it.  ``fleet_key`` (bytes)
+    signs the published config; boards adopt nothing unsigned.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
-                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None):
+                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         device = raw.get("device") or {}
@@ -44,7 +47,7 @@ class Aggregator:
             topic, classify, qos, retained = (
                 (lorawan.uplink_topic, self.ingest.from_lorawan, lorawan.qos, None) if lorawan else
                 (f"mss/v1/{campaign}/+/report", self.ingest.from_mqtt, 1,
-                 (f"mss/v1/{campaign}/config", json.dumps(self.cfg.to_dict()))))
+                 (f"mss/v1/{campaign}/config", config_message(self.cfg, campaign, fleet_key, log))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or f"mss-agg-{campaign}", qos, retained,
                                                  share_group, tls_ca, log))
@@ -68,6 +71,16 @@ class Aggregator:
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
         return all(c.connected.wait(timeout) for c in mqtt)
+
+
+def config_message(cfg, campaign, fleet_key, log):
+    """The retained config: signed with the fleet key (issued now), else the plain
+    config, which boards ignore (it still replaces an older signed one)."""
+    if fleet_key is None:
+        log(f"no fleet key: the config on mss/v1/{campaign}/config is unsigned and devices will "
+            "not adopt it (give --fleet-key-file or $MSS_FLEET_KEY)")
+        return json.dumps(cfg.to_dict())
+    return seal(cfg.to_dict(), fleet_key, campaign, time.time())
 
 
 def counters_table(counters, title):
