@@ -1,5 +1,5 @@
 """The device loader against hostile configs (CPython; MicroPython and a real
-Mosquitto: tests/firmware/test_hostile_config.py).
+Mosquitto: tests/firmware/test_node_hostile_config.py).
 
 * the worst likelihood ratio the device computes from a config's integers is
   its client's channel, exactly (enumerated, for rule thresholds and for
