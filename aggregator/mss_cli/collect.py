@@ -4,6 +4,7 @@ import click
 
 from mss_cli.common import console, fail
 from mss_protocol.mss.config import ConfigError
+from mss_protocol.sealed import load_key
 
 
 def lorawan_spec(ctx, param, value):
@@ -39,6 +40,10 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
                                   "hex>, generated once and kept in the store).")
 @click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
               help="Serial port with framed reports; repeat for several.")
+@click.option("--fleet-key-file", type=click.Path(dir_okay=False),
+              help="Sign the published config with this fleet key (hex; the key tools/deploy.py "
+                   "gave the boards). Default: $MSS_FLEET_KEY; without either the config is "
+                   "published unsigned and boards ignore it.")
 @click.option("--quiet", is_flag=True, help="No live counters.")
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
@@ -48,7 +53,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, share_group, client_id,
-                  serial_ports, quiet, http_bind, http_token, refresh):
+                  serial_ports, fleet_key_file, quiet, http_bind, http_token, refresh):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.collect.service import Aggregator, serve
     from mss_aggregator.collect.store import StoreError
@@ -68,7 +73,8 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, sh
                                "one id would disconnect each other)")
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
-                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False), lorawan=lorawan)
+                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False), lorawan=lorawan,
+                         fleet_key=load_key(fleet_key_file))
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     try:

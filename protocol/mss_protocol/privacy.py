@@ -60,11 +60,26 @@ def ln_down(r):
         return value if Decimal(value) <= ln else math.nextafter(value, -math.inf)
 
 
+def worst(r):
+    """max(r, 1/r): the two orders of a pair of values give a ratio and its inverse."""
+    return max(r, 1 / r)
+
+
 def eps_effective(moduli, omegas, thresholds):
-    """max_j ln R_j, rounded down to a float (never above the exact value).
+    """max_j ln max(R_j, 1/R_j), rounded down to a float (never above the exact value).
 
     The same form covers GRR (m = k, omega = 1), Hadamard response (m = 2,
     omega = 1) and PGR (m = K, omega = c_set): one "set of omega of m
-    outcomes weighted by e^eps" channel.
+    outcomes weighted by e^eps" channel.  R_j < 1 (a threshold below the
+    uniform T = 2**30 omega / m: the residue is kept less often than a
+    filler) is as revealing as 1 / R_j.
     """
-    return ln_down(max(ratio(m, w, t) for m, w, t in zip(moduli, omegas, thresholds)))
+    return ln_down(max(worst(ratio(m, w, t)) for m, w, t in zip(moduli, omegas, thresholds)))
+
+
+def cap(max_epsilon):
+    """``device.max_ratio`` for a cap of ``max_epsilon``: e^max_epsilon to 60 digits (the
+    number the threshold rule compares with), as a plain decimal string a device reads exactly."""
+    if not (isinstance(max_epsilon, (int, float)) and 0 < max_epsilon < math.inf):
+        raise ValueError(f"max_epsilon must be a positive finite number, got {max_epsilon!r}")
+    return format(exp_decimal(max_epsilon), "f")

@@ -23,12 +23,13 @@ from mss_node import files, settings
 from mss_node.app import Node
 from mss_node.reporter import Reporter
 from mss_node.state import State
-from mss_protocol import vectors
+from mss_protocol import privacy, vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
 from mss_device.frame import HEADER_BYTES
 from mss_protocol.mss.wire import WireCodec
+from mss_protocol.sealed import seal
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 CID = CFG.config_id_hex
@@ -232,10 +233,13 @@ def test_a_failed_flash_write_sends_nothing_and_changes_nothing(tmp_path, monkey
 
 
 def test_new_config_drops_other_memos(tmp_path):
-    dev = Device(tmp_path, seed=6, memoize=True)
+    key = bytes(range(16))
+    dev = Device(tmp_path, seed=6, memoize=True, fleet_key=key.hex(), max_epsilon=2.0,
+                 max_ratio=privacy.cap(2.0))
     dev.report(5, 0)
     other = MssConfig.build(64, 2.0, [55, 59, 61, 62])
-    dev.node.new_config(other.to_dict())
+    dev.node.new_config(json.loads(seal(other.to_dict(), key, "default", 1)))
+    assert dev.node.s.config_id == other.config_id_hex
     _, used = dev.report(5, 1)
     assert used > 0  # another channel: a new draw
     saved = json.loads((tmp_path / "state.json").read_text())["memo"]

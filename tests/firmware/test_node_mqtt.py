@@ -12,6 +12,10 @@ from micropython_runner import MPLIB, ROOT, run
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.wire import WireCodec
+from mss_protocol.privacy import cap
+from mss_protocol.sealed import seal
+
+KEY = bytes.fromhex("00112233445566778899aabbccddeeff")
 
 NODE = r"""
 import sys, time
@@ -100,12 +104,14 @@ def test_reports_queue_while_broker_is_down(tmp_path, cfg):
 
 
 def test_pushed_config_is_adopted(tmp_path, mosquitto, cfg):
+    """Signed with the fleet key, within the board's cap: adopted (SPEC.md section 5)."""
     new = MssConfig.from_dict(plan(64, 1.0)["config"])
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
     pub.connect("127.0.0.1", mosquitto.port)
     pub.loop_start()
-    pub.publish("mss/v1/t/config", json.dumps(new.to_dict()), qos=1, retain=True).wait_for_publish()
-    path = device_config(tmp_path, mosquitto.port, cfg)
+    pub.publish("mss/v1/t/config", seal(new.to_dict(), KEY, "t", 7), qos=1, retain=True).wait_for_publish()
+    path = device_config(tmp_path, mosquitto.port, cfg, fleet_key=KEY.hex(), max_epsilon=2.0,
+                         max_ratio=cap(2.0))
     listener = Listener(mosquitto.port)
     out = run(NODE, cwd=tmp_path, args=[str(path), str(tmp_path / "state.json"), "3", "4"])
     time.sleep(0.5)
@@ -114,18 +120,21 @@ def test_pushed_config_is_adopted(tmp_path, mosquitto, cfg):
     assert out.returncode == 0 and "now using config " + new.config_id_hex in out.stdout, out.stdout
     adopted = json.loads(path.read_text())
     assert adopted["config_id"] == new.config_id_hex and adopted["device"]["device_id"] == "dev1"
+    assert adopted["issued"] == 7 and adopted["device"]["fleet_key"] == KEY.hex()
     ids = {p[1:5].hex() for p in listener.reports()}
     assert new.config_id_hex in ids
 
 
 def test_bad_pushed_config_is_ignored(tmp_path, mosquitto, cfg):
+    """Signed, but the loader refuses it (its id does not match): the board keeps its config."""
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
     pub.connect("127.0.0.1", mosquitto.port)
     pub.loop_start()
     bad = dict(cfg.to_dict(), moduli=[59, 61], config_id="00000000")
-    pub.publish("mss/v1/t/config", json.dumps(bad), qos=1, retain=True).wait_for_publish()
+    pub.publish("mss/v1/t/config", seal(bad, KEY, "t", 7), qos=1, retain=True).wait_for_publish()
     pub.loop_stop()
-    path = device_config(tmp_path, mosquitto.port, cfg)
+    path = device_config(tmp_path, mosquitto.port, cfg, fleet_key=KEY.hex(), max_epsilon=2.0,
+                         max_ratio=cap(2.0))
     out = run(NODE, cwd=tmp_path, args=[str(path), str(tmp_path / "state.json"), "3", "2"])
     assert out.returncode == 0 and "rejected pushed config" in out.stdout, out.stdout
     assert json.loads(path.read_text())["config_id"] == cfg.config_id_hex

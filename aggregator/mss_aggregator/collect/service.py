@@ -3,6 +3,7 @@ import json
 import secrets
 import signal
 import threading
+import time
 
 from rich.console import Console
 from rich.live import Live
@@ -14,6 +15,7 @@ from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, open_store
 from mss_protocol.mss.config import read_json
 from mss_protocol.oracle_config import load_dict
+from mss_protocol.sealed import seal
 
 
 AGGREGATOR_FIELDS = {"accept_past_epochs", "quarantine_max_rows"}
@@ -63,11 +65,12 @@ class Aggregator:
     10,000).  With ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
     network server's MQTT broker and the reports are its uplinks; no config
-    is published, LoRaWAN devices do not read it.
+    is published, LoRaWAN devices do not read it.  ``fleet_key`` (bytes)
+    signs the published config; boards adopt nothing unsigned.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
-                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None):
+                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         clock = campaign_clock(raw)  # first: it checks that the sections are objects
@@ -92,7 +95,7 @@ class Aggregator:
             topic, classify, qos, retained = (
                 (lorawan.uplink_topic, self.ingest.from_lorawan, lorawan.qos, None) if lorawan else
                 (f"mss/v1/{campaign}/+/report", self.ingest.from_mqtt, 1,
-                 (f"mss/v1/{campaign}/config", json.dumps(self.cfg.to_dict()))))
+                 (f"mss/v1/{campaign}/config", config_message(self.cfg, campaign, fleet_key, log))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or default_client_id(self.store, campaign),
                                                  qos, retained, share_group, tls_ca, log))
@@ -125,6 +128,16 @@ def default_client_id(store, campaign):
     what the broker queued meanwhile).  The broker must still tie client ids
     to credentials (docs/mosquitto): ids show up in logs."""
     return f"mss-agg-{campaign}-{store.remembered('mqtt_client_nonce', lambda: secrets.token_hex(8))}"
+
+
+def config_message(cfg, campaign, fleet_key, log):
+    """The retained config: signed with the fleet key (issued now), else the plain
+    config, which boards ignore (it still replaces an older signed one)."""
+    if fleet_key is None:
+        log(f"no fleet key: the config on mss/v1/{campaign}/config is unsigned and devices will "
+            "not adopt it (give --fleet-key-file or $MSS_FLEET_KEY)")
+        return json.dumps(cfg.to_dict())
+    return seal(cfg.to_dict(), fleet_key, campaign, time.time())
 
 
 def counters_table(counters, title):

@@ -4,6 +4,7 @@ K is a power of two above k; item x owns C_x = {j : popcount((x+1) & j)
 even}.  ``chance(t)`` decides inside or outside C_x, then ``below(K)`` is
 drawn until j lands on that side (half of [0, K) does: 2 draws expected).
 """
+from mss_device.check import MAX_N, ONE, bad, threshold
 from mss_device.point import PointClient
 
 
@@ -27,3 +28,16 @@ class Client(PointClient):
             j = rng.below(self.n)
             if even(row & j) == inside:
                 return j
+
+
+def check(p):
+    """K a power of two above k: then every row x + 1 in [1, K) splits [0, K) in halves."""
+    K = p.K
+    if type(K) is not int or not p.k < K <= MAX_N or K & (K - 1):
+        bad("K", "must be a power of two above k, at most 2**23")
+    threshold("t", p.t)
+
+
+def ratios(p):
+    """Inside or outside C_x, K / 2 outputs each: (m, omega) = (2, 1)."""
+    return [(p.t, ONE - p.t)]

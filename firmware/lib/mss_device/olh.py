@@ -10,6 +10,7 @@ ceil(log2 g) bits; a x + b < 2**30.
 """
 import hashlib
 
+from mss_device.check import MAX_N, ONE, at_most, bad, threshold
 from mss_device.grr import grr
 from mss_device.point import PointClient
 from mss_device.rng import ByteRng
@@ -56,3 +57,17 @@ class Client(PointClient):
         p = self.p
         a, b = seed(p.config_id, self.epoch, self.device_id, p.P)
         return grr((a * x + b) % p.P % p.g, p.g, p.t, rng)
+
+
+def check(p):
+    """P is the SPEC's prime (a x + b < P**2 < 2**30 needs k <= P <= 32768); g outputs."""
+    if p.P != 32749:
+        bad("P", "must be 32749")
+    at_most("k", p.k, 2, p.P)
+    at_most("g", p.g, 2, MAX_N + 1)
+    threshold("t", p.t)
+
+
+def ratios(p):
+    """Given the public seed, GRR on the g hash values: (m, omega) = (g, 1)."""
+    return [(p.t * (p.g - 1), ONE - p.t)]

@@ -75,7 +75,8 @@ class Params:
     ``protocol`` (default mss), ``k``, the protocol's integers, ``frame``
     (index into frame.KINDS), ``config_id`` (bytes).  Raises ValueError
     naming the field when the dict is inconsistent, so a corrupt config
-    never produces reports.
+    never produces reports.  Whether the integers are in range and private
+    is :func:`mss_device.check.verify`'s job (the node's loader runs both).
     """
 
     def __init__(self, d):
@@ -111,7 +112,10 @@ class Params:
         while (1 << self.jbits) < l:
             self.jbits += 1
 
+    def module(self):
+        """The protocol's device module (imported on demand: only that protocol's)."""
+        return __import__(MODULES[self.protocol], None, None, ["Client"])
+
     def client(self):
-        """The protocol's device client (imports only that protocol's module)."""
-        mod = __import__(MODULES[self.protocol], None, None, ["Client"])
-        return mod.Client(self)
+        """The protocol's device client."""
+        return self.module().Client(self)

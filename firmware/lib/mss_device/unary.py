@@ -4,6 +4,7 @@ k independent bits: bit v is set when ``chance(tp)`` (v = x) or
 ``chance(tq)`` (v != x) holds, drawn in order v = 0, 1, ..., k - 1.  The
 body is the k bits, item v at body bit v (most significant first).
 """
+from mss_device.check import ONE, threshold
 from mss_device.frame import HEADER, get, start
 
 
@@ -25,3 +26,13 @@ class Client:
     def fits(self, body):
         k = self.p.k
         return len(body) == (k + 7) >> 3 and not get(body, k, (len(body) << 3) - k)
+
+
+def check(p):
+    threshold("tp", p.tp)
+    threshold("tq", p.tq)
+
+
+def ratios(p):
+    """Between values x and x' only their two bits change law: tp (1 - tq) / ((1 - tp) tq)."""
+    return [(p.tp * (ONE - p.tq), (ONE - p.tp) * p.tq)]

@@ -10,7 +10,7 @@ board idle, logging why and re-reading the file every minute.
 import time
 
 from mss_device.frame import kind_index
-from mss_node import files, log, settings
+from mss_node import auth, files, log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
 
@@ -53,6 +53,7 @@ class Node:
             if self.s.device_id is None:
                 raise ValueError("the modem gave no DevEUI; set device.device_id")
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
+        self.told = False  # "pushed configs are ignored" is logged once
 
     def _make_link(self):
         transport = self.s.device["transport"]
@@ -121,11 +122,34 @@ class Node:
         report = rep.report(value, epoch, seq)
         return report, [value, report[rep.header:].hex()]
 
-    def new_config(self, d):
-        """Adopt a config pushed by the aggregator (protocol fields only)."""
-        if not isinstance(d, dict) or d.get("config_id") == self.s.config_id:
+    def new_config(self, msg):
+        """A config pushed by the aggregator (a signed message, :mod:`mss_node.auth`).
+
+        Adopted only on a board with a fleet key and a cap, when the HMAC holds,
+        it names this campaign, it was issued after the config in use (an old
+        signed config replayed is refused) and the loader accepts it, cap
+        included.  The same config issued again only moves the counter on."""
+        if self.s.fleet_key is None or self.s.cap is None:
+            if not self.told:
+                log.warn("pushed configs are ignored: this board has no device.fleet_key and "
+                         "device.max_epsilon")
+                self.told = True
             return
-        self._adopt(d, "pushed config")
+        try:
+            d, issued = auth.unseal(msg, self.s.fleet_key, self.s.campaign)
+        except ValueError as exc:
+            log.warn("rejected pushed config: %s" % exc)
+            return
+        if issued <= self.s.issued:
+            if issued < self.s.issued:
+                log.warn("rejected pushed config: issued %d, before %d of the config in use (a replay?)"
+                         % (issued, self.s.issued))
+            return
+        if d.get("config_id") == self.s.config_id:
+            self.s.raw["issued"] = self.s.issued = issued
+            files.save(self.config_path, self.s.raw)
+            return
+        self._adopt(d, "pushed config", issued)
 
     def downlink(self, fport, data):
         """A LoRaWAN downlink: on ``config_fport``, two bytes naming (by the
@@ -153,10 +177,11 @@ class Node:
             return
         self._adopt(found[0], "held config")
 
-    def _adopt(self, d, what):
+    def _adopt(self, d, what, issued=0):
         merged = {}
         merged.update(d)
         merged["device"] = self.s.raw.get("device", {})
+        merged["issued"] = max(issued, self.s.issued)  # a held config keeps the counter
         try:
             new = settings.Settings(merged)
         except ValueError as exc:

@@ -1,9 +1,17 @@
 """Load and check config.json: the protocol config from ``mss plan`` plus a
 ``device`` section (campaign, period, transport, ...).  Any problem raises
 ValueError naming the field, and the board stays idle instead of reporting.
+
+The one loader of every config the board may use (config.json at boot, a
+held config a downlink switches to, a pushed one once its signature holds):
+the protocol integers must pass :func:`mss_device.check.verify` and, when
+the board has a cap (``device.max_epsilon`` with its exact ``max_ratio``),
+their worst likelihood ratio must not exceed it (SPEC.md section 5).
 """
 import json
+import math
 
+from mss_device import check
 from mss_device.params import Params
 
 DEVICE_DEFAULTS = {
@@ -26,7 +34,11 @@ DEVICE_DEFAULTS = {
                 "retry_s": 30, "backoff_max_s": 3600},
     "configs": [],  # config files this board holds: a downlink can switch to one of them
     "wifi": {"ssid": None, "password": None},
+    "fleet_key": None,  # hex; signs pushed configs (mss_node.auth); never sent
+    "max_epsilon": None,  # the cap on a config's privacy loss, with its exact form:
+    "max_ratio": None,  # e^max_epsilon as a decimal string (tools/deploy.py writes both)
 }
+KEY_MIN_HEX = 32  # a fleet key of at least 16 bytes
 
 
 def _unique_id():
@@ -51,6 +63,7 @@ class Settings:
             raise ValueError("config must be a JSON object")
         try:
             self.params = Params(d)
+            self.ratio = check.verify(self.params, d["epsilon"])  # the worst likelihood ratio (hi, lo)
         except KeyError as exc:
             raise ValueError("config field %s is missing" % exc)
         except (TypeError, AttributeError):
@@ -91,6 +104,14 @@ class Settings:
             _check_lorawan(dev["lorawan"])
         if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
             raise ValueError("device.configs must be a list of file names")
+        self.fleet_key = _fleet_key(dev["fleet_key"])
+        self.cap = _cap(dev["max_epsilon"], dev["max_ratio"])
+        if self.cap is not None and not check.within(self.ratio, self.cap):
+            raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
+                             % (check.epsilon(self.ratio), dev["max_epsilon"]))
+        self.issued = d.get("issued", 0)  # of the pushed config in use (mss_node.auth)
+        if type(self.issued) is not int or self.issued < 0:
+            raise ValueError("config field issued must be a non-negative integer")
         self.device = dev
         # on LoRaWAN the default id is the modem's DevEUI (the network server's id), set by the link
         self.device_id = dev["device_id"] or (None if dev["transport"] == "lorawan" else _unique_id())
@@ -118,6 +139,38 @@ def _check_lorawan(lw):
     for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
         if type(lw[key]) is not int or lw[key] < 1:
             raise ValueError("device.lorawan.%s must be a positive integer" % key)
+
+
+def _fleet_key(text):
+    """The key's bytes, or None.  Messages never show the key."""
+    if text is None:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except (TypeError, ValueError):
+        key = b""
+    if len(key) * 2 < KEY_MIN_HEX:
+        raise ValueError("device.fleet_key must be at least %d hex digits" % KEY_MIN_HEX)
+    return key
+
+
+def _cap(eps, ratio):
+    """(num, den) of device.max_ratio, exactly; None without a cap.  max_epsilon is
+    what the operator chose (logs); max_ratio, e^max_epsilon written by the host to 60
+    digits, is what is compared, so the two must agree (to float precision here)."""
+    if eps is None and ratio is None:
+        return None
+    if type(eps) not in (int, float) or not eps > 0 or not isinstance(ratio, str):
+        raise ValueError("device.max_epsilon (a positive number) needs device.max_ratio "
+                         "(e^max_epsilon as a decimal string; tools/deploy.py --max-epsilon writes both)")
+    parts = ratio.split(".")
+    digits = "".join(parts)
+    if len(parts) > 2 or not digits.isdigit() or int(digits) == 0:
+        raise ValueError("device.max_ratio must be a decimal number such as 7.389056")
+    # ln of 0.<digits> * 10^len(whole): no float ever holds the whole number (float32 ports)
+    if abs(math.log(float("0." + digits)) + len(parts[0]) * math.log(10) - eps) > check.EPS_SLACK:
+        raise ValueError("device.max_ratio is not e^max_epsilon")
+    return int(digits), 10 ** (len(digits) - len(parts[0]))
 
 
 def load(path):

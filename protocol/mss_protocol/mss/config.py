@@ -7,6 +7,7 @@ eps_effective, bit counts, config id) is derived from these integers.
 """
 import json
 import math
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -71,6 +72,9 @@ class MssConfig:
                 raise ConfigError(f"threshold {t} for modulus {m} must be in (0, 2**30)")
             if t > privacy.threshold(m, w, self.epsilon):
                 raise ConfigError(f"threshold {t} for modulus {m} exceeds the epsilon budget")
+            if privacy.worst(privacy.ratio(m, w, t)) > Fraction(privacy.exp_decimal(self.epsilon)):
+                raise ConfigError(f"threshold {t} for modulus {m} is so low that leaving the residue "
+                                  "out exceeds the epsilon budget")
 
     # -- derived quantities -------------------------------------------------
     @property

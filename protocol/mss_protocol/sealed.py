@@ -1,0 +1,48 @@
+"""Signed config pushes, the host side (SPEC.md section 5; device: ``mss_node.auth``).
+
+The aggregator publishes ``{"signed": TEXT, "hmac": HEX}`` on the retained
+``mss/v1/<campaign>/config``: TEXT is ``{"campaign", "issued", "config"}``
+as JSON and HEX its HMAC-SHA256 under the fleet key, which a board holds
+in ``device.fleet_key`` from flashing on.  ``issued`` grows with every
+publication (the signing time in seconds), so a board refuses a config
+issued before the one it runs: a recorded message cannot roll it back.
+"""
+import hmac
+import json
+import os
+
+from mss_protocol.mss.config import ConfigError
+
+KEY_MIN_BYTES = 16
+ENV = "MSS_FLEET_KEY"
+
+
+def seal(config, key, campaign, issued):
+    """The message text for ``config`` (a config dict, section 5)."""
+    text = json.dumps({"campaign": campaign, "issued": int(issued), "config": config}, sort_keys=True)
+    return json.dumps({"signed": text, "hmac": hmac.new(key, text.encode(), "sha256").hexdigest()})
+
+
+def parse_key(text, source):
+    """The key bytes of hex ``text``; ConfigError names ``source`` (never the key)."""
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ConfigError(f"{source}: a fleet key is hex digits") from None
+    if len(key) < KEY_MIN_BYTES:
+        raise ConfigError(f"{source}: a fleet key needs at least {KEY_MIN_BYTES} bytes "
+                          f"({2 * KEY_MIN_BYTES} hex digits), got {len(key)}")
+    return key
+
+
+def load_key(path=None):
+    """The fleet key from ``path`` (a file holding its hex), else ``$MSS_FLEET_KEY``, else None."""
+    if path is not None:
+        try:
+            with open(path) as fh:
+                return parse_key(fh.read(), str(path))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the fleet key: {exc.strerror}") from None
+    if os.environ.get(ENV):
+        return parse_key(os.environ[ENV], f"${ENV}")
+    return None
