@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, estimate_json, wait_for
 from loadgen import make_reports, publish
+from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.ports import free_port
 from mss_protocol.mss.config import MssConfig
 
@@ -82,7 +83,7 @@ def _conforms(value, schema, defs):
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types
     py = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-          "null": type(None)}
+          "boolean": bool, "null": type(None)}
     if types and not any(isinstance(value, py[t]) and not (t != "boolean" and isinstance(value, bool))
                          for t in types):
         return False
@@ -122,6 +123,13 @@ def test_api_metrics_and_openapi(dashboard):
     assert samples[("mss_reports_total", (("outcome", "accepted"),))] == 300
     assert samples[("mss_estimate_reports", ())] == 300
     assert samples[("mss_devices_last_epoch", ())] == 300
+    broker_label = (("broker", broker.removeprefix("mqtt://")),)
+    assert samples[("mss_broker_connected", broker_label)] == 1
+    assert sum(v for (name, labels), v in samples.items() if name == "mss_broker_connect_failures_total") == 0
+    assert counters["brokers"] == [{"broker": broker.removeprefix("mqtt://"), "tls": False, "connected": True,
+                                    "connected_since": counters["brokers"][0]["connected_since"],
+                                    "failures": dict.fromkeys(CAUSES, 0), "last_error": None,
+                                    "last_error_at": None}]
     spec = get_json(url + "api/openapi.json")
     defs = spec["components"]["schemas"]
     for path in ("/api/estimates", "/api/counters", "/api/config"):
@@ -202,6 +210,8 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         assert page.locator("#estimates tbody tr").count() == CFG.k
         assert page.locator("#epochs-chart rect.bar").count() == 1
         assert "eps_effective" in page.inner_text("#config")
+        assert page.locator("#brokers").get_attribute("data-connected") == "true"
+        assert broker.removeprefix("mqtt://") in page.inner_text("#brokers")
         # more reports arrive: the page follows without a reload
         publish(make_reports(CFG, devices=200, epochs=1, prefix="b", seed=5), broker, "t")
         page.wait_for_function("document.body.dataset.reports === '400'", timeout=20000)
