@@ -15,7 +15,8 @@ itself, by name, as PEM.
 """
 import sys
 
-_HUNG_UP = (32, 104)  # EPIPE, ECONNRESET (the same numbers on Linux and lwIP)
+# EPIPE, ECONNRESET (the same numbers on Linux and lwIP), mbedtls's FATAL_ALERT_MESSAGE
+_ENDED = (32, 104, -0x7780)
 
 
 def _text(exc):
@@ -79,8 +80,8 @@ class Tls:
         except (OSError, ValueError) as exc:  # unknown CA, wrong name, not a TLS port, ...
             sock.close()
             why = _text(exc)
-            if getattr(exc, "errno", None) in _HUNG_UP:
-                why += " (the broker hung up: not a TLS port, or it wants a client certificate)"
+            if getattr(exc, "errno", None) in _ENDED:
+                why += " (the broker ended the handshake: not a TLS port, or no client certificate it accepts)"
             raise OSError("TLS handshake with %s refused: %s" % (self.hostname, why))
         self.raw = sock
         return wrapped
