@@ -223,6 +223,40 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
     assert (shots / "dashboard.png").stat().st_size > 10_000
 
 
+def test_page_shows_a_broker_it_cannot_reach(tmp_path):
+    """Nothing listens on the broker's port: the page says so, with the cause, while the aggregator retries."""
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    port, dead = free_port(), free_port()
+    agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtt://127.0.0.1:{dead}",
+                            extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                get(url + "api/config")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.time() < deadline and agg.proc.poll() is None
+                time.sleep(0.2)
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_function("document.getElementById('status').textContent.includes('refused')",
+                                   timeout=20000)
+            status = page.inner_text("#status")
+            table = page.inner_text("#brokers")
+            browser.close()
+    finally:
+        agg.stop()
+    assert f"broker 127.0.0.1:{dead} NOT CONNECTED: refused: [Errno 111] Connection refused" in status
+    assert "NOT CONNECTED (retrying)" in table and "refused" in table
+
+
 def test_top_query_host_check_and_received_metric(dashboard):
     url, broker, store = dashboard
     publish(make_reports(CFG, devices=50, epochs=1, prefix="q"), broker, "t")
