@@ -154,6 +154,40 @@ ENDED = "(the broker ended the handshake: not a TLS port, or no client certifica
 # A listener that wants a client certificate rejects its absence after the client's side of a
 # TLS 1.3 handshake is done: the client then sees a closed connection or the alert, as it happens.
 NO_CERT_CPYTHON = ("connection closed before CONNACK", "alert certificate required")
+AS_UMQTT_18 = r"""
+import json, socket
+from mss_node.settings import Settings
+from mss_node.tls import Tls
+d = json.load(open("device.json"))
+d["device"]["mqtt"] = json.load(open("cases.json"))
+tls = Tls(Settings(d).device["mqtt"])
+sock = socket.socket()
+sock.connect(socket.getaddrinfo("127.0.0.1", d["device"]["mqtt"]["port"])[0][-1])
+s = tls.wrap_socket(sock, server_hostname="127.0.0.1")  # as umqtt.simple >= 1.4 calls it
+s.write(b"\x10\x12\x00\x04MQTT\x04\x02\x00\x1e\x00\x06mp-raw")  # CONNECT, client id mp-raw
+print("CONNACK", s.read(4))
+"""
+
+
+def test_tls_as_umqtt_14_and_later_call_it(tmp_path, broker, pki):
+    """umqtt.simple 1.4+ (not on PyPI) calls the ssl object's wrap_socket with its server
+    name; under MicroPython that call gives a verified TLS connection (checked with a
+    hand-made CONNECT), and the name checked is server_hostname's, not the caller's."""
+    require_micropython()
+    argv, env = command("micropython", "mss_node.app", [])
+    (tmp_path / "device.json").write_text(json.dumps(_device_doc()))
+    results = []
+    for hostname in ("wrong.example", None):  # the certificate is for wrong.example
+        mqtt_settings = {"tls": True, "ca": str(pki / "ca.pem"), "port": broker.wrong, "server_hostname": hostname}
+        (tmp_path / "cases.json").write_text(json.dumps(mqtt_settings))
+        out = subprocess.run(argv[:argv.index("-m")] + ["-c", AS_UMQTT_18], capture_output=True, text=True,
+                             timeout=60, env=env, cwd=tmp_path)
+        results.append((out.returncode, out.stdout.strip() + out.stderr))  # tracebacks go to stdout
+    assert results[0] == (0, r"CONNACK b' \x02\x00\x00'"), results[0]
+    assert results[1][0] == 1 and "OSError: TLS handshake with 127.0.0.1 refused: The certificate Common Name (CN) " \
+        "does not match with the expected CN" in results[1][1], results[1]
+
+
 REFUSALS = {  # case: (listener, settings, what the log says on micropython, on cpython: any of)
     "wrong CA": ("tls", {"ca": "other-ca.pem"},
                  [HANDSHAKE + "The certificate is not correctly signed by the trusted CA"],

@@ -25,6 +25,7 @@ def _text(exc):
 
 
 def _der(path, field):
+    """The file as DER: a PEM file's first block decoded (MicroPython's ssl takes DER only)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
