@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, estimate_json, wait_for
 from loadgen import make_reports, publish
+from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.ports import free_port
 from mss_protocol.mss.config import MssConfig
 
@@ -122,6 +123,13 @@ def test_api_metrics_and_openapi(dashboard):
     assert samples[("mss_reports_total", (("outcome", "accepted"),))] == 300
     assert samples[("mss_estimate_reports", ())] == 300
     assert samples[("mss_devices_last_epoch", ())] == 300
+    broker_label = (("broker", broker.removeprefix("mqtt://")),)
+    assert samples[("mss_broker_connected", broker_label)] == 1
+    assert sum(v for (name, labels), v in samples.items() if name == "mss_broker_connect_failures_total") == 0
+    assert counters["brokers"] == [{"broker": broker.removeprefix("mqtt://"), "tls": False, "connected": True,
+                                    "connected_since": counters["brokers"][0]["connected_since"],
+                                    "failures": dict.fromkeys(CAUSES, 0), "last_error": None,
+                                    "last_error_at": None}]
     spec = get_json(url + "api/openapi.json")
     defs = spec["components"]["schemas"]
     for path in ("/api/estimates", "/api/counters", "/api/config"):
@@ -210,6 +218,8 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         assert page.locator("#estimates tbody tr").count() == CFG.k
         assert page.locator("#epochs-chart rect.bar").count() == 1
         assert "eps_effective" in page.inner_text("#config")
+        assert page.locator("#brokers").get_attribute("data-connected") == "true"
+        assert broker.removeprefix("mqtt://") in page.inner_text("#brokers")
         # more reports arrive: the page follows without a reload
         publish(make_reports(CFG, devices=200, epochs=1, prefix="b", seed=5), broker, "t")
         page.wait_for_function("document.body.dataset.reports === '400'", timeout=20000)
@@ -219,6 +229,40 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
         browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
+
+
+def test_page_shows_a_broker_it_cannot_reach(tmp_path):
+    """Nothing listens on the broker's port: the page says so, with the cause, while the aggregator retries."""
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    config = tmp_path / "cfg.json"
+    CFG.save(config)
+    port, dead = free_port(), free_port()
+    agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtt://127.0.0.1:{dead}",
+                            extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                get(url + "api/config")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.time() < deadline and agg.proc.poll() is None
+                time.sleep(0.2)
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_function("document.getElementById('status').textContent.includes('refused')",
+                                   timeout=20000)
+            status = page.inner_text("#status")
+            table = page.inner_text("#brokers")
+            browser.close()
+    finally:
+        agg.stop()
+    assert f"broker 127.0.0.1:{dead} NOT CONNECTED: refused: [Errno 111] Connection refused" in status
+    assert "NOT CONNECTED (retrying)" in table and "refused" in table
 
 
 def test_top_query_host_check_and_received_metric(dashboard):

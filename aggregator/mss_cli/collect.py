@@ -34,7 +34,12 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
               help="The campaign's store: an SQLite file (one worker) or "
                    "postgresql://user[:password]@host[:port]/db (shared by several workers).")
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False))
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False),
+              help="CA certificate (PEM) the broker's certificate must be signed by; implies TLS.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
+              help="Client certificate (PEM) for a broker that requires one; implies TLS.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
+              help="The client certificate's key (PEM; default: in the --tls-cert file).")
 @click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
 @click.option("--client-id", help="MQTT client id; keep it stable (default mss-agg-<campaign>-<random "
                                   "hex>, generated once and kept in the store).")
@@ -52,8 +57,8 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
                    "when --http is not on loopback. Default: $MSS_HTTP_TOKEN.")
 @click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
-def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, share_group, client_id,
-                  serial_ports, fleet_key_file, quiet, http_bind, http_token, refresh):
+def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
+                  client_id, serial_ports, fleet_key_file, quiet, http_bind, http_token, refresh):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.collect.service import Aggregator, serve
     from mss_aggregator.collect.store import StoreError
@@ -68,13 +73,21 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, sh
         raise click.UsageError("give --broker and/or --serial")
     if lorawan and not broker:
         raise click.UsageError("--lorawan needs --broker, the network server's MQTT broker")
+    if tls_key and not tls_cert:
+        raise click.UsageError("--tls-key needs --tls-cert, the certificate it goes with")
+    if (tls_ca or tls_cert) and not broker:
+        raise click.UsageError("--tls-ca and --tls-cert are for the --broker connection")
     if share_group and not client_id:
         raise click.UsageError("--share-group needs a --client-id per worker (workers sharing "
                                "one id would disconnect each other)")
+
+    def log(msg):  # one line per event, as written: error texts hold [brackets], logs are grepped
+        console.print(msg, highlight=False, markup=False, soft_wrap=True)
+
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
-                         tls_ca, client_id, log=lambda m: console.print(m, highlight=False), lorawan=lorawan,
-                         fleet_key=load_key(fleet_key_file))
+                         tls_ca, client_id, log=log, lorawan=lorawan, fleet_key=load_key(fleet_key_file),
+                         tls_cert=tls_cert, tls_key=tls_key)
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     try:

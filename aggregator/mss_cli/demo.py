@@ -93,7 +93,7 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind,
                     from mss_aggregator.web.live import LiveView
                     from mss_aggregator.web.server import WebServer
 
-                    view = LiveView(store_path, interval=0.5).start()
+                    view = LiveView(store_path, interval=0.5, brokers=agg.brokers).start()
                     try:
                         web = WebServer(view, http_bind).start()
                     except HttpError as exc:

@@ -19,10 +19,12 @@ from urllib.parse import unquote, urlparse
 import paho.mqtt.client as mqtt
 import serial
 
+from mss_aggregator.collect.link_health import Client, LinkHealth
 from mss_device.framing import parse as parse_frame
 
 BATCH = 500
 BATCH_SECONDS = 0.02
+RECONNECT_DELAY = (1, 30)  # seconds: paho's back-off, first and longest wait
 
 
 def parse_broker(url):
@@ -34,6 +36,23 @@ def parse_broker(url):
     return (u.hostname, u.port or (8883 if tls else 1883),
             unquote(u.username) if u.username else None,
             unquote(u.password) if u.password else None, tls)
+
+
+def tls_context(ca=None, cert=None, key=None):
+    """The broker's certificate checked against ``ca`` (default: the system's
+    CAs) and the host name; ``cert``/``key``: a client certificate (the key
+    may be in the cert file).  A bad file is a ValueError naming its flag."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ValueError(f"--tls-ca {ca}: not a CA certificate file ({exc})") from None
+    if cert:
+        try:
+            ctx.load_cert_chain(cert, key)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--tls-cert {cert}" + (f" / --tls-key {key}" if key else "")
+                             + f": not a certificate and its key ({exc})") from None
+    return ctx
 
 
 class Writer(threading.Thread):
@@ -84,38 +103,48 @@ class MqttCollector:
     ``classify(topic, payload, source)`` (``Ingest.from_mqtt``, or
     ``from_lorawan`` for a network server's uplinks) in the writer.
     ``retained`` = (topic, payload) is published on every connect: the
-    campaign config that MQTT devices read."""
+    campaign config that MQTT devices read.  ``tls_ca``/``tls_cert``/
+    ``tls_key``: see :func:`tls_context`; any of them means TLS.  Connection
+    failures are logged, counted and retried (``health``)."""
 
     def __init__(self, url, writer, topic, classify, client_id, qos=1, retained=None, share_group=None,
-                 tls_ca=None, log=print):
+                 tls_ca=None, log=print, tls_cert=None, tls_key=None):
         host, port, user, password, tls = parse_broker(url)
         self.host, self.port = host, port
         self.writer, self.classify, self.qos, self.retained, self.log = writer, classify, qos, retained, log
         self.topic = f"$share/{share_group}/{topic}" if share_group else topic
         self.source = f"mqtt:{client_id}"  # which worker stored a report
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                        clean_session=False, protocol=mqtt.MQTTv311, manual_ack=True)
+        tls = bool(tls or tls_ca or tls_cert)
+        self.health = LinkHealth(f"{host}:{port}", tls, log, *RECONNECT_DELAY)
+        c = Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
+                   protocol=mqtt.MQTTv311, manual_ack=True, health=self.health)
         if user:
             c.username_pw_set(user, password)
-        if tls or tls_ca:
-            c.tls_set(ca_certs=tls_ca, cert_reqs=ssl.CERT_REQUIRED)
+        if tls:
+            c.tls_set_context(tls_context(tls_ca, tls_cert, tls_key))
         c.on_connect = self._on_connect
         self.stopping = False
-        c.on_disconnect = lambda *a: None if self.stopping else self.log("mqtt: disconnected, reconnecting")
+        c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
-        c.reconnect_delay_set(1, 30)
+        c.reconnect_delay_set(*RECONNECT_DELAY)
         self.client = c
         self.connected = threading.Event()
 
     def _on_connect(self, client, userdata, flags, reason, properties):
         if reason.is_failure:
-            self.log(f"mqtt: connection refused: {reason}")
+            self.health.failed("broker", f"connection refused: {reason}")
             return
+        self.health.connected()
         client.subscribe(self.topic, qos=self.qos)
         if self.retained:
             client.publish(*self.retained, qos=1, retain=True)
         self.connected.set()
-        self.log(f"mqtt: connected to {self.host}:{self.port}, subscribed to {self.topic}")
+        self.log(f"mqtt: connected to {self.host}:{self.port}{' over TLS' if self.health.tls else ''}, "
+                 f"subscribed to {self.topic}")
+
+    def _on_disconnect(self, client, userdata, flags, reason, properties):
+        if not self.stopping:
+            self.health.disconnected(reason)
 
     def _on_message(self, client, userdata, msg):
         # msg._topic is the raw bytes: paho's msg.topic decodes UTF-8 and would raise on bad topics

@@ -66,11 +66,13 @@ class Aggregator:
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
     network server's MQTT broker and the reports are its uplinks; no config
     is published, LoRaWAN devices do not read it.  ``fleet_key`` (bytes)
-    signs the published config; boards adopt nothing unsigned.
+    signs the published config; boards adopt nothing unsigned.  ``tls_cert``/``tls_key``:
+    a client certificate for a broker that requires one.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
-                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None):
+                 share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None,
+                 tls_cert=None, tls_key=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         clock = campaign_clock(raw)  # first: it checks that the sections are objects
@@ -98,7 +100,7 @@ class Aggregator:
                  (f"mss/v1/{campaign}/config", config_message(self.cfg, campaign, fleet_key, log))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or default_client_id(self.store, campaign),
-                                                 qos, retained, share_group, tls_ca, log))
+                                                 qos, retained, share_group, tls_ca, log, tls_cert, tls_key))
         self.collectors += [SerialCollector(spec, self.writer, log=log) for spec in serial_ports]
         if not self.collectors:
             raise ValueError("give --broker and/or --serial")
@@ -115,6 +117,10 @@ class Aggregator:
             c.stop()
         self.writer.stop()
         self.store.close()
+
+    def brokers(self):
+        """Each MQTT collector's connection state (LinkHealth.status)."""
+        return [c.health.status() for c in self.collectors if isinstance(c, MqttCollector)]
 
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
@@ -162,7 +168,7 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
             from mss_aggregator.web.live import LiveView
             from mss_aggregator.web.server import WebServer
 
-            view = LiveView(agg.store.location, interval=refresh)
+            view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers)
             web = WebServer(view, http, token).start()
             view.start()
             console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")

@@ -9,7 +9,8 @@ counters to a bounded history.  Requests read the latest snapshot, so a
 busy dashboard never slows collection.  The privacy audit summary (exact
 single-report reconstruction risk of this config against the eps-LDP
 ceiling, uniform prior and the current estimate as prior) is recomputed
-with each decode.
+with each decode.  ``brokers`` (a callable: the aggregator's broker
+connection states) is read at request time: a broken link shows at once.
 """
 import threading
 import time
@@ -31,7 +32,8 @@ def _audit(channel, prior, label, epsilon):
 
 
 class LiveView:
-    def __init__(self, location, interval=2.0, history=720):
+    def __init__(self, location, interval=2.0, history=720, brokers=list):
+        self.brokers = brokers
         self.store = open_store(location)
         self.cfg = self.store.cfg
         self.protocol = registry.from_config(self.cfg)
@@ -115,8 +117,9 @@ class LiveView:
     def counters(self):
         with self.lock:
             s = self.snapshot
-            return {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
-                    "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error")}
+            doc = {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
+                   "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error")}
+        return dict(doc, brokers=self.brokers())
 
     def config_doc(self):
         with self.lock:

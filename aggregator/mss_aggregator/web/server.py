@@ -102,6 +102,23 @@ class MetricsCollector:
                                 value=epochs[-1]["devices"] if epochs else 0)
         yield GaugeMetricFamily("mss_snapshot_timestamp_seconds", "When the snapshot was taken",
                                 value=snap["updated"])
+        yield from broker_metrics(snap["brokers"])
+
+
+def broker_metrics(brokers):
+    """Per broker: connected (0/1), failed connection attempts by cause, when the last one failed."""
+    up = GaugeMetricFamily("mss_broker_connected", "1 while connected to the broker", labels=["broker"])
+    failures = CounterMetricFamily("mss_broker_connect_failures", "Failed connection attempts by cause",
+                                   labels=["broker", "cause"])
+    last = GaugeMetricFamily("mss_broker_last_failure_timestamp_seconds", "When the last attempt failed",
+                             labels=["broker"])
+    for b in brokers:
+        up.add_metric([b["broker"]], int(b["connected"]))
+        for cause, n in b["failures"].items():
+            failures.add_metric([b["broker"], cause], n)
+        if b["last_error_at"] is not None:
+            last.add_metric([b["broker"]], b["last_error_at"])
+    yield from (up, failures, last)
 
 
 def make_handler(live, token, registry):

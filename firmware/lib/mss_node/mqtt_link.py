@@ -6,7 +6,9 @@
 * persistent session, retained ``online`` status and an ``offline`` will;
 * subscription to the campaign's retained config topic, so the fleet can
   be re-parameterised; ``on_config(dict)`` gets every new config;
-* reconnects with exponential back-off after Wi-Fi or broker loss.
+* reconnects with exponential back-off after Wi-Fi or broker loss;
+* with device.mqtt.tls, TLS with a pinned CA and the expected server name
+  (and a client certificate if given), see :mod:`mss_node.tls`.
 
 Only the API common to umqtt.simple 1.3.4 and the current 1.8 is used.
 """
@@ -27,21 +29,32 @@ class MqttLink:
         self.client = None
         self.backoff = 1
         self.next_try = 0
+        self.tls = None
+        if settings.device["mqtt"]["tls"]:
+            from mss_node.tls import Tls
+
+            self.tls = Tls(settings.device["mqtt"])  # ValueError naming the field: the board stays idle
 
     def _connect(self):
         m = self.s.device["mqtt"]
         c = self._cls(self.s.device_id.encode(), m["host"], m["port"], m["user"], m["password"],
-                      m["keepalive"])
+                      m["keepalive"], ssl=self.tls)
         c.set_callback(self._message)
         status = self.s.topic("status").encode()
         c.set_last_will(status, b"offline", retain=True, qos=1)
         c.connect(clean_session=False)
-        c.sock.settimeout(m["timeout_s"])
+        self._timeout(c)
         c.publish(status, b"online", retain=True, qos=1)
         c.subscribe(self.s.topic("config").encode(), qos=1)
         self.client = c
         self.backoff = 1
-        log.info("mqtt connected to %s:%d" % (m["host"], m["port"]))
+        log.info("mqtt connected to %s:%d%s" % (m["host"], m["port"], " over TLS" if self.tls else ""))
+
+    def _timeout(self, c):
+        sock = c.sock
+        if not hasattr(sock, "settimeout"):  # MicroPython's SSLSocket: time out the TCP socket under it
+            sock = self.tls.raw
+        sock.settimeout(self.s.device["mqtt"]["timeout_s"])
 
     def _up(self):
         if self.client is not None:
@@ -81,7 +94,7 @@ class MqttLink:
             return
         try:
             self.client.check_msg()
-            self.client.sock.settimeout(self.s.device["mqtt"]["timeout_s"])  # check_msg cleared it
+            self._timeout(self.client)  # check_msg cleared it
         except Exception as exc:  # any link failure: back off and retry later
             self._down("poll failed: %r" % (exc,))
 

@@ -25,8 +25,11 @@ DEVICE_DEFAULTS = {
     "watchdog_ms": 0,  # 0: no watchdog
     "memoize": False,  # re-send one draw per value (SPEC.md, Memoized reports)
     "memo_max": 16,  # values memoized per config; the least recently used goes
-    "mqtt": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None,
-             "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300},
+    "mqtt": {"host": "127.0.0.1", "port": None, "user": None, "password": None,
+             "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300,
+             "tls": False, "ca": None, "cert": None, "key": None, "server_hostname": None},
+    # port None: 1883, or 8883 with tls; ca, cert, key: files on the board (PEM or DER);
+    # server_hostname: the name the broker's certificate must carry (default: host)
     "serial": {"uart": None, "baud": 115200, "tx": None, "rx": None, "path": None},
     # baud None: the modem's default; path: a tty instead of a UART (tests, emulators)
     "lorawan": {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
@@ -102,6 +105,7 @@ class Settings:
             raise ValueError("device.transport must be serial, mqtt or lorawan")
         if dev["transport"] == "lorawan":
             _check_lorawan(dev["lorawan"])
+        dev["mqtt"] = _mqtt(dev["mqtt"])
         if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
             raise ValueError("device.configs must be a list of file names")
         self.fleet_key = _fleet_key(dev["fleet_key"])
@@ -122,6 +126,32 @@ class Settings:
         if leaf == "config":
             return "mss/v1/%s/config" % self.campaign
         return "mss/v1/%s/%s/%s" % (self.campaign, self.device_id, leaf)
+
+
+def _mqtt(m):
+    """device.mqtt with its port resolved.  A TLS field is never ignored: set
+    without ``tls`` it is an error, and ``tls`` needs the CA to pin."""
+    m = dict(m)
+    if type(m["tls"]) is not bool:
+        raise ValueError("device.mqtt.tls must be true or false")
+    for key in ("ca", "cert", "key", "server_hostname"):
+        if m[key] is None:
+            continue
+        if not isinstance(m[key], str) or not m[key]:
+            raise ValueError("device.mqtt.%s must be a non-empty string" % key)
+        if not m["tls"]:
+            raise ValueError("device.mqtt.%s is set but device.mqtt.tls is false" % key)
+    if m["tls"] and m["ca"] is None:
+        raise ValueError("device.mqtt.tls needs device.mqtt.ca (the file of the CA that signed "
+                         "the broker's certificate)")
+    if (m["cert"] is None) != (m["key"] is None):
+        raise ValueError("device.mqtt.cert and device.mqtt.key go together (a client certificate "
+                         "and its key)")
+    if m["port"] is None:
+        m["port"] = 8883 if m["tls"] else 1883
+    if type(m["port"]) is not int or not 0 < m["port"] < 65536:
+        raise ValueError("device.mqtt.port must be a port number, 1 to 65535")
+    return m
 
 
 def _check_lorawan(lw):

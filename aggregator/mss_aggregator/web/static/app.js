@@ -115,6 +115,31 @@ function drawEpochs(epochs) {
   tick.textContent = ymax;
 }
 
+// One row per broker: up or down, failed attempts by cause, the last failure's text.
+function drawBrokers(brokers) {
+  const table = document.getElementById("brokers");
+  table.replaceChildren();
+  if (!brokers.length) {
+    table.insertRow().insertCell().textContent = "no MQTT broker (serial only)";
+    return;
+  }
+  for (const b of brokers) {
+    const failed = Object.entries(b.failures).filter(([, n]) => n > 0).map(([c, n]) => `${c} ${n}`);
+    const rows = [["broker", `${b.broker}${b.tls ? " (TLS)" : ""}`],
+                  ["state", b.connected ? "connected" : "NOT CONNECTED (retrying)", b.connected ? "" : "error"],
+                  ["failed attempts", failed.length ? failed.join(", ") : "none"],
+                  ["last failure", b.last_error === null ? "–"
+                    : `${new Date(b.last_error_at * 1000).toLocaleTimeString()}: ${b.last_error}`]];
+    for (const [k, v, cls = ""] of rows) {
+      const tr = table.insertRow();
+      tr.className = cls;
+      tr.insertCell().textContent = k;
+      tr.insertCell().textContent = v;
+    }
+    table.dataset.connected = b.connected;
+  }
+}
+
 function drawConfig(cfg) {
   const table = document.getElementById("config");
   table.replaceChildren();
@@ -154,12 +179,15 @@ async function refresh() {
       [getJSON(`api/estimates?top=${TABLE_ROWS}`), getJSON("api/counters"), getJSON("api/config")]);
     drawEstimates(est);
     drawCounters(ctr);
+    drawBrokers(ctr.brokers);
     drawConfig(cfg);
     document.getElementById("campaign").textContent = `config ${cfg.config_id}`;
     const epoch = est.epoch === null ? "" : ` of epoch ${est.epoch} (${est.selection})`;
+    const down = ctr.brokers.filter(b => !b.connected);
     status.textContent = `${est.n} reports decoded${epoch} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
-      + (est.error ? ` · STALE: ${est.error}` : "");
-    status.className = est.error ? "error" : "";
+      + (est.error ? ` · STALE: ${est.error}` : "")
+      + down.map(b => ` · broker ${b.broker} NOT CONNECTED: ${b.last_error || "connecting"}`).join("");
+    status.className = est.error || down.length ? "error" : "";
     document.body.dataset.reports = est.n;
   } catch (err) {
     status.textContent = `cannot reach the aggregator (${err.message}); retrying`;

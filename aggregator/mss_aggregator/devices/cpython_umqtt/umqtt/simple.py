@@ -1,6 +1,11 @@
 """umqtt.simple's API subset on CPython, over paho-mqtt, so the unchanged
 firmware (mss_node.mqtt_link) can run as an emulated device on a machine
-without the MicroPython binary.  Only what the firmware uses is provided."""
+without the MicroPython binary.  Only what the firmware uses is provided.
+
+TLS as in umqtt.simple 1.4 and later: ``ssl`` is an SSLContext (anything
+with ``wrap_socket(sock, server_hostname=...)``), called with the server
+name and trusted with every check.  The legacy ``ssl=True`` + ``ssl_params``
+form is refused, never quietly sent in clear."""
 import queue
 import threading
 
@@ -24,10 +29,24 @@ class _Sock:
         self.owner._close()
 
 
+class _Context:
+    """What paho wants of an SSLContext, over umqtt's ``ssl`` object."""
+
+    check_hostname = True  # the object checks the name, as umqtt.simple leaves it to do
+
+    def __init__(self, ssl, server):
+        self.ssl, self.server = ssl, server
+
+    def wrap_socket(self, sock, server_hostname=None, do_handshake_on_connect=True):
+        return self.ssl.wrap_socket(sock, server_hostname=self.server)  # umqtt.simple's call
+
+
 class MQTTClient:
-    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, **_):
+    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None):
+        if ssl is True:
+            raise ValueError("this umqtt.simple takes an SSLContext as ssl, not the legacy ssl=True")
         self.client_id = client_id.decode() if isinstance(client_id, bytes) else client_id
-        self.server, self.port = server, port or 1883
+        self.server, self.port, self.ssl = server, port or (8883 if ssl else 1883), ssl
         self.user, self.password, self.keepalive = user, password, keepalive
         self.cb, self.will, self.sock, self._c = None, None, None, None
         self._inbox = queue.Queue()
@@ -43,9 +62,15 @@ class MQTTClient:
                         clean_session=clean_session)
         if self.user:
             c.username_pw_set(self.user, self.password)
+        if self.ssl:
+            c.tls_set_context(_Context(self.ssl, self.server))
         if self.will:
             c.will_set(*self.will)
         c.on_message = lambda cl, u, m: self._inbox.put((m._topic, bytes(m.payload)))
+        answer = queue.Queue()  # like umqtt.simple, connect returns only once CONNACK is read
+        c.on_connect = lambda cl, u, flags, reason, p: answer.put(reason)
+        c.on_disconnect = lambda cl, u, flags, reason, p: answer.put(
+            OSError(f"connection closed before CONNACK ({reason})"))
         try:
             c.connect(self.server, self.port, keepalive=self.keepalive or 60)
         except OSError:
@@ -53,6 +78,15 @@ class MQTTClient:
         except Exception as exc:
             raise OSError(str(exc))
         c.loop_start()
+        try:
+            reason = answer.get(timeout=10)
+        except queue.Empty:
+            reason = OSError("timed out waiting for CONNACK")
+        if isinstance(reason, OSError) or reason.is_failure:
+            c.disconnect()  # and no reconnecting behind the firmware's back
+            c.loop_stop()
+            raise reason if isinstance(reason, OSError) else MQTTException(reason.value)
+        c.on_disconnect = None
         self._c, self.sock = c, _Sock(self)
         return 0
 
