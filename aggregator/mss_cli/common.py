@@ -1,8 +1,8 @@
 """What every command shares: the console, exit codes, errors and small helpers.
 
-Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click),
-3 data error (bad config or input file, plan impossible); the message names
-what is wrong.
+Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click;
+an --epsilon beyond ``privacy.MAX_EPSILON`` too), 3 data error (bad config or
+input file, plan impossible); the message names what is wrong.
 """
 import sys
 
@@ -10,6 +10,8 @@ import click
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+from mss_protocol.privacy import epsilon_problem
 
 console = Console(stderr=True)
 AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken control was not caught
@@ -20,6 +22,31 @@ def fail(msg):
     """Print ``msg`` as an error and exit with the data-error status."""
     console.print(f"[red]error:[/red] {msg}")
     sys.exit(DATA_ERROR)
+
+
+class Epsilon(click.ParamType):
+    """A privacy budget: positive, finite, at most ``privacy.MAX_EPSILON`` (the
+    largest a 30-bit threshold delivers); anything else is a usage error that
+    says why."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        try:
+            eps = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if why := epsilon_problem(eps):
+            self.fail(why, param, ctx)
+        return eps
+
+
+EPSILON = Epsilon()
+
+
+def epsilon_list(ctx, param, value):
+    """Comma-separated privacy budgets, each checked as :class:`Epsilon` checks one."""
+    return [EPSILON.convert(v, param, ctx) for v in value.split(",") if v]
 
 
 def csv_list(kind):

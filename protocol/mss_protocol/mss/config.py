@@ -49,8 +49,8 @@ class MssConfig:
     @classmethod
     def build(cls, k, epsilon, moduli, omegas=None):
         """Configuration for these moduli with SS-optimal (or given) omegas."""
-        if not epsilon > 0 or not math.isfinite(epsilon):
-            raise ConfigError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        if why := privacy.epsilon_problem(epsilon):
+            raise ConfigError(why)
         moduli = [int(m) for m in moduli]
         if omegas is None:
             omegas = [optimal_omega(m, epsilon) for m in moduli]
@@ -60,8 +60,8 @@ class MssConfig:
 
     def _validate(self):
         _check_moduli(self.k, self.moduli)
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ConfigError(f"epsilon must be a positive finite number, got {self.epsilon!r}")
+        if why := privacy.epsilon_problem(self.epsilon):
+            raise ConfigError(why)
         if not (len(self.omegas) == len(self.thresholds) == len(self.moduli)):
             raise ConfigError("omegas and thresholds need one entry per modulus")
         for m, w, t in zip(self.moduli, self.omegas, self.thresholds):
