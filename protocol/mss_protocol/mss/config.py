@@ -169,6 +169,7 @@ class MssConfig:
                 raise ConfigError(f"{source}: missing field {field!r}")
         if d.get("threshold_bits", THRESHOLD_BITS) != THRESHOLD_BITS:
             raise ConfigError(f"{source}: threshold_bits must be {THRESHOLD_BITS}")
+        _check_types(d, source)
         try:
             cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"], d.get("frame", "full"))
         except (TypeError, ValueError) as exc:
@@ -220,6 +221,18 @@ def read_json(path, what):
             return json.load(fh)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc}") from None
+
+
+def _check_types(d, source):
+    """Refuse fields of the wrong JSON type: the constructor's int() and float()
+    would quietly take "k": "16" or "epsilon": "2"."""
+    if type(d["k"]) is not int:
+        raise ConfigError(f"{source}: k must be an integer, got {d['k']!r}")
+    if why := privacy.epsilon_problem(d["epsilon"]):
+        raise ConfigError(f"{source}: {why}")
+    for field in ("moduli", "omegas", "thresholds"):
+        if not isinstance(d[field], list) or not all(type(v) is int for v in d[field]):
+            raise ConfigError(f"{source}: {field} must be a list of integers, got {d[field]!r}")
 
 
 def _check_moduli(k, moduli):
