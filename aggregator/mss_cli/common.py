@@ -2,8 +2,10 @@
 
 Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click;
 an --epsilon beyond ``privacy.MAX_EPSILON`` too), 3 data error (bad config or
-input file, plan impossible); the message names what is wrong.
+input file, a store that cannot be opened or fails a write, plan impossible);
+the message names what is wrong.
 """
+import os
 import sys
 
 import click
@@ -18,9 +20,15 @@ AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken cont
 DATA_ERROR = 3
 
 
-def fail(msg):
-    """Print ``msg`` as an error and exit with the data-error status."""
+def fail(msg, now=False):
+    """Print ``msg`` as an error and exit with the data-error status; ``now``:
+    without running finalisers (an SQLite store whose files turned immutable
+    must not be closed, see ``SqliteStore.close``)."""
     console.print(f"[red]error:[/red] {msg}")
+    if now:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(DATA_ERROR)
     sys.exit(DATA_ERROR)
 
 

@@ -10,8 +10,8 @@ from rich.table import Table
 from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.store import open_store
-from mss_protocol.mss.config import read_json
+from mss_aggregator.collect.store import StoreError, open_store
+from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
 
 
@@ -24,7 +24,8 @@ class Aggregator:
     ``lorawan.fport``, the FPort of reports, default 1).  With ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
     network server's MQTT broker and the reports are its uplinks; no config
-    is published, LoRaWAN devices do not read it.
+    is published, LoRaWAN devices do not read it.  The store is checked
+    writable here, before anything subscribes.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
@@ -32,12 +33,18 @@ class Aggregator:
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         device = raw.get("device") or {}
+        period_s, epoch_origin = campaign_clock(device, config_path)
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
         fport = config_port(device, "fport", 1) if lorawan else None
         self.store = open_store(store_path, self.cfg)
-        self.ingest = Ingest(self.cfg, campaign, device.get("period_s"), device.get("epoch_origin", 0),
-                             lorawan=lorawan, fport=fport)
+        try:
+            self.store.check_writable()
+        except StoreError:
+            self.store.close()
+            raise
+        self.started = False
+        self.ingest = Ingest(self.cfg, campaign, period_s, epoch_origin, lorawan=lorawan, fport=fport)
         self.writer = Writer(self.store, self.ingest)
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
@@ -56,18 +63,36 @@ class Aggregator:
         self.writer.start()
         for c in self.collectors:
             c.start()
+        self.started = True
         return self
 
     def stop(self):
-        """Stop taking messages, store what was received, close the store."""
-        for c in self.collectors:
-            c.stop()
-        self.writer.stop()
+        """Stop taking messages, store what was received, close the store
+        (also when it never started, e.g. the --http port was taken)."""
+        if self.started:
+            for c in self.collectors:
+                c.stop()
+            self.writer.stop()
         self.store.close()
 
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
         return all(c.connected.wait(timeout) for c in mqtt)
+
+
+def campaign_clock(device, source):
+    """(period_s or None, epoch_origin) of a config's ``device`` section, checked
+    as the firmware checks them: a string period would fail at the first
+    report, and a negative one would put every report in the future."""
+    if not isinstance(device, dict):
+        raise ConfigError(f"{source}: device must be an object, got {device!r}")
+    period, origin = device.get("period_s"), device.get("epoch_origin", 0)
+    if period is not None and (type(period) is not int or period < 1):
+        raise ConfigError(f"{source}: device.period_s must be a whole number of seconds >= 1, got {period!r}")
+    if type(origin) is not int or origin < 0:
+        raise ConfigError(f"{source}: device.epoch_origin must be a unix time in whole seconds >= 0, "
+                          f"got {origin!r}")
+    return period, origin
 
 
 def counters_table(counters, title):
@@ -114,7 +139,14 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
         if view is not None:
             view.close()
         if reader is not None:
-            console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            try:
+                console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            except StoreError:
+                pass  # unreadable now: the error that stopped us says why
             reader.close()
-    if agg.writer.error is not None:
-        raise agg.writer.error
+    error = agg.writer.error
+    if isinstance(error, StoreError):  # the writer stopped at the batch it could not commit
+        raise StoreError(f"{error}; stopped, and nothing unstored was acknowledged (an MQTT broker "
+                         f"redelivers it to the next run)")
+    if error is not None:
+        raise error
