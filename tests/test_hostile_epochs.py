@@ -195,7 +195,7 @@ def test_replayed_lorawan_event_is_outside_the_window(tmp_path):
     ({"accept_past_epochs": 2}, {}, "aggregator.accept_past_epochs needs device.period_s"),
     ({"quarantine_max_rows": "many"}, {"period_s": PERIOD}, "aggregator.quarantine_max_rows must be"),
     ({"quarantine_rows": 5}, {"period_s": PERIOD}, "unknown field aggregator.quarantine_rows"),
-    ({}, {"period_s": 0}, "device.period_s must be a positive integer"),
+    ({}, {"period_s": 0}, "device.period_s must be a whole number of seconds >= 1"),
 ])
 def test_bad_aggregator_fields_are_named(tmp_path, aggregator, device, message):
     path = tmp_path / "cfg.json"

@@ -31,7 +31,13 @@ def parse(spec, k):
             s = float(arg)
         except ValueError:
             raise DistributionError(f"zipf needs an exponent, e.g. zipf:1.1 (got {spec!r})") from None
-        p = np.arange(1, k + 1, dtype=float) ** -s
+        if not np.isfinite(s):
+            raise DistributionError(f"zipf needs a finite exponent, e.g. zipf:1.1 (got {spec!r})")
+        # in logs relative to the largest weight (item 0, or k - 1 when s < 0), all <= 0:
+        # (i + 1)**-s itself over- or underflows for large |s|
+        log_i = np.log(np.arange(1, k + 1, dtype=float))
+        with np.errstate(over="ignore"):
+            p = np.exp(-s * (log_i - log_i[0 if s >= 0 else -1]))
         return p / p.sum()
     if name == "file" and arg:
         return _from_estimate(arg, k) if arg.endswith(".json") else _from_csv(arg, k)
@@ -54,11 +60,16 @@ def _from_csv(path, k):
             raise DistributionError(f"{path}: row {line}: not a number: {row}") from None
         if not 0 <= item < k:
             raise DistributionError(f"{path}: row {line}: item {item} outside [0, {k})")
-        if value < 0:
-            raise DistributionError(f"{path}: row {line}: negative count {value}")
+        if not 0 <= value < np.inf:
+            raise DistributionError(f"{path}: row {line}: a count must be a non-negative finite "
+                                    f"number, got {row[-1].strip()!r}")
         counts[item] += value
-    if counts.sum() <= 0:
+        if counts[item] == np.inf:
+            raise DistributionError(f"{path}: row {line}: the counts of item {item} add up beyond "
+                                    f"the largest float")
+    if counts.max() <= 0:
         raise DistributionError(f"{path}: no positive counts")
+    counts /= counts.max()  # first: a sum of huge counts would overflow
     return counts / counts.sum()
 
 
@@ -78,7 +89,10 @@ def _from_estimate(path, k):
         raise DistributionError(f"{path}: estimates cover {len(items)} items, expected items 0..{k - 1}")
     if not np.all(np.isfinite(est)):
         raise DistributionError(f"{path}: estimates are not finite numbers")
-    return simplex(est)
+    # The projection is unchanged by a shift, and an entry 1 or more below the largest projects
+    # to 0: shifted and clipped so, huge estimates cannot overflow the projection's sums.
+    with np.errstate(over="ignore"):
+        return simplex(np.maximum(est - est.max(), -1.0))
 
 
 def _is_number(text):

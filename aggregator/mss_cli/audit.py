@@ -7,10 +7,11 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import AUDIT_FAILED, console, csv_list, fail
+from mss_cli.common import AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail
 from mss_protocol import registry
 from mss_protocol import oracle_config
 from mss_protocol.mss.config import ConfigError
+from mss_protocol.privacy import MAX_EPSILON
 
 AUDIT_PROTOCOLS = ",".join(registry.AVAILABLE)  # every protocol
 # privacy.audit.HORIZONS, written out to keep startup light (that module imports SciPy)
@@ -19,7 +20,7 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 
 @click.command("audit")
 @click.option("--k", "k", type=click.IntRange(min=4), help="Domain size (or take it from --config).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True),
+@click.option("--epsilon", type=EPSILON,
               help="Privacy budget (or take it from --config).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Audit this device config (MSS) instead of the planner's for --k/--epsilon.")
@@ -33,7 +34,7 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="PNG: success vs epsilon with the ceilings.")
-@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=csv_list(float))
+@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list)
 @click.option("--longitudinal", is_flag=True, help="Also attack T repeated reports (fresh and memoized).")
 @click.option("--horizons", default=AUDIT_HORIZONS, show_default=True,
               callback=csv_list(int), help="Report counts T for --longitudinal.")
@@ -76,23 +77,29 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
         prior = parse(prior_spec, k)
     except DistributionError as exc:
         fail(str(exc))
+    if empirical and control and 2 * epsilon > MAX_EPSILON:
+        raise click.UsageError(f"--empirical's broken control is MSS at 2 epsilon, above {MAX_EPSILON:.4f} "
+                               f"(the largest epsilon) for epsilon {epsilon}; give --no-control")
     steps = len(names) + (4 if longitudinal else 0) + ((len(names) + 2) if empirical else 0)
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("audit", total=steps)
-        tick = lambda: bar.advance(task)  # noqa: E731
-        report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
-        if longitudinal:
-            report["longitudinal"] = privacy_audit.longitudinal(
-                k, epsilon, prior, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg, progress=tick)
-        if empirical:
-            report["epsilon_audit"] = privacy_audit.empirical_epsilon(
-                k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
-    if plot:
-        from mss_aggregator.plotting import plot_audit
+    try:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("audit", total=steps)
+            tick = lambda: bar.advance(task)  # noqa: E731
+            report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
+            if longitudinal:
+                report["longitudinal"] = privacy_audit.longitudinal(
+                    k, epsilon, prior, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg, progress=tick)
+            if empirical:
+                report["epsilon_audit"] = privacy_audit.empirical_epsilon(
+                    k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
+        if plot:
+            from mss_aggregator.plotting import plot_audit
 
-        grid = sorted(set(plot_epsilons) | {epsilon})
-        plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
-                   f"k={k}, prior {prior_spec}", report.get("longitudinal"))
+            grid = sorted(set(plot_epsilons) | {epsilon})
+            plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
+                       f"k={k}, prior {prior_spec}", report.get("longitudinal"))
+    except ConfigError as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...
+        fail(str(exc))
     problems = privacy_audit.problems(report)
     if as_json:
         click.echo(jsonout.dumps(report))

@@ -5,14 +5,15 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import console, csv_list, fail
+from mss_cli.common import console, csv_list, epsilon_list, fail
 from mss_protocol import postprocess
+from mss_protocol.mss.config import ConfigError
 
 
 @click.command("bench")
 @click.option("--k", "ks", default="1024", show_default=True, callback=csv_list(int))
 @click.option("--epsilon", "epsilons", default="0.5,1,2,3,4,5", show_default=True,
-              callback=csv_list(float))
+              callback=epsilon_list)
 @click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True)
 @click.option("--dist", "dists", default="zipf:1.1,spike", show_default=True,
               callback=csv_list(str))
@@ -41,10 +42,13 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot
     except DistributionError as exc:
         fail(str(exc))
     total = len(ks) * len(dists) * len(epsilons) * len(names) * trials
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("bench", total=total)
-        rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed,
-                         progress=lambda: bar.advance(task))
+    try:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("bench", total=total)
+            rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed,
+                             progress=lambda: bar.advance(task))
+    except ConfigError as exc:  # a protocol that takes no such (k, epsilon)
+        fail(str(exc))
     if json_path == "-":
         click.echo(jsonout.dumps({"rows": rows}))
         return

@@ -61,7 +61,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
                   client_id, serial_ports, fleet_key_file, quiet, http_bind, http_token, refresh):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM."""
     from mss_aggregator.collect.service import Aggregator, serve
-    from mss_aggregator.collect.store import StoreError
+    from mss_aggregator.collect.store import ABANDONED, StoreError
     from mss_aggregator.web.server import HttpError, check_bind
 
     if http_bind:
@@ -92,5 +92,5 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
         fail(str(exc))
     try:
         serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh)
-    except HttpError as exc:  # e.g. the --http port is taken
-        fail(str(exc))
+    except (HttpError, StoreError) as exc:  # the --http port is taken; the store failed a write
+        fail(str(exc), now=bool(ABANDONED))

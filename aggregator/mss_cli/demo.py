@@ -4,7 +4,7 @@ import numpy as np
 from rich.console import Console
 
 from mss_aggregator.distributions import parse
-from mss_cli.common import fail, top_table
+from mss_cli.common import EPSILON, fail, top_table
 from mss_protocol import registry
 from mss_protocol.choose import CHOICES, choose
 from mss_protocol.lorawan import budget, parse_link
@@ -20,7 +20,7 @@ PERIOD_S = 3600
 @click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
 @click.option("--protocol", type=click.Choice(CHOICES), default="mss", show_default=True,
               help="The protocol the fleet runs (auto: the most accurate for k and epsilon).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True)
+@click.option("--epsilon", type=EPSILON, default=3.0, show_default=True)
 @click.option("--dist", default="zipf:1.1", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import fail
+from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
 from mss_protocol import lorawan
 from mss_protocol.choose import CHOICES, choose
@@ -24,7 +24,7 @@ def _link(ctx, param, value):
 
 @click.command("plan")
 @click.option("--k", "k", type=click.IntRange(min=2), required=True, help="Domain size (categories).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
+@click.option("--epsilon", type=EPSILON, required=True,
               help="Privacy budget per report (epsilon-LDP).")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: the most accurate protocol whose whole frame fits the budget; or one protocol "

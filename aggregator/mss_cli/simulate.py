@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import console, fail, top_table
+from mss_cli.common import EPSILON, console, fail, top_table
 from mss_protocol import oracle_config, postprocess, registry
 from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.planner import PlanError, plan
@@ -15,7 +15,7 @@ from mss_protocol.mss.planner import PlanError, plan
 
 @click.command("simulate")
 @click.option("--k", "k", type=click.IntRange(min=2), help="Domain size (or take it from --config).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True))
+@click.option("--epsilon", type=EPSILON)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Use this config (from mss plan --device-config) instead of planning.")
 @click.option("--max-bits", type=click.IntRange(min=1), default=None)

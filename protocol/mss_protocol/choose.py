@@ -30,11 +30,11 @@ from mss_device.frame import HEADER, KINDS
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.oracle_config import NAMES, OracleConfig
+from mss_protocol.support import DEVICE_DRAW
 
 CHOICES = ("auto", "mss", "ss") + NAMES
 DEVICE_US_PER_STEP = 20.0
 DECODE_CELLS_PER_S = 1e8
-MAX_BELOW = 1 << 23  # the device's largest uniform draw (mss_device.rng.below)
 QUICK_K = 256
 
 
@@ -92,7 +92,7 @@ def ingest_us(cfg):
 def device_limit(cfg):
     """Why a device cannot run ``cfg``, or None."""
     name = cfg.name
-    if name in ("hr", "pgr") and cfg.protocol.K > MAX_BELOW:
+    if name == "hr" and cfg.protocol.K > DEVICE_DRAW:  # (PGR and OLH refuse such parameters themselves)
         return f"K = {cfg.protocol.K} > 2**23 (device draw)"
     return None
 

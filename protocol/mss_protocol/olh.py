@@ -23,7 +23,7 @@ import numpy as np
 
 from mss_protocol.channel import MembershipChannel
 from mss_protocol.grr import GRR
-from mss_protocol.support import SupportOracle
+from mss_protocol.support import SupportOracle, check_draw
 
 
 class OLH(SupportOracle):
@@ -35,11 +35,14 @@ class OLH(SupportOracle):
             raise ValueError(f"OLH here supports k <= {self.P} (small-int hash), got {k}")
         self.k, self.epsilon = k, epsilon
         self.g = g = max(2, round(math.exp(epsilon)) + 1)
+        check_draw(g - 1, "g - 1")  # GRR over g draws one of the g - 1 other values
         self.grr = GRR(g, epsilon)
         self.threshold, self.p = self.grr.threshold, self.grr.p
         self.eps_effective = self.grr.eps_effective
-        sizes = np.bincount(np.arange(self.P) % g, minlength=g).astype(float)
-        gamma = float((sizes * (sizes - 1)).sum() / (self.P * (self.P - 1)))
+        # c_r is a + 1 for the first b residues r and a for the other g - b (P = a g + b), in
+        # closed form: g reaches 2**23 at large epsilon, where a histogram of g cells is 64 MB
+        a, b = divmod(self.P, g)
+        gamma = float(b * (a + 1) * a + (g - b) * a * (a - 1)) / (self.P * (self.P - 1))
         self.q = gamma * self.p + (1 - gamma) * (1 - self.p) / (g - 1)
         self.body_bits = (g - 1).bit_length()
 

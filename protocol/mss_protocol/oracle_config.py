@@ -15,7 +15,7 @@ import numpy as np
 from mss_device.frame import HEADER, KINDS, put, start
 from mss_device.olh import seed
 from mss_device.params import FIELDS, THRESHOLD_BITS, Params, oracle_config_id
-from mss_protocol import registry
+from mss_protocol import privacy, registry
 from mss_protocol.frames import Report, WireError, split
 from mss_protocol.mss.config import FORMAT, FORMAT_VERSION, ConfigError, frame_index, read_json
 
@@ -30,8 +30,8 @@ class OracleConfig:
             raise ConfigError(f"protocol must be one of {', '.join(NAMES)}, got {name!r}")
         if type(k) is not int or k < 2:
             raise ConfigError(f"k must be an integer >= 2, got {k!r}")
-        if not (isinstance(epsilon, (int, float)) and 0 < epsilon < float("inf")):
-            raise ConfigError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        if why := privacy.epsilon_problem(epsilon):
+            raise ConfigError(why)
         self.name, self.k, self.epsilon = name, k, float(epsilon)
         self.frame = frame_index(frame)
         try:

@@ -23,13 +23,14 @@ O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
 import math
+from functools import cached_property
 
 import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.channel import PointChannel
 from mss_protocol.privacy import ONE
-from mss_protocol.support import SupportOracle
+from mss_protocol.support import SupportOracle, check_draw
 
 
 def _is_prime(n):
@@ -55,6 +56,7 @@ class PGR(SupportOracle):
         self.k, self.epsilon = k, epsilon
         self.field, self.t = q, t = field_and_dimension(k, epsilon)  # field size q (self.q is the estimator's r below)
         self.K = (q ** t - 1) // (q - 1)
+        check_draw(self.K, "K")
         self.c_set = (q ** (t - 1) - 1) // (q - 1)
         self.c_int = (q ** (t - 2) - 1) // (q - 1)
         # s = e^eps c_set / ((e^eps - 1) c_set + K): the channel "c_set of K outcomes
@@ -66,10 +68,11 @@ class PGR(SupportOracle):
         # the support estimator's q is r, the chance a non-holder lands in S_v
         self.q = (self.p * self.c_int / self.c_set + (1 - self.p) * (self.c_set - self.c_int) / out)
         self.body_bits = (self.K - 1).bit_length()
-        self.coords = self._points()
 
-    def _points(self):
-        """Coordinates of the K canonical points, shape (K, t), in index order."""
+    @cached_property
+    def coords(self):
+        """Coordinates of the K canonical points, shape (K, t), in index order (built
+        when first used: the planner only needs K, and K > 2**23 at large epsilon)."""
         blocks = []
         for lead in range(self.t):
             free = self.t - 1 - lead

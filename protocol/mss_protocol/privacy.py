@@ -14,14 +14,36 @@ and the worst-case likelihood ratio over inputs is
 so eps_effective = max_j ln R_j (mss-protocol-notes.md section 2.3).  R_j
 grows with T, so T = floor(p_j 2**30) rounds towards more privacy and
 eps_effective <= eps.  Both are computed in 60-digit decimal arithmetic.
+
+The 30-bit threshold bounds the budget: T <= 2**30 - 1, so a two-outcome
+channel (m = 2, omega = 1: a RAPPOR bit, Hadamard response) reaches
+R = T / (2**30 - T) <= 2**30 - 1.  Above MAX_EPSILON = ln(2**30 - 1) (20.79)
+such a channel cannot deliver epsilon (its eps_effective stops growing), and
+every protocol reports the truth but for a chance of about (m - 1) / e^eps:
+no privacy is left to spend, and the float variances round to zero (at
+epsilon 50 SubsetSelection's is exactly 0; e^eps overflows above 709).
+Every config and plan refuses a budget above it (:func:`epsilon_problem`).
 """
 import math
+import numbers
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 
 from mss_device.params import THRESHOLD_BITS
 
 ONE = 1 << THRESHOLD_BITS
+MAX_EPSILON = math.log(ONE - 1)
+
+
+def epsilon_problem(eps):
+    """Why ``eps`` is not a budget the protocols support (positive, finite,
+    at most MAX_EPSILON), or None."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+        return f"epsilon must be a positive finite number, got {eps!r}"
+    if eps > MAX_EPSILON:
+        return (f"epsilon {eps!r} is above {MAX_EPSILON:.4f} = ln(2**30 - 1), the largest a 30-bit "
+                f"threshold delivers (beyond it a report is the truth but for a 2**-30 chance)")
+    return None
 
 
 def threshold(m, omega, eps):

@@ -15,6 +15,16 @@ import numpy as np
 
 from mss_protocol.base import Protocol
 
+DEVICE_DRAW = 1 << 23  # the largest n of the device's uniform draw, mss_device.rng.below(n)
+
+
+def check_draw(n, what):
+    """Refuse parameters whose reports need a uniform draw of more than
+    DEVICE_DRAW outcomes: no device can send them, and the host's tables of
+    the outcomes would not fit in memory (PGR's at epsilon 20: 15 GB)."""
+    if n > DEVICE_DRAW:
+        raise ValueError(f"{what} = {n} > 2**23 (device draw)")
+
 
 class SupportOracle(Protocol):
     """Shared estimator of the support-count protocols; subclasses set p, q,

@@ -12,8 +12,8 @@ from rich.table import Table
 from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, open_store
-from mss_protocol.mss.config import read_json
+from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
+from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
 from mss_protocol.sealed import seal
 
@@ -35,8 +35,9 @@ def campaign_clock(raw):
     boards' ``device.queue_max``, else the firmware's 32), or None without
     ``device.period_s``.  ValueError names a bad field."""
     device, agg = raw.get("device") or {}, raw.get("aggregator") or {}
-    if not isinstance(device, dict) or not isinstance(agg, dict):
-        raise ValueError("the config's device and aggregator sections must be objects")
+    for name, section in (("device", device), ("aggregator", agg)):
+        if not isinstance(section, dict):
+            raise ValueError(f"{name} must be an object, got {section!r}")
     unknown = sorted(set(agg) - AGGREGATOR_FIELDS)
     if unknown:
         raise ValueError(f"unknown field aggregator.{unknown[0]} (known: {', '.join(sorted(AGGREGATOR_FIELDS))})")
@@ -45,9 +46,11 @@ def campaign_clock(raw):
             raise ValueError("aggregator.accept_past_epochs needs device.period_s, the boards' period")
         return None
     period = device["period_s"]
-    if type(period) is not int or period < 1:
-        raise ValueError(f"device.period_s must be a positive integer (seconds), got {period!r}")
-    origin = _count(device, "epoch_origin", 0, "device")
+    if type(period) is not int or period < 1:  # the firmware takes whole seconds only
+        raise ValueError(f"device.period_s must be a whole number of seconds >= 1, got {period!r}")
+    origin = device.get("epoch_origin", 0)
+    if type(origin) is not int or origin < 0:
+        raise ValueError(f"device.epoch_origin must be a unix time in whole seconds >= 0, got {origin!r}")
     past = _count(agg, "accept_past_epochs", _count(device, "queue_max", PAST_EPOCHS, "device"), "aggregator")
     return {"period_s": period, "epoch_origin": origin, "accept_past_epochs": past}
 
@@ -67,7 +70,8 @@ class Aggregator:
     network server's MQTT broker and the reports are its uplinks; no config
     is published, LoRaWAN devices do not read it.  ``fleet_key`` (bytes)
     signs the published config; boards adopt nothing unsigned.  ``tls_cert``/``tls_key``:
-    a client certificate for a broker that requires one.
+    a client certificate for a broker that requires one.  The store is checked
+    writable here, before anything subscribes.
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
@@ -75,7 +79,10 @@ class Aggregator:
                  tls_cert=None, tls_key=None):
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
-        clock = campaign_clock(raw)  # first: it checks that the sections are objects
+        try:
+            clock = campaign_clock(raw)  # first: it checks that the sections are objects
+        except ValueError as exc:
+            raise ConfigError(f"{config_path}: {exc}") from None
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
         fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
@@ -83,6 +90,12 @@ class Aggregator:
                                 "aggregator")
         self.store = open_store(store_path, self.cfg)
         self.store.quarantine_max_rows = quarantine_max
+        try:
+            self.store.check_writable()
+        except StoreError:
+            self.store.close()
+            raise
+        self.started = False
         self.store.set_clock(clock)
         if clock:
             self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
@@ -109,13 +122,16 @@ class Aggregator:
         self.writer.start()
         for c in self.collectors:
             c.start()
+        self.started = True
         return self
 
     def stop(self):
-        """Stop taking messages, store what was received, close the store."""
-        for c in self.collectors:
-            c.stop()
-        self.writer.stop()
+        """Stop taking messages, store what was received, close the store
+        (also when it never started, e.g. the --http port was taken)."""
+        if self.started:
+            for c in self.collectors:
+                c.stop()
+            self.writer.stop()
         self.store.close()
 
     def brokers(self):
@@ -190,7 +206,14 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
         if view is not None:
             view.close()
         if reader is not None:
-            console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            try:
+                console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+            except StoreError:
+                pass  # unreadable now: the error that stopped us says why
             reader.close()
-    if agg.writer.error is not None:
-        raise agg.writer.error
+    error = agg.writer.error
+    if isinstance(error, StoreError):  # the writer stopped at the batch it could not commit
+        raise StoreError(f"{error}; stopped, and nothing unstored was acknowledged (an MQTT broker "
+                         f"redelivers it to the next run)")
+    if error is not None:
+        raise error

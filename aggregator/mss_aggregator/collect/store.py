@@ -29,8 +29,15 @@ The schema is versioned (``meta.schema``) and created or migrated on open
 (in one transaction, under an advisory lock on PostgreSQL so that workers
 starting together agree); a store that is up to date is only read, so
 readers such as ``mss estimate`` need no write rights.
+
+Every failure of the database is a :class:`StoreError` naming the store and
+the cause (a full disk, a read-only file, not a database), never a driver
+traceback; the aggregator checks the store writable before it subscribes
+(:meth:`Store.check_writable`) and stops at the first batch it cannot
+commit, leaving that batch unacknowledged for the broker to redeliver.
 """
 import json
+import os
 import time
 from contextlib import closing, contextmanager
 
@@ -61,6 +68,7 @@ MIGRATIONS = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
 QUARANTINE_MAX_ROWS = 10_000  # default cap; a row is at most ~4.6 KB (4 KiB payload, 256 B topic)
+ABANDONED = []  # SQLite connections left open on purpose (SqliteStore.close), alive until the exit
 
 
 class StoreError(RuntimeError):
@@ -96,7 +104,8 @@ class Store:
 
     def _read_meta(self):
         try:
-            return dict(self._query("SELECT key, value FROM meta"))
+            with closing(self.db.cursor()) as cur:
+                return dict(self._exec(cur, "SELECT key, value FROM meta").fetchall())
         except self.NO_TABLE:
             return {}
 
@@ -145,6 +154,16 @@ class Store:
         self.db.close()
 
     # -- writing (one batch = one transaction) -------------------------------
+    def check_writable(self):
+        """Commit a write that changes nothing, or raise StoreError: the
+        aggregator checks before it subscribes, so a read-only store is
+        refused at the start, not at the first report."""
+        try:
+            with self._transaction() as cur:
+                self._exec(cur, "UPDATE meta SET value = value WHERE key = 'schema'")
+        except self.ERRORS as exc:
+            raise StoreError(f"{self.name}: the store is not writable: {exc}") from None
+
     def write_batch(self, items):
         """Store a batch of classified messages; return per-item outcomes.
 
@@ -152,15 +171,19 @@ class Store:
         ``reason`` and ``detail`` (quarantine; optional ``length`` and
         ``sha256`` of what arrived) or ``device_id`` and ``report``.
         Outcomes: "accepted", "extra", "duplicate" or "quarantined" (whether
-        or not the quarantine row was kept under the cap).
+        or not the quarantine row was kept under the cap).  A batch that
+        cannot be committed raises StoreError (and nothing of it is stored).
         """
-        for attempt in range(RETRIES):
-            try:
-                return self._write(items)
-            except self.RETRYABLE:
-                if attempt == RETRIES - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        try:
+            for attempt in range(RETRIES):
+                try:
+                    return self._write(items)
+                except self.RETRYABLE:
+                    if attempt == RETRIES - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+        except self.ERRORS as exc:
+            raise StoreError(f"{self.name}: cannot store reports: {exc}") from None
 
     def _write(self, items):
         now = time.time()
@@ -229,8 +252,11 @@ class Store:
 
     # -- reading ------------------------------------------------------------
     def _query(self, sql, args=()):
-        with closing(self.db.cursor()) as cur:
-            return self._exec(cur, sql, args).fetchall()
+        try:
+            with closing(self.db.cursor()) as cur:
+                return self._exec(cur, sql, args).fetchall()
+        except self.ERRORS as exc:
+            raise StoreError(f"{self.name}: cannot read the store: {exc}") from None
 
     def counters(self):
         """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...,
@@ -300,17 +326,62 @@ class SqliteStore(Store):
     RETRYABLE = ()
 
     def __init__(self, path, cfg=None):
-        import os
         import sqlite3
 
-        self.NO_TABLE = sqlite3.OperationalError
+        self.NO_TABLE, self.ERRORS = sqlite3.OperationalError, sqlite3.Error
         if cfg is None and not os.path.exists(path):
             raise StoreError(f"{path}: no such store")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise StoreError(f"{path}: no such directory {folder}")
         self.location = self.name = str(path)
-        self.db = sqlite3.connect(self.name, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self._open(cfg)
+        try:
+            self.db = sqlite3.connect(self.name, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self._open(cfg)
+        except sqlite3.Error as exc:
+            hint = "" if os.access(folder, os.W_OK) else (
+                f" (the folder {folder} is read-only, and SQLite's WAL mode creates "
+                f"{os.path.basename(path)}-shm there)")
+            raise StoreError(f"{path}: cannot open the store: {exc}{hint}") from None
+        self.opened_writable = self._unwritable() is None
+
+    def _unwritable(self):
+        """The first of the store's files that cannot be written (read-only,
+        immutable, on a read-only mount), or None."""
+        for path in (self.name, self.name + "-wal", self.name + "-shm"):
+            if os.path.exists(path) and not os.access(path, os.W_OK):
+                return path
+        return None
+
+    def _check_still_writable(self, doing):
+        """Raise StoreError if files that were writable no longer are: SQLite's
+        index of the WAL is a memory map of -shm, which reads update too, and
+        touching the map of a file made immutable since kills the process with
+        SIGBUS before any error is seen."""
+        path = self.opened_writable and self._unwritable()
+        if path:
+            raise StoreError(f"{self.name}: cannot {doing}: {path} is no longer writable (read-only or immutable)")
+
+    def write_batch(self, items):
+        self._check_still_writable("store reports")
+        return super().write_batch(items)
+
+    def _query(self, sql, args=()):
+        self._check_still_writable("read the store")
+        return super()._query(sql, args)
+
+    def close(self):
+        """Close, unless files that were writable no longer are: closing
+        checkpoints the WAL through that memory map (SIGBUS), so the
+        connection is kept open in ABANDONED and the process must end with
+        ``os._exit``.  What was committed is in the WAL, and the next open
+        recovers it."""
+        if self.opened_writable and self._unwritable():
+            ABANDONED.append(self.db)
+            return
+        self.db.close()
 
     @contextmanager
     def _transaction(self):
@@ -320,7 +391,8 @@ class SqliteStore(Store):
             yield cur
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            if self.db.in_transaction:  # SQLite itself rolls back after some failures (a full disk)
+                cur.execute("ROLLBACK")
             raise
         finally:
             cur.close()
@@ -337,12 +409,15 @@ class PostgresStore(Store):
 
         self.location, self.name = url, url.split("@")[-1]  # never print a password
         self.RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
-        self.NO_TABLE = psycopg.errors.UndefinedTable
+        self.NO_TABLE, self.ERRORS = psycopg.errors.UndefinedTable, psycopg.Error
         try:
             self.db = psycopg.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.name}: {str(exc).strip()}") from None
-        self._open(cfg)
+        try:
+            self._open(cfg)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.name}: cannot open the store: {str(exc).strip()}") from None
 
     def _exec(self, cur, sql, args=()):
         cur.execute(sql.replace("?", "%s"), args)

@@ -39,7 +39,7 @@ def run_bench(ks, epsilons, n, dists, trials, names, post="none", seed=0, client
             for eps in epsilons:
                 block = []
                 for name in names:
-                    proto = registry.make(name, k, eps)
+                    proto = registry.make_checked(name, k, eps)
                     rng = np.random.default_rng([seed, k, int(eps * 1000), len(block)])
                     mses, secs = [], []
                     for values in populations:

@@ -21,7 +21,7 @@ def channel(name, k, epsilon, cfg=None):
     instead of the planner's."""
     if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
         return registry.from_config(cfg, name).channel()
-    return registry.make(name, k, epsilon).channel()
+    return registry.make_checked(name, k, epsilon).channel()
 
 
 def _method(ch, exact):

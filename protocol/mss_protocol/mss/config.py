@@ -50,8 +50,8 @@ class MssConfig:
     @classmethod
     def build(cls, k, epsilon, moduli, omegas=None):
         """Configuration for these moduli with SS-optimal (or given) omegas."""
-        if not epsilon > 0 or not math.isfinite(epsilon):
-            raise ConfigError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        if why := privacy.epsilon_problem(epsilon):
+            raise ConfigError(why)
         moduli = [int(m) for m in moduli]
         if omegas is None:
             omegas = [optimal_omega(m, epsilon) for m in moduli]
@@ -61,8 +61,8 @@ class MssConfig:
 
     def _validate(self):
         _check_moduli(self.k, self.moduli)
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ConfigError(f"epsilon must be a positive finite number, got {self.epsilon!r}")
+        if why := privacy.epsilon_problem(self.epsilon):
+            raise ConfigError(why)
         if not (len(self.omegas) == len(self.thresholds) == len(self.moduli)):
             raise ConfigError("omegas and thresholds need one entry per modulus")
         for m, w, t in zip(self.moduli, self.omegas, self.thresholds):
@@ -173,6 +173,7 @@ class MssConfig:
                 raise ConfigError(f"{source}: missing field {field!r}")
         if d.get("threshold_bits", THRESHOLD_BITS) != THRESHOLD_BITS:
             raise ConfigError(f"{source}: threshold_bits must be {THRESHOLD_BITS}")
+        _check_types(d, source)
         try:
             cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"], d.get("frame", "full"))
         except (TypeError, ValueError) as exc:
@@ -224,6 +225,18 @@ def read_json(path, what):
             return json.load(fh)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc}") from None
+
+
+def _check_types(d, source):
+    """Refuse fields of the wrong JSON type: the constructor's int() and float()
+    would quietly take "k": "16" or "epsilon": "2"."""
+    if type(d["k"]) is not int:
+        raise ConfigError(f"{source}: k must be an integer, got {d['k']!r}")
+    if why := privacy.epsilon_problem(d["epsilon"]):
+        raise ConfigError(f"{source}: {why}")
+    for field in ("moduli", "omegas", "thresholds"):
+        if not isinstance(d[field], list) or not all(type(v) is int for v in d[field]):
+            raise ConfigError(f"{source}: {field} must be a list of integers, got {d[field]!r}")
 
 
 def _check_moduli(k, moduli):

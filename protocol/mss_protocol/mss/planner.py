@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mss_protocol import privacy
 from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.linalg import ResidueComponents, SingularError
 from mss_protocol.mss.variance import predicted_mse, ss_mse
@@ -209,8 +210,8 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     """
     if k < (2 if protocol == "ss" else 4):
         raise PlanError(f"k must be at least 4 (2 for SubsetSelection), got {k}")
-    if not (eps > 0 and math.isfinite(eps)):
-        raise PlanError(f"epsilon must be positive and finite, got {eps}")
+    if why := privacy.epsilon_problem(eps):
+        raise PlanError(why)
     digest = None if prior is None else hashlib.sha256(np.asarray(prior, dtype=float).tobytes()).hexdigest()
     key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol]
                      + ([] if per_band == 3 else [per_band]), separators=(",", ":"))
