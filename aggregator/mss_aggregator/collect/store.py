@@ -335,6 +335,7 @@ class SqliteStore(Store):
         if not os.path.isdir(folder):
             raise StoreError(f"{path}: no such directory {folder}")
         self.location = self.name = str(path)
+        self.opened_writable = False  # known once open
         try:
             self.db = sqlite3.connect(self.name, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -389,9 +390,12 @@ class SqliteStore(Store):
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
+            self._check_still_writable("store reports")  # the last moment before COMMIT writes -shm
             cur.execute("COMMIT")
         except BaseException:
-            if self.db.in_transaction:  # SQLite itself rolls back after some failures (a full disk)
+            # SQLite itself rolls back after some failures (a full disk); a rollback writes -shm too,
+            # so with files made immutable meanwhile it is left to the exit (the connection is abandoned)
+            if self.db.in_transaction and not (self.opened_writable and self._unwritable()):
                 cur.execute("ROLLBACK")
             raise
         finally:
