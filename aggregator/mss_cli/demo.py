@@ -69,8 +69,8 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind,
                             frame="compact" if link else "full")
             cfg = load_dict(result["config"])
             cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
-            # the aggregator dates compact frames by their arrival: it needs the period
-            cfg.save(cfg_path, {"device": {"period_s": PERIOD_S}} if link else None)
+            # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it
+            cfg.save(cfg_path, {"device": {"period_s": PERIOD_S}})
             out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
                       f"(eps_effective {cfg.eps_effective:.6f})"
                       + (f", moduli {result['moduli']}" if result["moduli"] else "")
