@@ -19,15 +19,17 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 # Mosquitto (MQTT tests), socat (serial pty tests), PostgreSQL (shared store
-# tests) and Chromium (dashboard test, driven by Playwright) come from Debian;
+# tests), Chromium (dashboard test, driven by Playwright) and openssl (the TLS
+# tests make their own CA) come from Debian;
 # installed when missing and we are root, else their tests skip (never under
 # CI).  The tests start their own servers on loopback.
 system-deps:
 	@if { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 \
-		&& ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1; then :; \
+		&& ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 \
+		&& command -v openssl >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat postgresql chromium >/dev/null; \
-	else echo "note: mosquitto, socat, postgresql or chromium missing and not root: their tests will be skipped"; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat postgresql chromium openssl >/dev/null; \
+	else echo "note: mosquitto, socat, postgresql, chromium or openssl missing and not root: their tests will be skipped"; fi
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench_core.py
