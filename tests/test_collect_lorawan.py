@@ -8,7 +8,6 @@ import base64
 import json
 import random
 import time
-from datetime import datetime, timezone
 
 import numpy as np
 import paho.mqtt.client as mqtt
@@ -20,6 +19,7 @@ from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
 from mss_aggregator.collect.store import open_store
+from mss_aggregator.devices.modem import chirpstack_uplink, omit_empty, rfc3339
 from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng
@@ -56,38 +56,8 @@ def privatise(cfg, value, eui, epoch, rng):
     return p.randomise(value, draws)
 
 
-def rfc3339(t):
-    """As both servers print times: UTC, nanoseconds, Z."""
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "417Z"
-
-
-def omit_empty(value):
-    """What both servers do to their JSON: drop 0, false, "", null and empty fields."""
-    if isinstance(value, dict):
-        value = {k: omit_empty(v) for k, v in value.items()}
-        return {k: v for k, v in value.items() if not (v in (0, "", None) or v == [] or v == {})}
-    if isinstance(value, list):
-        return [omit_empty(v) for v in value]
-    return value
-
-
 def chirpstack_event(eui, fcnt, frame, t, fport=1, gateway=0):
-    """(topic, document) of a ChirpStack v4 uplink event (integration.proto UplinkEvent)."""
-    doc = {"deduplicationId": f"{fcnt:08x}-6f6a-4a1f-9a1b-{eui[4:]}", "time": t and rfc3339(t),
-           "deviceInfo": {"tenantId": "52f14cd4-c6f1-4fbd-8f87-4025e1d49242", "tenantName": "ChirpStack",
-                          "applicationId": APP, "applicationName": "mss", "deviceName": f"node-{eui[-4:]}",
-                          "deviceProfileId": "0b1a8f2e-0d9c-4a52-9b7e-2f5f3c6a1d10",
-                          "deviceProfileName": "US915 class A", "devEui": eui, "tags": {}},
-           "devAddr": eui[-8:], "adr": True, "dr": 0, "fCnt": fcnt, "fPort": fport, "confirmed": False,
-           "data": base64.b64encode(frame).decode(),
-           "rxInfo": [{"gatewayId": f"0080000000a0{gateway:04x}", "uplinkId": 4242 + gateway,
-                       "rssi": -70 - 9 * gateway, "snr": 9.5 - 4 * gateway, "channel": gateway,
-                       "context": base64.b64encode(bytes([gateway, 7, 7, 7])).decode(),
-                       "metadata": {"region_config_id": "us915_0", "region_common_name": "US915"},
-                       "crcStatus": "CRC_OK"}],
-           "txInfo": {"frequency": 902300000, "modulation": {"lora": {
-               "bandwidth": 125000, "spreadingFactor": 10, "codeRate": "CR_4_5"}}}}
-    return f"application/{APP}/device/{eui}/event/up", omit_empty(doc)
+    return chirpstack_uplink(APP, eui, fport, fcnt, frame, t, gateway)
 
 
 def tts_event(eui, fcnt, frame, t, fport=1, gateway=0):

@@ -255,23 +255,39 @@ class ModemEmulator(threading.Thread):
 
 
 def rfc3339(t):
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """As both servers print times: UTC, nanoseconds, Z."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "417Z"
 
 
-def chirpstack_uplink(app, dev_eui, fport, fcnt, data, t=None, gateway="0016c001ff10a235"):
-    """An ``event/up`` document as ChirpStack v4 writes it (proto3 JSON: zero fields omitted)."""
-    doc = {"deduplicationId": str(uuid.uuid4()), "time": rfc3339(time.time() if t is None else t),
-           "deviceInfo": {"tenantId": "52f14cd4-c6f1-4fbd-8f87-4025e1d49242", "tenantName": "mss",
-                          "applicationId": app, "applicationName": "mss",
-                          "deviceProfileName": "sensor", "deviceName": dev_eui, "devEui": dev_eui},
-           "devAddr": "01fd2c7a", "adr": True, "dr": 0, "fCnt": fcnt, "fPort": fport,
+def omit_empty(value):
+    """What both servers do to their JSON (proto3 mapping; TTS "empty fields are omitted"):
+    drop 0, false, "", null and empty fields, at every depth."""
+    if isinstance(value, dict):
+        value = {k: omit_empty(v) for k, v in value.items()}
+        return {k: v for k, v in value.items() if not (v in (0, "", None) or v == [] or v == {})}
+    if isinstance(value, list):
+        return [omit_empty(v) for v in value]
+    return value
+
+
+def chirpstack_uplink(app, dev_eui, fport, fcnt, data, t, gateway=0):
+    """(topic, document) of an uplink as ChirpStack v4 publishes it (integration.proto
+    UplinkEvent, proto3 JSON); ``t`` None omits the time, ``gateway`` numbers the receiver."""
+    doc = {"deduplicationId": f"{fcnt:08x}-6f6a-4a1f-9a1b-{dev_eui[4:]}", "time": t and rfc3339(t),
+           "deviceInfo": {"tenantId": "52f14cd4-c6f1-4fbd-8f87-4025e1d49242", "tenantName": "ChirpStack",
+                          "applicationId": app, "applicationName": "mss", "deviceName": f"node-{dev_eui[-4:]}",
+                          "deviceProfileId": "0b1a8f2e-0d9c-4a52-9b7e-2f5f3c6a1d10",
+                          "deviceProfileName": "US915 class A", "devEui": dev_eui, "tags": {}},
+           "devAddr": dev_eui[-8:], "adr": True, "dr": 0, "fCnt": fcnt, "fPort": fport, "confirmed": False,
            "data": base64.b64encode(data).decode(),
-           "rxInfo": [{"gatewayId": gateway, "uplinkId": 41257, "rssi": -64, "snr": 9.5,
-                       "context": "EFwMtA=="}],
-           "txInfo": {"frequency": 868100000, "modulation": {"lora": {"bandwidth": 125000,
-                                                                       "spreadingFactor": 12,
-                                                                       "codeRate": "CR_4_5"}}}}
-    return {k: v for k, v in doc.items() if v not in (0, False, "")}
+           "rxInfo": [{"gatewayId": f"0080000000a0{gateway:04x}", "uplinkId": 4242 + gateway,
+                       "rssi": -70 - 9 * gateway, "snr": 9.5 - 4 * gateway, "channel": gateway,
+                       "context": base64.b64encode(bytes([gateway, 7, 7, 7])).decode(),
+                       "metadata": {"region_config_id": "us915_0", "region_common_name": "US915"},
+                       "crcStatus": "CRC_OK"}],
+           "txInfo": {"frequency": 902300000, "modulation": {"lora": {
+               "bandwidth": 125000, "spreadingFactor": 10, "codeRate": "CR_4_5"}}}}
+    return f"application/{app}/device/{dev_eui}/event/up", omit_empty(doc)
 
 
 class ChirpStackEmulator:
@@ -296,8 +312,8 @@ class ChirpStackEmulator:
         modem.on_uplink = self.uplink
 
     def uplink(self, modem, fport, fcnt, data):
-        doc = chirpstack_uplink(self.app, modem.dev_eui, fport, fcnt, data)
-        self.client.publish(f"application/{self.app}/device/{modem.dev_eui}/event/up", json.dumps(doc), qos=1)
+        topic, doc = chirpstack_uplink(self.app, modem.dev_eui, fport, fcnt, data, time.time())
+        self.client.publish(topic, json.dumps(doc), qos=1)
 
     def _down(self, client, userdata, msg):
         try:
