@@ -21,10 +21,11 @@ def require_micropython():
     return exe
 
 
-def run(script, cwd=None, timeout=120, args=(), heapsize=None):
-    """Run ``script`` (source text) under MicroPython; return CompletedProcess."""
+def run(script, cwd=None, timeout=120, args=(), heapsize=None, micropythonpath=None):
+    """Run ``script`` (source text) under MicroPython; return CompletedProcess.
+    ``micropythonpath``: folders searched instead of ``firmware/lib``."""
     exe = require_micropython()
-    env = dict(os.environ, MICROPYPATH=os.pathsep.join([str(FIRMWARE / "lib"), str(FIRMWARE),
-                                                         str(MPLIB), ".frozen"]))
+    lib = [str(p) for p in micropythonpath] if micropythonpath else [str(FIRMWARE / "lib")]
+    env = dict(os.environ, MICROPYPATH=os.pathsep.join(lib + [str(FIRMWARE), str(MPLIB), ".frozen"]))
     cmd = [exe] + (["-X", f"heapsize={heapsize}"] if heapsize else []) + ["-c", script, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)

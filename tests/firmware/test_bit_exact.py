@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from micropython_runner import run
+from micropython_runner import FIRMWARE, run
 from mss_protocol import vectors
 
 VECTORS = vectors.files()
@@ -31,6 +31,34 @@ for v in d["vectors"]:
 @pytest.mark.parametrize("path", VECTORS, ids=[f"{p.parent.name}-{p.stem}" for p in VECTORS])
 def test_vectors_under_micropython(path):
     out = run(SCRIPT, args=[str(path)])
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    want = [[v["report_hex"], v["bytes_consumed"]] for v in json.loads(path.read_text())["vectors"]]
+    assert got == want
+
+
+# every MSS / SS vector (the rank kernel) and one of each other protocol (the rng kernels)
+PLAIN = [p for p in VECTORS if p.parent.name in ("mss", "ss")] + \
+    [min(p for p in VECTORS if p.parent.name == name) for name in ("grr", "hr", "olh", "pgr", "rappor", "sue")]
+
+
+@pytest.fixture(scope="module")
+def plain_lib(tmp_path_factory):
+    """The firmware as a port without the native emitter gets it: viper decorators removed."""
+    lib = tmp_path_factory.mktemp("plain") / "lib"
+    for src in (FIRMWARE / "lib").rglob("*.py"):
+        dest = lib / src.relative_to(FIRMWARE / "lib")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text("".join(line for line in src.read_text().splitlines(True)
+                                if line.strip() != "@micropython.viper"))
+    return lib
+
+
+@pytest.mark.parametrize("path", PLAIN, ids=[f"{p.parent.name}-{p.stem}" for p in PLAIN])
+def test_vectors_without_the_native_emitter(path, plain_lib):
+    """The viper kernels are plain Python too: the same bytes."""
+    assert "@micropython.viper" not in (plain_lib / "mss_device" / "limbs.py").read_text().split()
+    out = run(SCRIPT, args=[str(path)], micropythonpath=[plain_lib])
     assert out.returncode == 0, out.stderr
     got = [json.loads(line) for line in out.stdout.splitlines()]
     want = [[v["report_hex"], v["bytes_consumed"]] for v in json.loads(path.read_text())["vectors"]]

@@ -24,7 +24,7 @@ def _mpy_cross():
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(FIRMWARE)) for p in FILES])
 def test_compiles(path, tmp_path):
     out = tmp_path / "x.mpy"
-    res = subprocess.run([_mpy_cross(), "-O2", "-o", str(out), str(path)], capture_output=True, text=True)
+    res = subprocess.run([_mpy_cross(), "-O2", "-march=x64", "-o", str(out), str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert out.stat().st_size > 0
 
@@ -38,7 +38,7 @@ def test_compiled_firmware_reproduces_a_vector(tmp_path):
             continue
         dest = (lib / rel).with_suffix(".mpy")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([_mpy_cross(), "-O2", "-o", str(dest), str(path)], check=True)
+        subprocess.run([_mpy_cross(), "-O2", "-march=x64", "-o", str(dest), str(path)], check=True)
     script = (
         "import json\nfrom mss_device.params import Params\nfrom mss_device.rng import ByteRng\n"
         "from mss_device.randomiser import privatise\nfrom mss_device.encoder import encode\n"

@@ -2,7 +2,7 @@
 from mss_device.check import MAX_N, ONE, at_most, bad, threshold
 from mss_device.encoder import Encoder
 from mss_device.frame import bits_for, get
-from mss_device.randomiser import privatise
+from mss_device.randomiser import Randomiser
 
 
 class Client:
@@ -10,10 +10,11 @@ class Client:
         self.p = params
         self.mark = bytearray((max(params.moduli) + 7) >> 3)  # reused: no allocation per report
         self.encoder = Encoder(params)
+        self.randomiser = Randomiser(params)
         self.nbits = params.jbits + max(params.rank_bits)
 
     def report(self, x, rng, epoch, seq):
-        j = privatise(self.p, x, rng, self.mark)
+        j = self.randomiser.privatise(x, rng, self.mark)
         return self.encoder.encode(j, self.mark, epoch, seq)
 
     def fits(self, body):
