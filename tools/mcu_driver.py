@@ -10,7 +10,8 @@ mode: the qemu port has no os.urandom) and prints one line
 * ``instr_med`` / ``instr_min`` / ``instr_max``: instructions per report
   (ticks_us * 1000: under ``qemu -icount shift=0`` one instruction is 1 ns);
   reports are timed in groups of ``group`` (ticks_us resolves 1000
-  instructions only) and each group's figure is divided by ``group``;
+  instructions only) and each group's figure is divided by ``group``
+  (``instr_mean``: all timed instructions / reports);
 * ``heap_max``: heap bytes allocated per report (gc disabled, the
   largest group's gc.mem_alloc delta / group);
 * ``report_len`` (max bytes), ``rand_bytes`` (random bytes per report),
@@ -170,6 +171,7 @@ def _measure(cfg, n_max, budget, min_samples, group, reports):
         timed += n
     per.sort()
     return {"instr_med": per[len(per) // 2], "instr_min": per[0], "instr_max": per[-1],
+            "instr_mean": spent // timed,
             "heap_max": heap, "report_len": b.max_len, "rand_bytes": used, "reports": timed,
             "group": g, "samples": len(per), "refills": refills,
             "digest": "".join(["%02x" % c for c in b.digest.digest()])}
