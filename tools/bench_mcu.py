@@ -301,7 +301,7 @@ def main():
     if targets:
         cfgs["m0"] = list({key(c): c for c in cfgs["m0"] + [t["cfg"] for t in targets if "cfg" in t]}.values())
     print(f"planned {len(rows)} grid configs ({len(refused)} refused), {len(targets)} targets; "
-          f"{', '.join(f'{b}: {len(c)} sessions lines' for b, c in cfgs.items())}", flush=True)
+          f"{', '.join(f'{b}: {len(c)} configs in one session' for b, c in cfgs.items())}", flush=True)
     measured = run_boards(args.board, cfgs, args.timeout)
     table = [table_row(r, measured) for r in rows]
     print_grid(table)
