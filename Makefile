@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-firmware vectors system-deps clean
+.PHONY: demo test bench bench-firmware bench-mcu vectors system-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,23 +19,30 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 # Mosquitto (MQTT tests), socat (serial pty tests), PostgreSQL (shared store
-# tests), Chromium (dashboard test, driven by Playwright) and openssl (the TLS
-# tests make their own CA) come from Debian;
+# tests), Chromium (dashboard test, driven by Playwright), openssl (the TLS
+# tests make their own CA) and the Arm cross compiler, newlib and QEMU (the
+# Cortex-M cost test and tools/bench_mcu.py) come from Debian;
 # installed when missing and we are root, else their tests skip (never under
 # CI).  The tests start their own servers on loopback.
 system-deps:
 	@if { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 \
 		&& ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 \
-		&& command -v openssl >/dev/null 2>&1; then :; \
+		&& command -v openssl >/dev/null 2>&1 && command -v arm-none-eabi-gcc >/dev/null 2>&1 \
+		&& test -d /usr/lib/arm-none-eabi/newlib && command -v qemu-system-arm >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat postgresql chromium openssl >/dev/null; \
-	else echo "note: mosquitto, socat, postgresql, chromium or openssl missing and not root: their tests will be skipped"; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat postgresql chromium openssl >/dev/null \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm >/dev/null; \
+	else echo "note: mosquitto, socat, postgresql, chromium, openssl or the Arm toolchain / QEMU missing and not root: their tests will be skipped"; fi
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench_core.py
 
 bench-firmware: $(STAMP)
 	$(BIN)/python tools/bench_firmware.py
+
+bench-mcu: $(STAMP) system-deps
+	$(BIN)/python tools/bench_mcu.py --json build/mcu/bench_mcu.json
 
 vectors: $(STAMP)
 	$(BIN)/python -m mss_protocol.vectors --write protocol/vectors

@@ -1,0 +1,205 @@
+"""Build MicroPython for emulated Cortex-M boards and run benchmark lines on them
+(and on the unix port): the helpers of tools/bench_mcu.py and tests/test_mcu_cost.py.
+
+The recipe is /work/shared/docs/mcu-emulation.md: MicroPython's ``ports/qemu``
+from the vendored source archive, the firmware and tools/mcu_driver.py frozen
+in, run under ``qemu-system-arm -icount shift=0`` so that ``time.ticks_us()``
+reads executed instructions / 1000.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from mss_aggregator.devices.runtime import FIRMWARE_LIB, REPO, micropython_path
+
+TOOLS = REPO / "tools"
+MCU_BUILD = REPO / "build" / "mcu"
+VENDOR = Path(os.environ.get("MSS_MP_QEMU_VENDOR", "/work/shared/vendor/micropython-qemu"))
+TARBALL = VENDOR / "mp-qemu-src.tar.gz"
+DEBIAN_PACKAGES = ("gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm")
+DRIVER_MODULES = ("mcu_driver.py", "mcu_calib.py")
+# py/map.c and py/mpz.c at -O2 like the rp2 / esp32 ports (vm.c follows CSUPEROPT)
+EXTRA_MK = "$(BUILD)/py/map.o: CFLAGS += -O2\n$(BUILD)/py/mpz.o: CFLAGS += -O2\n"
+COMMON_CFLAGS = "-DMICROPY_OPT_COMPUTED_GOTO=1"
+
+
+@dataclass(frozen=True)
+class Board:
+    """One emulated board: its ports/qemu BOARD, mpy-cross arch, extra C flags, QEMU arguments."""
+    key: str
+    board: str
+    march: str
+    cflags: str
+    qemu: tuple
+
+
+BOARDS = {
+    # nRF51: SysTick at 16 MHz; the port leaves the native emitter off on it, the rp2 port
+    # (also armv6m) has it on: so on here too (the firmware's viper loops need it)
+    "m0": Board("m0", "MICROBIT", "armv6m",
+                "-DCPU_FREQ_HZ=16000000u -DMICROPY_EMIT_THUMB=1 -DMICROPY_EMIT_INLINE_THUMB=1",
+                ("-machine", "microbit", "-global", "nrf51-soc.flash-size=1048576",
+                 "-global", "nrf51-soc.sram-size=262144")),
+    "m3": Board("m3", "MPS2_AN385", "armv7m", "", ("-machine", "mps2-an385")),
+}
+
+
+class ToolchainMissing(RuntimeError):
+    """The cross compiler, newlib, QEMU or the MicroPython source archive is not there."""
+
+
+def missing_tools():
+    """What the build and run need and this machine lacks (empty list: all there)."""
+    missing = [exe for exe in ("arm-none-eabi-gcc", "qemu-system-arm") if shutil.which(exe) is None]
+    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir() and not Path("/usr/lib/arm-none-eabi/lib").is_dir():
+        missing.append("libnewlib-arm-none-eabi")
+    if not TARBALL.is_file():
+        missing.append(str(TARBALL))
+    return missing
+
+
+def _digest(paths, *extra):
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(str(p.relative_to(REPO) if p.is_relative_to(REPO) else p.name).encode())
+        h.update(p.read_bytes())
+    for e in extra:
+        h.update(repr(e).encode())
+    return h.hexdigest()[:16]
+
+
+def _run(cmd, cwd, log):
+    """Run a build step, its output to ``log``; raise with the log's tail on failure."""
+    with open(log, "a") as f:
+        done = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    if done.returncode:
+        tail = Path(log).read_text()[-3000:]
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed in {cwd}:\n{tail}")
+
+
+def source():
+    """The extracted MicroPython tree with mpy-cross built (cached per archive)."""
+    missing = missing_tools()
+    if missing:
+        raise ToolchainMissing("missing: " + ", ".join(missing))
+    top = MCU_BUILD / f"src-{_digest([TARBALL])}"
+    tree = top / "micropython"
+    if not (tree / "mpy-cross" / "build" / "mpy-cross").exists():
+        shutil.rmtree(top, ignore_errors=True)
+        top.mkdir(parents=True)
+        with tarfile.open(TARBALL) as tar:
+            tar.extractall(top, filter="data")
+        # first and on its own: under the port's make, CFLAGS_EXTRA would leak into this sub-make
+        _run(["make", "-C", str(tree / "mpy-cross"), "-j2"], top, top / "mpy-cross.log")
+    return tree
+
+
+def _frozen_sources():
+    return sorted((FIRMWARE_LIB / "mss_device").rglob("*.py")) + [TOOLS / m for m in DRIVER_MODULES]
+
+
+def build(key):
+    """firmware.elf of board ``key`` ("m0" or "m3"), built unless cached.
+
+    Cached under build/mcu/<board>-<hash>, the hash over the frozen sources
+    (mss_device, the driver), the source archive and the build flags.
+    """
+    b = BOARDS[key]
+    tree = source()
+    cflags = f"{COMMON_CFLAGS} {b.cflags}".strip()
+    out = MCU_BUILD / f"{b.board}-{_digest(_frozen_sources() + [TARBALL], b, EXTRA_MK)}"
+    elf = out / "firmware.elf"
+    if elf.exists():
+        return elf
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "mplib").mkdir(parents=True)
+    (out / "mplib" / "README.md").write_text("")  # the build only checks that micropython-lib is there
+    (out / "extra.mk").write_text(EXTRA_MK)
+    drivers = "".join(f"module({m!r}, base_path={str(TOOLS)!r})\n" for m in DRIVER_MODULES)
+    (out / "manifest.py").write_text(f"package('mss_device', base_path={str(FIRMWARE_LIB)!r})\n{drivers}")
+    _run(["make", "-f", "Makefile", "-f", str(out / "extra.mk"), f"BOARD={b.board}", f"BUILD={out}",
+          f"FROZEN_MANIFEST={out / 'manifest.py'}", f"MPY_LIB_DIR={out / 'mplib'}",
+          f"MPY_CROSS_FLAGS=-march={b.march}", f"CFLAGS_EXTRA={cflags}", "CSUPEROPT=-O2", "V=1", "-j2"],
+         tree / "ports" / "qemu", out / "build.log")
+    if not elf.exists():
+        raise RuntimeError(f"no {elf} after the build; see {out / 'build.log'}")
+    return elf
+
+
+def driver_line(cfg, name, **kw):
+    """The Python line that measures ``cfg`` (a dict) with tools/mcu_driver.py."""
+    args = "".join(f", {k}={v!r}" for k, v in kw.items())
+    return f"import mcu_driver; mcu_driver.run({json.dumps(cfg, separators=(',', ':'))!r}, {name!r}{args})"
+
+
+def results(text):
+    """The RESULT dicts printed in ``text``, in order."""
+    return [json.loads(line[len("RESULT "):]) for line in text.splitlines() if line.startswith("RESULT ")]
+
+
+def run_qemu(key, lines, timeout, echo=None):
+    """Run ``lines`` at the REPL of board ``key`` in one QEMU session; their RESULT dicts.
+
+    ``echo(dict)`` is called with each RESULT as it arrives.  Raises
+    TimeoutError (the results so far in its args) when the session outlives
+    ``timeout`` seconds.
+    """
+    elf = build(key)
+    script = "".join(line + "\r\n" for line in lines) + "import machine; machine.reset()\r\n"
+    cmd = ["qemu-system-arm", *BOARDS[key].qemu, "-semihosting", "-nographic", "-monitor", "null",
+           "-serial", "stdio", "-icount", "shift=0", "-kernel", str(elf)]
+    return _stream(cmd, script, len(lines), timeout, echo, None)
+
+
+def run_unix(lines, timeout, echo=None):
+    """Run ``lines`` on the MicroPython unix port (one process); their RESULT dicts."""
+    exe = micropython_path()
+    if exe is None:
+        raise ToolchainMissing("the micropython unix port is not installed")
+    env = dict(os.environ, MICROPYPATH=os.pathsep.join([str(FIRMWARE_LIB), str(TOOLS)]))
+    return _stream([exe, "-c", "\n".join(lines)], "", len(lines), timeout, echo, env)
+
+
+def _stream(cmd, stdin, expected, timeout, echo, env):
+    """Run ``cmd`` fed ``stdin``, collecting the RESULT lines it prints (``expected`` of them)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, errors="replace")
+    killed = threading.Event()
+    timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+    timer.start()
+    found, tail = [], []
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        for line in proc.stdout:
+            tail = (tail + [line])[-40:]
+            if line.startswith("RESULT "):
+                found.extend(results(line))
+                if echo:
+                    echo(found[-1])
+        proc.wait()
+    finally:
+        timer.cancel()
+    if killed.is_set():
+        raise TimeoutError(f"{cmd[0]} outlived {timeout} s", found)
+    if len(found) < expected:
+        raise RuntimeError(f"{cmd[0]} gave {len(found)} of {expected} results; its output ended:\n"
+                           + "".join(tail))
+    return found
+
+
+def versions():
+    """First lines of the cross compiler's and QEMU's --version."""
+    out = {}
+    for exe in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        try:
+            out[exe] = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        except (OSError, IndexError):
+            out[exe] = None
+    return out
