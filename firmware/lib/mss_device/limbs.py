@@ -73,13 +73,20 @@ def rank(mark: ptr8, total: ptr32, b: ptr32, arg: ptr32) -> int:
                     carry = 0
                     borrow = 0
                     k = 0
-                    while k < nb or carry:
+                    while k < nb:
                         t = b[k] * n + carry
-                        carry = t >> rb
                         u = (t & mask) - borrow
                         q = (u * x) & mask
-                        borrow = (q * d - u) >> rb
                         b[k] = q
+                        carry = t >> rb
+                        borrow = (q * d - u) >> rb
+                        k += 1
+                    while carry:  # the product's new top limbs
+                        u = (carry & mask) - borrow
+                        q = (u * x) & mask
+                        b[k] = q
+                        carry >>= rb
+                        borrow = (q * d - u) >> rb
                         k += 1
                     nb = k
                     while not b[nb - 1]:
@@ -90,20 +97,24 @@ def rank(mark: ptr8, total: ptr32, b: ptr32, arg: ptr32) -> int:
                     while eb >= rb:
                         eb -= rb
                         el += 1
-                    hi = 0
+                    hi = 0  # the bits shifted out of the limb below
                     carry = 0
-                    k = 0
-                    while k < nb or hi or carry:
-                        w = hi
-                        if k < nb:
-                            w += b[k] << eb
+                    k = el
+                    while k < nb + el:
+                        w = (b[k - el] << eb) + hi
+                        t = total[k] + (w & mask) + carry
+                        total[k] = t & mask
                         hi = w >> rb
-                        t = total[k + el] + (w & mask) + carry
-                        total[k + el] = t & mask
                         carry = t >> rb
                         k += 1
-                    if k + el > nt:
-                        nt = k + el
+                    carry += hi
+                    while carry:
+                        t = total[k] + carry
+                        total[k] = t & mask
+                        carry = t >> rb
+                        k += 1
+                    if k > nt:
+                        nt = k
                     if i == omega:
                         return nt
                     i += 1
