@@ -10,7 +10,7 @@ from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
 from mss_protocol import lorawan
-from mss_protocol.choose import CHOICES, choose
+from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
@@ -44,13 +44,17 @@ def _link(ctx, param, value):
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
               help="Value distribution the MSE is predicted at: uniform, zipf:S, spike, "
                    "file:est.json (mss estimate --json) or file:counts.csv.")
+@click.option("--max-device-ms", type=click.FloatRange(min=0, min_open=True), default=MAX_DEVICE_MS,
+              show_default=True,
+              help="Per-report device time budget on an RP2040 (125 MHz), from Cortex-M0 instruction counts: "
+                   "auto leaves out protocols above it; a protocol named with --protocol is warned about.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
               help="Write the config file devices and the aggregator load (it names its protocol).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
-def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, seed, as_json, device_config,
-             no_cache):
+def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, seed, as_json,
+             device_config, no_cache):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
     if link:
@@ -63,7 +67,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
-                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache)
+                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
+                        max_device_ms=max_device_ms)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
@@ -96,7 +101,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
-    out.print("* first estimates: device time per report on an RP2040 (125 MHz), decode time on one core")
+    out.print("* models: device time per report on an RP2040 (125 MHz) from Cortex-M0 instruction counts "
+              "(tools/bench_mcu.py), decode time on one core")
     out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "
               f"{frame} frame, eps_effective {result['eps_effective']!r}, config id {result['config_id']}")
     if result["protocol"] == "mss":
@@ -107,6 +113,9 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}); --protocol auto would choose it")
+    if not result["device_ok"]:
+        out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on an RP2040 is above --max-device-ms "
+                  f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
     if link:
         _print_budget(out, link, result)
     for note in notes:

@@ -6,18 +6,19 @@ measured against ``max_bytes`` / ``max_bits``; MSS and SS are planned
 within the body budget by :mod:`.mss.planner`, the one-output protocols
 are fixed by (k, epsilon) (:mod:`.oracle_config`).  Each is scored by its
 predicted per-item MSE at ``n`` reports and the prior (SPEC.md section 7).
-``auto`` returns the lowest MSE among those that fit and that a device can
-run; MSEs equal to 3 significant digits are a tie, broken by device time.
+``auto`` returns the lowest MSE among those that fit, that a device can
+run and whose device time is within ``max_device_ms``; MSEs equal to 3
+significant digits are a tie, broken by device time.  A protocol asked for
+by name is planned whatever its device time (``device_ok`` says).
 Under a budget above k = QUICK_K, ``auto`` plans MSS with the quick search
 (greedy moduli sets only: the full search takes minutes there and has never
 come near the one-output protocols); ``--protocol mss`` searches fully.
 
-Two figures are first estimates, stated as models:
+Two figures are models:
 
-* ``device_ms``: per-report time on an RP2040 (Cortex-M0+, 125 MHz) from
-  the count of interpreted loop steps a report takes (:func:`device_steps`)
-  at DEVICE_US_PER_STEP, calibrated against Cortex-M0 instruction counts
-  of MSS reports (1.1 M instructions at k = 64, eps = 1 = 14 ms);
+* ``device_ms``: per-report time on an RP2040 (Cortex-M0+, 125 MHz),
+  :func:`mss_protocol.device_cost.device_ms`: Cortex-M0 instruction counts
+  measured under emulation (``tools/bench_mcu.py``), fitted per protocol;
 * ``decode_s``: the aggregator's work for ``n`` reports on one core: parsing
   each report (:func:`ingest_us`, fitted to ``tools/bench_codecs.py``: MSS
   and SS unrank a subset, 0.25 ms a report at k = 1024, eps = 1 and 53 ms at
@@ -27,37 +28,16 @@ Two figures are first estimates, stated as models:
 import math
 
 from mss_device.frame import HEADER, KINDS
+from mss_protocol import device_cost
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.support import DEVICE_DRAW
 
 CHOICES = ("auto", "mss", "ss") + NAMES
-DEVICE_US_PER_STEP = 20.0
 DECODE_CELLS_PER_S = 1e8
 QUICK_K = 256
-
-
-def device_steps(cfg):
-    """Interpreted loop steps of one report on the device (expected)."""
-    name = cfg.name
-    if name in ("mss", "ss"):  # the subset rank dominates: m steps over the rank's limbs
-        m = max(cfg.moduli)
-        limbs = max(cfg.rank_bits) / (15 if m <= 1 << 15 else 7) + 1
-        return m * (2 * limbs + 1) + 4 * max(cfg.omegas)
-    p = cfg.protocol
-    if name == "grr":
-        return 10
-    if name in ("rappor", "sue"):
-        return 6 * cfg.k  # one 4-byte coin per item
-    if name == "olh":
-        return 120  # two SHA-256 blocks (native) and the draws
-    if name == "hr":
-        return 2 * (4 + 2 * p.K.bit_length())  # two draws expected, a popcount each
-    # pgr: rejection until the point is on the drawn side of x's hyperplane
-    side = p.c_set / p.K
-    draws = p.p / side + (1 - p.p) / (1 - side)
-    return draws * (8 + 4 * p.t)
+MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 
 
 def decode_cells(cfg, n):
@@ -113,9 +93,10 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 
 
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=10000, prior=None,
-           prior_label="uniform", seed=0, use_cache=True):
+           prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
-    ``frame_bytes`` and ``body_bits``, and ``candidates`` (every protocol
+    ``frame_bytes`` and ``body_bits``, ``device_ms`` and ``device_ok`` (within
+    ``max_device_ms``, None: no budget), and ``candidates`` (every protocol
     considered, with why it was left out where it was)."""
     if protocol not in CHOICES:
         raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
@@ -147,11 +128,13 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         bits = cfg.bits_per_report["max"]
         row.update(body_bits=int(bits), frame_bytes=head + (int(bits) + 7) // 8, predicted_mse=float(mse),
                    variance_ratio_vs_ss=float(mse / ss_var),
-                   device_ms=device_steps(cfg) * DEVICE_US_PER_STEP / 1000,
+                   device_ms=device_cost.device_ms(cfg),
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         if quick and name == "mss":
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         why = device_limit(cfg)
+        if not why and protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
+            why = f"{row['device_ms']:.3g} ms a report on an RP2040 > --max-device-ms {max_device_ms:g}"
         if why:
             row["excluded"] = why
         else:
@@ -160,7 +143,10 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     if not found:
         raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
     _, _, _, cfg, res, best = min(found, key=lambda t: t[:3])
-    return _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
+    res = _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
+    res.update(max_device_ms=max_device_ms,
+               device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms)
+    return res
 
 
 def _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind):
