@@ -13,8 +13,8 @@ model per protocol over the work the device code does,
   dimension; HR: the bits of K; GRR, OLH: a constant.
 
 The coefficients are least-squares fits to the benchmark's M0 medians
-(``tools/bench_mcu.py --fit`` prints them and every config's measured /
-model ratio).  Time on an RP2040 (Cortex-M0+, 125 MHz) is instructions x
+(``tools/fit_device_cost.py --fit`` prints them and every config's
+measured / model ratio).  Time on an RP2040 (Cortex-M0+, 125 MHz) is instructions x
 CPI_RP2040 / 125 MHz; 1.55 cycles per instruction is what the M0+ manual's
 cycle timings give for the executed mix (docs/device-cost.md).
 """
@@ -26,14 +26,14 @@ from scipy.special import gammaln
 CPI_RP2040 = 1.55
 HZ_RP2040 = 125e6
 
-# instructions = sum(COEF[name][f] * features(cfg)[f]), fitted by tools/bench_mcu.py --fit
+# instructions = sum(COEF[family][f] * features(cfg)[f]): tools/fit_device_cost.py --fit on bench_mcu.py's JSON
 COEF = {
-    "mss": {"base": 0.0, "passes": 0.0, "adds": 0.0, "positions": 0.0, "draws": 0.0},
-    "unary": {"base": 0.0, "items": 0.0},
-    "pgr": {"base": 0.0, "rounds": 0.0},
-    "hr": {"base": 0.0, "bits": 0.0},
-    "grr": {"base": 0.0},
-    "olh": {"base": 0.0},
+    "mss": {"base": 71000.0, "passes": 90.19, "adds": 91.17, "positions": 325.1, "draws": 996.2},
+    "unary": {"base": 50230.0, "items": 594.0},
+    "pgr": {"base": 89150.0, "rounds": 0.0},
+    "hr": {"base": 58320.0, "bits": 1395.0},
+    "grr": {"base": 63660.0},
+    "olh": {"base": 124300.0},
 }
 FAMILY = {"mss": "mss", "ss": "mss", "rappor": "unary", "sue": "unary", "pgr": "pgr", "hr": "hr",
           "grr": "grr", "olh": "olh"}
