@@ -41,6 +41,9 @@ class CounterStream:
     """Bytes of SHA-256(seed || counter as 4 big-endian bytes), counter = 0, 1, ...
 
     The stream does not depend on how it is read; ``reads`` counts the calls.
+    A read that raises (MemoryError on the M0 heap) leaves the stream where it
+    was, and ``mark()`` / ``rewind()`` put back bytes read but then lost by the
+    caller: the bytes a report sees never depend on how much heap there was.
     """
 
     def __init__(self, seed=b"mss-bench"):
@@ -51,24 +54,47 @@ class CounterStream:
 
     def read(self, n):
         self.reads += 1
-        out = bytearray(self._buf)
-        while len(out) < n:
-            c = self._ctr
-            out.extend(hashlib.sha256(self._seed + bytes([c >> 24, (c >> 16) & 255, (c >> 8) & 255,
-                                                          c & 255])).digest())
-            self._ctr += 1
-        self._buf = bytes(out[n:])
-        return bytes(out[:n])
+        buf, c = self._buf, self._ctr
+        out = bytearray(n)  # the one large allocation (no regrowth while filling)
+        pos = min(n, len(buf))
+        out[0:pos] = buf[0:pos]
+        rest = buf[pos:]
+        while pos < n:
+            d = hashlib.sha256(self._seed + bytes([c >> 24, (c >> 16) & 255, (c >> 8) & 255, c & 255])).digest()
+            c += 1
+            m = min(32, n - pos)
+            out[pos:pos + m] = d if m == 32 else d[0:m]
+            rest = d[m:]
+            pos += m
+        self._ctr, self._buf = c, rest  # committed only once nothing more can fail
+        return out
+
+    def mark(self):
+        return self._ctr, self._buf
+
+    def rewind(self, mark):
+        self._ctr, self._buf = mark
 
 
-def _reserve(rng, need):
-    """Pool ``need`` bytes (at most RESERVE_CAP): fewer when the heap cannot hold them."""
+def _reserve(rng, stream, need):
+    """Pool ``need`` bytes (at most RESERVE_CAP): fewer when the heap cannot hold them.
+
+    ByteRng.reserve may raise MemoryError after ``stream`` was read (``left +=
+    more``) and after it counted its old pool consumed: both are undone
+    (stream rewound, ``rng._done`` put back; its pool is only replaced on
+    success), so a failed attempt draws no bytes.  Without this the M0 skipped
+    the bytes of every failed 32 KB attempt and its reports differed from the
+    unix port's, which has the heap for them.
+    """
     need = min(need, RESERVE_CAP)
     while need >= 64:
+        mark, done = stream.mark(), rng._done
         try:
             rng.reserve(need)
             return
         except MemoryError:
+            stream.rewind(mark)
+            rng._done = done
             gc.collect()
             need //= 2
 
@@ -161,7 +187,7 @@ def _measure(cfg, n_max, budget, min_samples, group, reports):
             break
         n = min(g, reports - timed) if fixed else min(g, n_max - timed)
         c0 = b.rng.consumed
-        _reserve(b.rng, 4 * n * used + 1024)
+        _reserve(b.rng, b.stream, 4 * n * used + 1024)
         t, a, refilled = b.group(n, slots)
         used = max(used, (((b.rng.consumed - c0) & 0x3FFFFFFF) + n - 1) // n)
         per.append(t // n)
