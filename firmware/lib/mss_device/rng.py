@@ -90,12 +90,13 @@ class ByteRng:
         """Make sure n bytes are pooled, so the next n bytes need no allocation."""
         at = self._at
         left = self._pool[at[0]:]
-        self._done = (self._done + at[0]) & 0x3FFFFFFF
         while len(left) < n:
             more = self._read(max(n - len(left), self._chunk))
             if not more:
                 raise EOFError("random byte source exhausted")
             left += more
+        # only now: a MemoryError above leaves the pool and the count as they were
+        self._done = (self._done + at[0]) & 0x3FFFFFFF
         self._pool = left
         at[0], at[1] = 0, len(left)
 
