@@ -33,8 +33,7 @@ LINKS = {"serial": ("mss_node.serial_link",), "mqtt": ("mss_node.mqtt_link",),
 OPTIONS = (
     (lambda dev: dev.get("transport") == "mqtt" and (dev.get("mqtt") or {}).get("tls") is True,
      ("mss_node.tls",)),
-    (lambda dev: dev.get("transport") == "mqtt" and dev.get("fleet_key") is not None,
-     ("mss_node.auth",)),
+    (lambda dev: dev.get("fleet_key") is not None, ("mss_node.auth",)),
 )
 EXTERNAL = {"mqtt": ("umqtt.simple",)}  # from micropython-lib: mpremote mip install
 

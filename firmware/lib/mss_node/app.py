@@ -10,7 +10,7 @@ board idle, logging why and re-reading the file every minute.
 import time
 
 from mss_device.frame import kind_index
-from mss_node import auth, files, log, settings
+from mss_node import files, log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
 
@@ -123,61 +123,27 @@ class Node:
         return report, [value, report[rep.header:].hex()]
 
     def new_config(self, msg):
-        """A config pushed by the aggregator (a signed message, :mod:`mss_node.auth`).
-
-        Adopted only on a board with a fleet key and a cap, when the HMAC holds,
-        it names this campaign, it was issued after the config in use (an old
-        signed config replayed is refused) and the loader accepts it, cap
-        included.  The same config issued again only moves the counter on."""
+        """A config pushed over MQTT: signed, checked and adopted by :func:`mss_node.auth.pushed`
+        on a board with a fleet key and a cap; else ignored (logged once)."""
         if self.s.fleet_key is None or self.s.cap is None:
             if not self.told:
                 log.warn("pushed configs are ignored: this board has no device.fleet_key and "
                          "device.max_epsilon")
                 self.told = True
             return
-        try:
-            d, issued = auth.unseal(msg, self.s.fleet_key, self.s.campaign)
-        except ValueError as exc:
-            log.warn("rejected pushed config: %s" % exc)
-            return
-        if issued <= self.s.issued:
-            if issued < self.s.issued:
-                log.warn("rejected pushed config: issued %d, before %d of the config in use (a replay?)"
-                         % (issued, self.s.issued))
-            return
-        if d.get("config_id") == self.s.config_id:
-            self.s.raw["issued"] = self.s.issued = issued
-            files.save(self.config_path, self.s.raw)
-            return
-        self._adopt(d, "pushed config", issued)
+        from mss_node.auth import pushed
+
+        pushed(self, msg)
 
     def downlink(self, fport, data):
-        """A LoRaWAN downlink: on ``config_fport``, two bytes naming (by the
-        first two bytes of its id) a config in ``device.configs`` to switch to.
-        Anything else is logged and ignored."""
-        lw = self.s.device["lorawan"]
-        if fport != lw["config_fport"]:
-            log.warn("ignored downlink on port %d (config port is %d)" % (fport, lw["config_fport"]))
-            return
-        if data is None or len(data) != 2:
-            log.warn("ignored malformed downlink on the config port (%s)"
-                     % ("garbled" if data is None else "%d bytes, not 2" % len(data)))
-            return
-        want = data.hex()
-        if self.s.config_id.startswith(want):
-            return
-        found = []
-        for path in self.s.device["configs"]:
-            d = files.load(path, None)
-            if isinstance(d, dict) and str(d.get("config_id", "")).startswith(want):
-                found.append(d)
-        if len(found) != 1:
-            log.warn("ignored config switch to %s: %s" % (
-                want, "no held config has that id" if not found else "several held configs match"))
-            return
-        self._adopt(found[0], "held config")
+        """A LoRaWAN downlink: maybe a switch to a held config (:func:`mss_node.lorawan_link.held`)."""
+        from mss_node.lorawan_link import held
 
-    def _adopt(self, d, what, issued=0):
+        d = held(self.s, fport, data)
+        if d is not None:
+            self.adopt(d, "held config")
+
+    def adopt(self, d, what, issued=0):
         merged = {}
         merged.update(d)
         merged["device"] = self.s.raw.get("device", {})

@@ -14,8 +14,56 @@ Class A: downlinks come only after an uplink, so ``poll`` has nothing to do.
 import time
 
 from mss_device.rng import ByteRng
-from mss_node import log
-from mss_node.modem import SENT, UNJOINED, open_modem
+from mss_node import files, log
+from mss_node.modem import DIALECTS, SENT, UNJOINED, open_modem
+
+# device.lorawan: baud None is the modem's default; path: a tty instead of a UART (tests)
+DEFAULTS = {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
+            "fport": 1, "config_fport": 2, "join_timeout_s": 30, "tx_timeout_s": 20,
+            "retry_s": 30, "backoff_max_s": 3600}
+
+
+def check(lw):
+    """device.lorawan as mss_node.settings loads it: ValueError naming the field."""
+    if lw["modem"] not in DIALECTS:
+        raise ValueError("device.lorawan.modem must be one of %s" % ", ".join(DIALECTS))
+    if lw["uart"] is None and not lw["path"]:
+        raise ValueError("device.lorawan needs the modem's uart (number) or path")
+    for key in ("fport", "config_fport"):
+        if type(lw[key]) is not int or not 1 <= lw[key] <= 223:
+            raise ValueError("device.lorawan.%s must be an application port, 1 to 223" % key)
+    if lw["fport"] == lw["config_fport"]:
+        raise ValueError("device.lorawan.fport and config_fport must differ")
+    for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
+        if type(lw[key]) is not int or lw[key] < 1:
+            raise ValueError("device.lorawan.%s must be a positive integer" % key)
+    return lw
+
+
+def held(s, fport, data):
+    """The held config (a dict) a downlink switches to, or None (logged why).  A switch is
+    two bytes on ``config_fport``: the start of the config id of one of ``device.configs``."""
+    lw = s.device["lorawan"]
+    if fport != lw["config_fport"]:
+        log.warn("ignored downlink on port %d (config port is %d)" % (fport, lw["config_fport"]))
+        return None
+    if data is None or len(data) != 2:
+        log.warn("ignored malformed downlink on the config port (%s)"
+                 % ("garbled" if data is None else "%d bytes, not 2" % len(data)))
+        return None
+    want = data.hex()
+    if s.config_id.startswith(want):
+        return None
+    found = []
+    for path in s.device["configs"]:
+        d = files.load(path, None)
+        if isinstance(d, dict) and str(d.get("config_id", "")).startswith(want):
+            found.append(d)
+    if len(found) != 1:
+        log.warn("ignored config switch to %s: %s" % (
+            want, "no held config has that id" if not found else "several held configs match"))
+        return None
+    return found[0]
 
 
 class LorawanLink:

@@ -17,6 +17,39 @@ import time
 
 from mss_node import log
 
+# device.mqtt: port None is 1883, or 8883 with tls; ca, cert, key: files on the board
+# (PEM or DER); server_hostname: the name the broker's certificate must carry (default: host)
+DEFAULTS = {"host": "127.0.0.1", "port": None, "user": None, "password": None,
+            "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300,
+            "tls": False, "ca": None, "cert": None, "key": None, "server_hostname": None}
+
+
+def _bad(field, why):
+    raise ValueError("device.mqtt.%s %s" % (field, why))
+
+
+def check(m):
+    """device.mqtt with its port resolved (mss_node.settings).  A TLS field is never
+    ignored: set without ``tls`` it is an error, and ``tls`` needs the CA to pin."""
+    if type(m["tls"]) is not bool:
+        _bad("tls", "must be true or false")
+    for key in ("ca", "cert", "key", "server_hostname"):
+        if m[key] is None:
+            continue
+        if not isinstance(m[key], str) or not m[key]:
+            _bad(key, "must be a non-empty string")
+        if not m["tls"]:
+            _bad(key, "is set but device.mqtt.tls is false")
+    if m["tls"] and m["ca"] is None:
+        _bad("tls", "needs device.mqtt.ca (the file of the CA that signed the broker's certificate)")
+    if (m["cert"] is None) != (m["key"] is None):
+        _bad("cert", "and device.mqtt.key go together (a client certificate and its key)")
+    if m["port"] is None:
+        m["port"] = 8883 if m["tls"] else 1883
+    if type(m["port"]) is not int or not 0 < m["port"] < 65536:
+        _bad("port", "must be a port number, 1 to 65535")
+    return m
+
 
 class MqttLink:
     def __init__(self, settings, on_config, clock=time.time):
