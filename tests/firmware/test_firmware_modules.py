@@ -14,6 +14,7 @@ from brokers import Mosquitto
 from micropython_runner import FIRMWARE, MPLIB, ROOT, require_micropython
 from mss_aggregator.devices.modem import ModemEmulator
 from mss_protocol.choose import choose
+from mss_protocol.privacy import cap
 
 sys.path.insert(0, str(ROOT / "tools"))
 import deploy  # noqa: E402
@@ -71,10 +72,16 @@ def _sent(log, ticks=4):
     assert f"SEQ {ticks} QUEUE 0" in log, log
 
 
-@pytest.mark.parametrize("protocol", ["mss", "olh", "pgr"])
-def test_serial_board(tmp_path, protocol):
+@pytest.mark.parametrize("protocol,options", [
+    ("mss", {}), ("olh", {}), ("pgr", {}),
+    ("mss", {"memoize": True, "fleet_key": KEY_HEX, "max_epsilon": 2.0, "max_ratio": cap(2.0)})])
+def test_serial_board(tmp_path, protocol, options):
     out = tmp_path / "serial.txt"
-    _board(tmp_path, _config(protocol, serial={"path": str(out)}))
+    cfg = _config(protocol, serial={"path": str(out)}, **options)
+    listed = firmware_modules.modules(cfg)
+    for name in ("memo", "auth", "cap"):
+        assert (f"mss_node/{name}.py" in listed) == bool(options)
+    _board(tmp_path, cfg)
     _sent(_run(tmp_path))
     assert len(out.read_text().splitlines()) == 4
 
@@ -145,7 +152,8 @@ def test_every_on_demand_import_is_known():
     list must know which (firmware_modules.LINKS, OPTIONS, the protocol and modem tables)."""
     listed = set()
     for protocol in ("mss", "grr", "rappor", "olh", "hr", "pgr"):
-        for dev in ({"transport": "serial"}, {"transport": "mqtt", "mqtt": {"tls": True}, "fleet_key": "00"},
+        for dev in ({"transport": "serial", "memoize": True, "max_epsilon": 1.0},
+                    {"transport": "mqtt", "mqtt": {"tls": True}, "fleet_key": "00"},
                     {"transport": "lorawan", "lorawan": {"modem": "rak3172"}},
                     {"transport": "lorawan", "lorawan": {"modem": "wio-e5"}},
                     {"transport": "lorawan", "lorawan": {"modem": "rn2483"}}):

@@ -21,20 +21,20 @@ _COMPACT = kind_index("compact")
 _CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
 
 
-class Watchdog:
-    def __init__(self, ms):
-        self.wdt = None
-        if ms:
-            try:
-                from machine import WDT
+def _idle():
+    pass
 
-                self.wdt = WDT(timeout=ms)
-            except (ImportError, AttributeError, TypeError, ValueError):
-                log.warn("no watchdog with a %d ms timeout on this port" % ms)
 
-    def feed(self):
-        if self.wdt is not None:
-            self.wdt.feed()
+def watchdog(ms):
+    """The feed of a machine.WDT with this timeout; a no-op without one (ms 0, or none on the port)."""
+    if ms:
+        try:
+            from machine import WDT
+
+            return WDT(timeout=ms).feed
+        except (ImportError, AttributeError, TypeError, ValueError):
+            log.warn("no watchdog with a %d ms timeout on this port" % ms)
+    return _idle
 
 
 class Node:
@@ -108,19 +108,12 @@ class Node:
         self.link.poll()
 
     def _report(self, cid, value, epoch):
-        """(report, draw to memoize or None).  With device.memoize, a value's
-        first draw is kept and re-sent while it lasts: no new randomness."""
-        seq, rep = self.state.seq, self.reporter
+        """(report, new memo dict or None); with device.memoize see :mod:`mss_node.memo`."""
         if not self.s.device["memoize"]:
-            return rep.report(value, epoch, seq), None
-        hit = self.state.recall(cid, value)
-        if hit is not None:
-            report = rep.replay(bytes.fromhex(hit[1]), epoch, seq)
-            if report is not None:
-                return report, None
-            log.warn("memo is no report body of config %s: drawing afresh" % cid)
-        report = rep.report(value, epoch, seq)
-        return report, [value, report[rep.header:].hex()]
+            return self.reporter.report(value, epoch, self.state.seq), None
+        from mss_node.memo import report
+
+        return report(self.reporter, self.state, cid, value, epoch)
 
     def new_config(self, msg):
         """A config pushed over MQTT: signed, checked and adopted by :func:`mss_node.auth.pushed`
@@ -165,7 +158,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
         clock=time.time, sleep=time.sleep, ticks=None, link=None, until_sent=False):
     """Run the node; ``ticks`` bounds the loop (tests, emulators), None runs
     forever.  ``until_sent`` stops once this epoch's report has been sent."""
-    wdt = None
+    feed = None  # the watchdog's, armed with the first config that loads
     n = 0
     while ticks is None or n < ticks:
         n += 1
@@ -173,21 +166,21 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             node = Node(config_path, state_path, sensor, rng, clock, link)
         except Exception as exc:  # bad config, missing hardware: stay idle, say why
             log.error("idle: %s" % exc)
-            if wdt is None:
-                wdt = Watchdog(0)
+            if feed is None:
+                feed = _idle
             for _ in range(IDLE_RETRY_S):
-                wdt.feed()
+                feed()
                 sleep(1)
             continue
-        if wdt is None:
-            wdt = Watchdog(node.s.device["watchdog_ms"])
-        node.link.feed = wdt.feed  # links that wait on a modem keep the watchdog fed
+        if feed is None:
+            feed = watchdog(node.s.device["watchdog_ms"])
+        node.link.feed = feed  # links that wait on a modem keep the watchdog fed
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
         n -= 1  # the attempt that built the node is not a tick
         while ticks is None or n < ticks:
             n += 1
-            wdt.feed()
+            feed()
             try:
                 node.tick()
             except Exception as exc:  # flash or link trouble: log, keep going (the watchdog backs this)

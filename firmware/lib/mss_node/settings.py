@@ -9,7 +9,6 @@ the board has a cap (``device.max_epsilon`` with its exact ``max_ratio``),
 their worst likelihood ratio must not exceed it (SPEC.md section 5).
 """
 import json
-import math
 
 from mss_device import check
 from mss_device.params import Params
@@ -114,10 +113,14 @@ class Settings:
             from mss_node.auth import fleet_key
 
             self.fleet_key = fleet_key(dev["fleet_key"])
-        self.cap = _cap(dev["max_epsilon"], dev["max_ratio"])
-        if self.cap is not None and not check.within(self.ratio, self.cap):
-            raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
-                             % (check.epsilon(self.ratio), dev["max_epsilon"]))
+        self.cap = None
+        if dev["max_epsilon"] is not None or dev["max_ratio"] is not None:
+            from mss_node.cap import cap  # only a board with a cap reads it
+
+            self.cap = cap(dev["max_epsilon"], dev["max_ratio"])
+            if not check.within(self.ratio, self.cap):
+                raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
+                                 % (check.epsilon(self.ratio), dev["max_epsilon"]))
         self.issued = d.get("issued", 0)  # of the pushed config in use (mss_node.auth)
         if type(self.issued) is not int or self.issued < 0:
             raise ValueError("config field issued must be a non-negative integer")
@@ -131,25 +134,6 @@ class Settings:
         if leaf == "config":
             return "mss/v1/%s/config" % self.campaign
         return "mss/v1/%s/%s/%s" % (self.campaign, self.device_id, leaf)
-
-
-def _cap(eps, ratio):
-    """(num, den) of device.max_ratio, exactly; None without a cap.  max_epsilon is
-    what the operator chose (logs); max_ratio, e^max_epsilon written by the host to 60
-    digits, is what is compared, so the two must agree (to float precision here)."""
-    if eps is None and ratio is None:
-        return None
-    if type(eps) not in (int, float) or not eps > 0 or not isinstance(ratio, str):
-        raise ValueError("device.max_epsilon (a positive number) needs device.max_ratio "
-                         "(e^max_epsilon as a decimal string; tools/deploy.py --max-epsilon writes both)")
-    parts = ratio.split(".")
-    digits = "".join(parts)
-    if len(parts) > 2 or not digits.isdigit() or int(digits) == 0:
-        raise ValueError("device.max_ratio must be a decimal number such as 7.389056")
-    # ln of 0.<digits> * 10^len(whole): no float ever holds the whole number (float32 ports)
-    if abs(math.log(float("0." + digits)) + len(parts[0]) * math.log(10) - eps) > check.EPS_SLACK:
-        raise ValueError("device.max_ratio is not e^max_epsilon")
-    return int(digits), 10 ** (len(digits) - len(parts[0]))
 
 
 def load(path):
