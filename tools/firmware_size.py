@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The .mpy size of the firmware a board carries, for every protocol and transport.
 
-    python tools/firmware_size.py [--json out.json]
+    python tools/firmware_size.py [--opt 3] [--json out.json]
 
 A board holds only the modules its config needs (tools/firmware_modules.py,
-the list tools/deploy.py copies): compiled with ``mpy-cross -O2``, plus
+the list tools/deploy.py copies): compiled as deploy --mpy does (``mpy-cross
+-O3``; ``--opt 2`` for -O2, line numbers kept), plus
 boot.py, main.py and sensor.py (counted compiled too).  Target: <= 16 KB
 (16384 B) per board.  umqtt.simple (micropython-lib, installed with
 ``mpremote mip``) comes on top of MQTT boards and is listed apart.
@@ -16,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from firmware_modules import FIRMWARE, LIB, TOP_FILES, compile_mpy, modules  # noqa: E402
+from firmware_modules import FIRMWARE, LIB, OPT, TOP_FILES, compile_mpy, modules  # noqa: E402
 
 TARGET = 16384
 PROTOCOLS = ("mss", "ss", "grr", "rappor", "sue", "olh", "hr", "pgr")
@@ -34,14 +35,15 @@ UMQTT = Path(__file__).resolve().parent.parent / "build" / "mplib" / "umqtt" / "
 class Sizes:
     """Compiled size of each file, compiled once."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, opt):
         self.tmp = Path(tmp)
+        self.opt = opt
         self.cache = {}
 
     def __call__(self, src, rel):
         if rel not in self.cache:
             out = self.tmp / (rel.replace("/", "_") + ".mpy")
-            compile_mpy(src, out, rel)
+            compile_mpy(src, out, rel, opt=self.opt)
             self.cache[rel] = out.stat().st_size
         return self.cache[rel]
 
@@ -53,11 +55,12 @@ class Sizes:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--opt", type=int, default=OPT, help=f"mpy-cross -O level (default {OPT}, as deploy)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
-    res = {"target": TARGET, "boards": [], "modules": {}}
+    res = {"target": TARGET, "opt": args.opt, "boards": [], "modules": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        size = Sizes(tmp)
+        size = Sizes(tmp, args.opt)
         print(f"{'':8}" + "".join(f"{t:>18}" for t in TRANSPORTS))
         for p in PROTOCOLS:
             row = f"{p:8}"
@@ -74,7 +77,7 @@ def main(argv=None):
             print(f"umqtt.simple (micropython-lib, on top of every mqtt board): {res['umqtt.simple']} B")
         else:
             print(f"umqtt.simple: not measured ({UMQTT} missing: sh tools/get_umqtt.sh)")
-        print(f"target <= {TARGET} B per board (boot.py, main.py, sensor.py included, compiled); "
+        print(f"mpy-cross -O{args.opt}; target <= {TARGET} B per board (boot.py, main.py, sensor.py included, compiled); "
               f"signed pushes (device.fleet_key) add mss_node/auth.py: {size(LIB / 'mss_node/auth.py', 'mss_node/auth.py')} B")
     passed = sum(b["pass"] for b in res["boards"])
     print(f"{passed} of {len(res['boards'])} boards within the target")

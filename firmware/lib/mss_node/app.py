@@ -53,7 +53,6 @@ class Node:
             if self.s.device_id is None:
                 raise ValueError("the modem gave no DevEUI; set device.device_id")
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
-        self.told = False  # "pushed configs are ignored" is logged once
 
     def _make_link(self):
         transport = self.s.device["transport"]
@@ -116,14 +115,8 @@ class Node:
         return report(self.reporter, self.state, cid, value, epoch)
 
     def new_config(self, msg):
-        """A config pushed over MQTT: signed, checked and adopted by :func:`mss_node.auth.pushed`
-        on a board with a fleet key and a cap; else ignored (logged once)."""
-        if self.s.fleet_key is None or self.s.cap is None:
-            if not self.told:
-                log.warn("pushed configs are ignored: this board has no device.fleet_key and "
-                         "device.max_epsilon")
-                self.told = True
-            return
+        """A config pushed to a board with a fleet key and a cap (the MQTT link passes
+        nothing else on): signed, checked and adopted by :func:`mss_node.auth.pushed`."""
         from mss_node.auth import pushed
 
         pushed(self, msg)

@@ -37,10 +37,9 @@ LINKS = {"serial": "mss_node.serial_link", "mqtt": "mss_node.mqtt_link", "lorawa
 
 def _unique_id():
     try:
-        import binascii
         import machine
 
-        return binascii.hexlify(machine.unique_id()).decode()
+        return machine.unique_id().hex()
     except (ImportError, AttributeError):
         raise ValueError("device.device_id must be set on a port without machine.unique_id")
 
@@ -129,11 +128,6 @@ class Settings:
         self.device_id = dev["device_id"] or (None if t == "lorawan" else _unique_id())
         self.campaign = dev["campaign"]
         self.config_id = self.params.config_id.hex()
-
-    def topic(self, leaf):
-        if leaf == "config":
-            return "mss/v1/%s/config" % self.campaign
-        return "mss/v1/%s/%s/%s" % (self.campaign, self.device_id, leaf)
 
 
 def load(path):
