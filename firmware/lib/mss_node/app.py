@@ -55,18 +55,8 @@ class Node:
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
 
     def _make_link(self):
-        transport = self.s.device["transport"]
-        if transport == "mqtt":
-            from mss_node.mqtt_link import MqttLink
-
-            return MqttLink(self.s, self.new_config, self.clock)
-        if transport == "lorawan":
-            from mss_node.lorawan_link import LorawanLink
-
-            return LorawanLink(self.s, self.downlink, self.clock, self.rng)
-        from mss_node.serial_link import SerialLink
-
-        return SerialLink(self.s)
+        """The transport's link: ``make(node)`` of its module (settings.LINKS), loaded now."""
+        return __import__(settings.LINKS[self.s.device["transport"]], None, None, ["make"]).make(self)
 
     def epoch(self):
         # Subtract in the port's own time base: on 2000-based ports every

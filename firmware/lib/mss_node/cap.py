@@ -5,10 +5,11 @@ import math
 from mss_device import check
 
 
-def cap(eps, ratio):
-    """(num, den) of device.max_ratio, exactly.  max_epsilon is
-    what the operator chose (logs); max_ratio, e^max_epsilon written by the host to 60
-    digits, is what is compared, so the two must agree (to float precision here)."""
+def cap(eps, ratio, worst):
+    """(num, den) of device.max_ratio, exactly, once the config's ``worst`` ratio (hi, lo)
+    is within it.  max_epsilon is what the operator chose (logs); max_ratio, e^max_epsilon
+    written by the host to 60 digits, is what is compared, so the two must agree (to float
+    precision here)."""
     if type(eps) not in (int, float) or not eps > 0 or not isinstance(ratio, str):
         raise ValueError("device.max_epsilon (a positive number) needs device.max_ratio "
                          "(e^max_epsilon as a decimal string; tools/deploy.py --max-epsilon writes both)")
@@ -19,4 +20,8 @@ def cap(eps, ratio):
     # ln of 0.<digits> * 10^len(whole): no float ever holds the whole number (float32 ports)
     if abs(math.log(float("0." + digits)) + len(parts[0]) * math.log(10) - eps) > check.EPS_SLACK:
         raise ValueError("device.max_ratio is not e^max_epsilon")
-    return int(digits), 10 ** (len(digits) - len(parts[0]))
+    c = int(digits), 10 ** (len(digits) - len(parts[0]))
+    if not check.within(worst, c):
+        raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
+                         % (check.epsilon(worst), eps))
+    return c

@@ -66,6 +66,11 @@ def held(s, fport, data):
     return found[0]
 
 
+def make(node):
+    """The link of the node (mss_node.app.Node)."""
+    return LorawanLink(node.s, node.downlink, node.clock, node.rng)
+
+
 class LorawanLink:
     def __init__(self, settings, on_downlink, clock=time.time, rng=None):
         self.cfg = settings.device["lorawan"]

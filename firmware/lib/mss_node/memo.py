@@ -8,6 +8,12 @@ other configs go in the write that queues the report.
 from mss_node import log
 
 
+def check(params):
+    """A config memoize can be used with (mss_node.settings)."""
+    if params.protocol == "olh":
+        raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
+
+
 def recall(state, config_id, value):
     """The memo ``[value, body hex]`` of ``value`` under ``config_id`` (now the most
     recently used), or None."""

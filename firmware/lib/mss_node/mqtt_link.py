@@ -45,6 +45,11 @@ def check(m):
     return m
 
 
+def make(node):
+    """The link of the node (mss_node.app.Node)."""
+    return MqttLink(node.s, node.new_config, node.clock)
+
+
 class MqttLink:
     def __init__(self, settings, on_config, clock=time.time):
         from umqtt.simple import MQTTClient

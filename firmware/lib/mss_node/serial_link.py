@@ -11,6 +11,11 @@ def check(s):
     return s  # any pins and baud rate: the UART itself refuses what it cannot do
 
 
+def make(node):
+    """The link of the node (mss_node.app.Node)."""
+    return SerialLink(node.s)
+
+
 class SerialLink:
     def __init__(self, settings):
         s = settings.device["serial"]

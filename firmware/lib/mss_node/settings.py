@@ -44,16 +44,13 @@ def _unique_id():
         raise ValueError("device.device_id must be set on a port without machine.unique_id")
 
 
-def _section(given, key, defaults):
-    """device.<key>: its defaults updated with the given object; unknown fields are refused."""
+def _section(dev, key, defaults):
+    """device.<key> (an object): its defaults updated with the given fields, unknown ones refused."""
     sub = dict(defaults)
-    if key in given:
-        if not isinstance(given[key], dict):
-            raise ValueError("config field device.%s has the wrong type: it must be an object" % key)
-        for sub_key in given[key]:
-            if sub_key not in defaults:
-                raise ValueError("unknown field device.%s.%s" % (key, sub_key))
-        sub.update(given[key])
+    for sub_key in dev.get(key, {}):
+        if sub_key not in defaults:
+            raise ValueError("unknown field device.%s.%s" % (key, sub_key))
+    sub.update(dev.get(key, {}))
     return sub
 
 
@@ -81,15 +78,12 @@ class Settings:
         if not isinstance(given, dict):
             raise ValueError("config field device must be an object")
         for key in given:
-            if key in LINKS:
-                if not isinstance(given[key], dict):
-                    raise ValueError("config field device.%s has the wrong type: it must be an object" % key)
-            elif key not in DEVICE_DEFAULTS:
+            if key not in DEVICE_DEFAULTS and key not in LINKS:
                 raise ValueError("unknown field device.%s" % key)
-            elif key == "wifi":
-                dev[key] = _section(given, key, DEVICE_DEFAULTS[key])
-            else:
-                dev[key] = given[key]
+            if (key in LINKS or key == "wifi") and not isinstance(given[key], dict):
+                raise ValueError("config field device.%s has the wrong type: it must be an object" % key)
+            dev[key] = given[key]
+        dev["wifi"] = _section(dev, "wifi", DEVICE_DEFAULTS["wifi"])
         for key in ("period_s", "poll_s", "queue_max", "watchdog_ms", "epoch_origin", "memo_max"):
             if type(dev[key]) is not int or dev[key] < 0:
                 raise ValueError("device.%s must be a non-negative integer" % key)
@@ -98,13 +92,15 @@ class Settings:
                 raise ValueError("device.%s must be at least 1" % key)
         if type(dev["memoize"]) is not bool:
             raise ValueError("device.memoize must be true or false")
-        if dev["memoize"] and self.params.protocol == "olh":
-            raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
+        if dev["memoize"]:
+            from mss_node.memo import check as check_memo
+
+            check_memo(self.params)
         t = dev["transport"]
         if t not in LINKS:
             raise ValueError("device.transport must be serial, mqtt or lorawan")
         link = __import__(LINKS[t], None, None, ["check"])
-        dev[t] = link.check(_section(given, t, link.DEFAULTS))
+        dev[t] = link.check(_section(dev, t, link.DEFAULTS))
         if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
             raise ValueError("device.configs must be a list of file names")
         self.fleet_key = None
@@ -116,10 +112,7 @@ class Settings:
         if dev["max_epsilon"] is not None or dev["max_ratio"] is not None:
             from mss_node.cap import cap  # only a board with a cap reads it
 
-            self.cap = cap(dev["max_epsilon"], dev["max_ratio"])
-            if not check.within(self.ratio, self.cap):
-                raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
-                                 % (check.epsilon(self.ratio), dev["max_epsilon"]))
+            self.cap = cap(dev["max_epsilon"], dev["max_ratio"], self.ratio)
         self.issued = d.get("issued", 0)  # of the pushed config in use (mss_node.auth)
         if type(self.issued) is not int or self.issued < 0:
             raise ValueError("config field issued must be a non-negative integer")
