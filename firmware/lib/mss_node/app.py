@@ -10,7 +10,7 @@ board idle, logging why and re-reading the file every minute.
 import time
 
 from mss_device.frame import kind_index
-from mss_node import files, log, settings
+from mss_node import log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
 
@@ -112,29 +112,13 @@ class Node:
         pushed(self, msg)
 
     def downlink(self, fport, data):
-        """A LoRaWAN downlink: maybe a switch to a held config (:func:`mss_node.lorawan_link.held`)."""
-        from mss_node.lorawan_link import held
-
-        d = held(self.s, fport, data)
-        if d is not None:
-            self.adopt(d, "held config")
-
-    def adopt(self, d, what, issued=0):
-        merged = {}
-        merged.update(d)
-        merged["device"] = self.s.raw.get("device", {})
-        merged["issued"] = max(issued, self.s.issued)  # a held config keeps the counter
-        try:
-            new = settings.Settings(merged)
-        except ValueError as exc:
-            log.warn("rejected %s: %s" % (what, exc))
+        """A LoRaWAN downlink: a switch to a held config (:mod:`mss_node.switch`)."""
+        if not self.s.device["configs"]:
+            log.warn("ignored downlink on port %d: this board holds no other config" % fport)
             return
-        new.device_id = self.s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
-        files.save(self.config_path, merged)
-        self.state.carry(self.s.config_id, new.config_id)
-        self.s = new
-        self.reporter = Reporter(new.params, self.rng, new.device_id)
-        log.info("now using config %s" % new.config_id)
+        from mss_node.switch import downlink
+
+        downlink(self, fport, data)
 
 
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,

@@ -14,6 +14,7 @@ import hashlib
 import json
 
 from mss_node import files, log
+from mss_node.switch import adopt
 
 _BLOCK = 64  # SHA-256's block size in bytes
 KEY_MIN_HEX = 32  # a fleet key of at least 16 bytes
@@ -95,4 +96,4 @@ def pushed(node, msg):
         s.raw["issued"] = s.issued = issued
         files.save(node.config_path, s.raw)
         return
-    node.adopt(d, "pushed config", issued)
+    adopt(node, d, "pushed config", issued)

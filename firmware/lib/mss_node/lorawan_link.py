@@ -14,7 +14,7 @@ Class A: downlinks come only after an uplink, so ``poll`` has nothing to do.
 import time
 
 from mss_device.rng import ByteRng
-from mss_node import files, log
+from mss_node import log
 from mss_node.modem import DIALECTS, SENT, UNJOINED, open_modem
 
 # device.lorawan: baud None is the modem's default; path: a tty instead of a UART (tests)
@@ -38,32 +38,6 @@ def check(lw):
         if type(lw[key]) is not int or lw[key] < 1:
             raise ValueError("device.lorawan.%s must be a positive integer" % key)
     return lw
-
-
-def held(s, fport, data):
-    """The held config (a dict) a downlink switches to, or None (logged why).  A switch is
-    two bytes on ``config_fport``: the start of the config id of one of ``device.configs``."""
-    lw = s.device["lorawan"]
-    if fport != lw["config_fport"]:
-        log.warn("ignored downlink on port %d (config port is %d)" % (fport, lw["config_fport"]))
-        return None
-    if data is None or len(data) != 2:
-        log.warn("ignored malformed downlink on the config port (%s)"
-                 % ("garbled" if data is None else "%d bytes, not 2" % len(data)))
-        return None
-    want = data.hex()
-    if s.config_id.startswith(want):
-        return None
-    found = []
-    for path in s.device["configs"]:
-        d = files.load(path, None)
-        if isinstance(d, dict) and str(d.get("config_id", "")).startswith(want):
-            found.append(d)
-    if len(found) != 1:
-        log.warn("ignored config switch to %s: %s" % (
-            want, "no held config has that id" if not found else "several held configs match"))
-        return None
-    return found[0]
 
 
 def make(node):
