@@ -111,15 +111,6 @@ class Node:
 
         pushed(self, msg)
 
-    def downlink(self, fport, data):
-        """A LoRaWAN downlink: a switch to a held config (:mod:`mss_node.switch`)."""
-        if not self.s.device["configs"]:
-            log.warn("ignored downlink on port %d: this board holds no other config" % fport)
-            return
-        from mss_node.switch import downlink
-
-        downlink(self, fport, data)
-
 
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
         clock=time.time, sleep=time.sleep, ticks=None, link=None, until_sent=False):

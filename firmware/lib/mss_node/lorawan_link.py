@@ -41,8 +41,18 @@ def check(lw):
 
 
 def make(node):
-    """The link of the node (mss_node.app.Node)."""
-    return LorawanLink(node.s, node.downlink, node.clock, node.rng)
+    """The link of the node (mss_node.app.Node); its downlinks go to :func:`downlink`."""
+    return LorawanLink(node.s, lambda fport, data: downlink(node, fport, data), node.clock, node.rng)
+
+
+def downlink(node, fport, data):
+    """A downlink for the node: a switch to a held config (:mod:`mss_node.switch`)."""
+    if not node.s.device["configs"]:
+        log.warn("ignored downlink on port %d: this board holds no other config" % fport)
+        return
+    from mss_node.switch import downlink as switch
+
+    switch(node, fport, data)
 
 
 class LorawanLink:
