@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Flash the mss-iot firmware and a config onto a MicroPython board with mpremote.
 
-    python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy]
-                           [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
+    python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy [--arch ARCH]]
+                           [--no-native] [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
                            [--hold cfg-b.json ...] [--fleet-key-file fleet.key]
                            [--max-epsilon E] [--dry-run]
 
@@ -15,10 +15,27 @@ and ``--max-epsilon`` the cap on their privacy loss (``device.max_epsilon``
 and its exact ``max_ratio``; default with a key: the largest epsilon of the
 configs flashed, the boot one and the held ones).  The merged config and
 every held one are checked with the firmware's own loader, cap included,
-before anything is copied.  Steps: mip install umqtt.simple (MQTT only), copy lib/
-(compiled with mpy-cross when --mpy), boot.py, main.py, sensor.py,
-config.json and the held configs, then reset the board.  --dry-run prints
-the mpremote commands instead.
+before anything is copied.
+
+Only the modules the merged config needs are copied
+(``tools/firmware_modules.py``: the protocol's module, the transport's link,
+the LoRaWAN modem's dialect, TLS, signed pushes, memoize, the cap, held
+configs, and what those import); ``tools/firmware_size.py`` prints their
+size for every protocol and transport.  With ``--mpy`` they are compiled
+with ``mpy-cross -O3`` and ``-march=`` the board's native arch (needed by
+``@micropython.viper`` code): ``--arch`` (x86, x64, armv6m for an RP2040,
+armv7emsp for a Cortex-M4F, xtensawin for an ESP32, ...; ``none`` for a port
+without a native emitter), else read from the board the way ``mpremote
+mip`` does (``sys.implementation._mpy``: .mpy version in the low byte, arch
+index from bit 10).  On a board without a native emitter (arch none) or
+with ``--no-native``, the ``@micropython.viper`` / ``@micropython.native``
+lines are removed first (the kernels are plain Python too).
+
+Steps: mip install umqtt.simple (MQTT only), copy lib/mss_device and
+lib/mss_node (the listed modules), boot.py, main.py, sensor.py, config.json
+and the held configs, then reset the board.  --dry-run prints the mpremote
+commands, the modules and the arch instead (without --arch: the command
+that would read it).
 """
 import argparse
 import json
