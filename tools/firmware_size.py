@@ -29,6 +29,8 @@ TRANSPORTS = {
     "lorawan:wio-e5": {"transport": "lorawan", "lorawan": {"modem": "wio-e5"}},
     "lorawan:rn2483": {"transport": "lorawan", "lorawan": {"modem": "rn2483"}},
 }
+OPTION_MODULES = (("fleet_key: auth", "mss_node/auth.py"), ("+ switch (also with held configs)", "mss_node/switch.py"),
+                  ("memoize: memo", "mss_node/memo.py"), ("max_epsilon: cap", "mss_node/cap.py"))
 UMQTT = Path(__file__).resolve().parent.parent / "build" / "mplib" / "umqtt" / "simple.py"
 
 
@@ -77,8 +79,9 @@ def main(argv=None):
             print(f"umqtt.simple (micropython-lib, on top of every mqtt board): {res['umqtt.simple']} B")
         else:
             print(f"umqtt.simple: not measured ({UMQTT} missing: sh tools/get_umqtt.sh)")
-        print(f"mpy-cross -O{args.opt}; target <= {TARGET} B per board (boot.py, main.py, sensor.py included, compiled); "
-              f"signed pushes (device.fleet_key) add mss_node/auth.py: {size(LIB / 'mss_node/auth.py', 'mss_node/auth.py')} B")
+        print(f"mpy-cross -O{args.opt}; target <= {TARGET} B per board (boot.py, main.py, sensor.py included, "
+              "compiled); options add their modules: " + ", ".join(
+                  f"{name} {size(LIB / rel, rel)} B" for name, rel in OPTION_MODULES))
     passed = sum(b["pass"] for b in res["boards"])
     print(f"{passed} of {len(res['boards'])} boards within the target")
     if args.json:
