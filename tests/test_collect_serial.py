@@ -9,7 +9,8 @@ import pytest
 from collect_helpers import AggregatorProcess, counters, wait_for
 from micropython_runner import run
 from mss_aggregator.collect.store import open_store
-from mss_device.framing import frame, parse
+from mss_device.framing import frame
+from mss_device.gateway import parse
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
 from ptys import pty_pair  # noqa: F401 (fixture)

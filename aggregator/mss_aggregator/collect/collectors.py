@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 import serial
 
 from mss_aggregator.collect.link_health import Client, LinkHealth
-from mss_device.framing import parse as parse_frame
+from mss_device.gateway import parse as parse_frame
 
 BATCH = 500
 BATCH_SECONDS = 0.02

@@ -1,4 +1,5 @@
-"""Serial framing of reports (SPEC.md section 8), shared by device and gateway.
+"""Serial framing of reports (SPEC.md section 8): what the board writes
+(the gateway reads lines with :func:`mss_device.gateway.parse`).
 
 A frame is one ASCII line ``$MSS1,<report hex>,<crc hex>\\n`` where crc is
 CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF) of the report bytes as 4
@@ -20,23 +21,3 @@ def crc16(data):
 
 def frame(report):
     return "%s%s,%04x\n" % (PREFIX, report.hex(), crc16(report))
-
-
-def parse(line):
-    """Report bytes of a frame line; ValueError('checksum'/'frame') otherwise."""
-    if isinstance(line, (bytes, bytearray)):
-        line = line.decode("ascii", "replace")
-    line = line.strip()
-    if not line.startswith(PREFIX):
-        raise ValueError("frame: not an MSS frame")
-    parts = line[len(PREFIX):].split(",")
-    if len(parts) != 2 or len(parts[1]) != 4:
-        raise ValueError("frame: malformed frame")
-    try:
-        report = bytes.fromhex(parts[0])
-        crc = int(parts[1], 16)
-    except ValueError:
-        raise ValueError("frame: bad hex")
-    if crc16(report) != crc:
-        raise ValueError("checksum: CRC mismatch")
-    return report

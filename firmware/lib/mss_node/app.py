@@ -10,7 +10,7 @@ board idle, logging why and re-reading the file every minute.
 import time
 
 from mss_device.frame import kind_index
-from mss_node import auth, files, log, settings
+from mss_node import log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
 
@@ -21,20 +21,20 @@ _COMPACT = kind_index("compact")
 _CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
 
 
-class Watchdog:
-    def __init__(self, ms):
-        self.wdt = None
-        if ms:
-            try:
-                from machine import WDT
+def _idle():
+    pass
 
-                self.wdt = WDT(timeout=ms)
-            except (ImportError, AttributeError, TypeError, ValueError):
-                log.warn("no watchdog with a %d ms timeout on this port" % ms)
 
-    def feed(self):
-        if self.wdt is not None:
-            self.wdt.feed()
+def watchdog(ms):
+    """The feed of a machine.WDT with this timeout; a no-op without one (ms 0, or none on the port)."""
+    if ms:
+        try:
+            from machine import WDT
+
+            return WDT(timeout=ms).feed
+        except (ImportError, AttributeError, TypeError, ValueError):
+            log.warn("no watchdog with a %d ms timeout on this port" % ms)
+    return _idle
 
 
 class Node:
@@ -53,21 +53,10 @@ class Node:
             if self.s.device_id is None:
                 raise ValueError("the modem gave no DevEUI; set device.device_id")
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
-        self.told = False  # "pushed configs are ignored" is logged once
 
     def _make_link(self):
-        transport = self.s.device["transport"]
-        if transport == "mqtt":
-            from mss_node.mqtt_link import MqttLink
-
-            return MqttLink(self.s, self.new_config, self.clock)
-        if transport == "lorawan":
-            from mss_node.lorawan_link import LorawanLink
-
-            return LorawanLink(self.s, self.downlink, self.clock, self.rng)
-        from mss_node.serial_link import SerialLink
-
-        return SerialLink(self.s)
+        """The transport's link: ``make(node)`` of its module (settings.LINKS), loaded now."""
+        return __import__(settings.LINKS[self.s.device["transport"]], None, None, ["make"]).make(self)
 
     def epoch(self):
         # Subtract in the port's own time base: on 2000-based ports every
@@ -108,98 +97,26 @@ class Node:
         self.link.poll()
 
     def _report(self, cid, value, epoch):
-        """(report, draw to memoize or None).  With device.memoize, a value's
-        first draw is kept and re-sent while it lasts: no new randomness."""
-        seq, rep = self.state.seq, self.reporter
+        """(report, new memo dict or None); with device.memoize see :mod:`mss_node.memo`."""
         if not self.s.device["memoize"]:
-            return rep.report(value, epoch, seq), None
-        hit = self.state.recall(cid, value)
-        if hit is not None:
-            report = rep.replay(bytes.fromhex(hit[1]), epoch, seq)
-            if report is not None:
-                return report, None
-            log.warn("memo is no report body of config %s: drawing afresh" % cid)
-        report = rep.report(value, epoch, seq)
-        return report, [value, report[rep.header:].hex()]
+            return self.reporter.report(value, epoch, self.state.seq), None
+        from mss_node.memo import report
+
+        return report(self.reporter, self.state, cid, value, epoch)
 
     def new_config(self, msg):
-        """A config pushed by the aggregator (a signed message, :mod:`mss_node.auth`).
+        """A config pushed to a board with a fleet key and a cap (the MQTT link passes
+        nothing else on): signed, checked and adopted by :func:`mss_node.auth.pushed`."""
+        from mss_node.auth import pushed
 
-        Adopted only on a board with a fleet key and a cap, when the HMAC holds,
-        it names this campaign, it was issued after the config in use (an old
-        signed config replayed is refused) and the loader accepts it, cap
-        included.  The same config issued again only moves the counter on."""
-        if self.s.fleet_key is None or self.s.cap is None:
-            if not self.told:
-                log.warn("pushed configs are ignored: this board has no device.fleet_key and "
-                         "device.max_epsilon")
-                self.told = True
-            return
-        try:
-            d, issued = auth.unseal(msg, self.s.fleet_key, self.s.campaign)
-        except ValueError as exc:
-            log.warn("rejected pushed config: %s" % exc)
-            return
-        if issued <= self.s.issued:
-            if issued < self.s.issued:
-                log.warn("rejected pushed config: issued %d, before %d of the config in use (a replay?)"
-                         % (issued, self.s.issued))
-            return
-        if d.get("config_id") == self.s.config_id:
-            self.s.raw["issued"] = self.s.issued = issued
-            files.save(self.config_path, self.s.raw)
-            return
-        self._adopt(d, "pushed config", issued)
-
-    def downlink(self, fport, data):
-        """A LoRaWAN downlink: on ``config_fport``, two bytes naming (by the
-        first two bytes of its id) a config in ``device.configs`` to switch to.
-        Anything else is logged and ignored."""
-        lw = self.s.device["lorawan"]
-        if fport != lw["config_fport"]:
-            log.warn("ignored downlink on port %d (config port is %d)" % (fport, lw["config_fport"]))
-            return
-        if data is None or len(data) != 2:
-            log.warn("ignored malformed downlink on the config port (%s)"
-                     % ("garbled" if data is None else "%d bytes, not 2" % len(data)))
-            return
-        want = data.hex()
-        if self.s.config_id.startswith(want):
-            return
-        found = []
-        for path in self.s.device["configs"]:
-            d = files.load(path, None)
-            if isinstance(d, dict) and str(d.get("config_id", "")).startswith(want):
-                found.append(d)
-        if len(found) != 1:
-            log.warn("ignored config switch to %s: %s" % (
-                want, "no held config has that id" if not found else "several held configs match"))
-            return
-        self._adopt(found[0], "held config")
-
-    def _adopt(self, d, what, issued=0):
-        merged = {}
-        merged.update(d)
-        merged["device"] = self.s.raw.get("device", {})
-        merged["issued"] = max(issued, self.s.issued)  # a held config keeps the counter
-        try:
-            new = settings.Settings(merged)
-        except ValueError as exc:
-            log.warn("rejected %s: %s" % (what, exc))
-            return
-        new.device_id = self.s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
-        files.save(self.config_path, merged)
-        self.state.carry(self.s.config_id, new.config_id)
-        self.s = new
-        self.reporter = Reporter(new.params, self.rng, new.device_id)
-        log.info("now using config %s" % new.config_id)
+        pushed(self, msg)
 
 
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
         clock=time.time, sleep=time.sleep, ticks=None, link=None, until_sent=False):
     """Run the node; ``ticks`` bounds the loop (tests, emulators), None runs
     forever.  ``until_sent`` stops once this epoch's report has been sent."""
-    wdt = None
+    feed = None  # the watchdog's, armed with the first config that loads
     n = 0
     while ticks is None or n < ticks:
         n += 1
@@ -207,21 +124,21 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             node = Node(config_path, state_path, sensor, rng, clock, link)
         except Exception as exc:  # bad config, missing hardware: stay idle, say why
             log.error("idle: %s" % exc)
-            if wdt is None:
-                wdt = Watchdog(0)
+            if feed is None:
+                feed = _idle
             for _ in range(IDLE_RETRY_S):
-                wdt.feed()
+                feed()
                 sleep(1)
             continue
-        if wdt is None:
-            wdt = Watchdog(node.s.device["watchdog_ms"])
-        node.link.feed = wdt.feed  # links that wait on a modem keep the watchdog fed
+        if feed is None:
+            feed = watchdog(node.s.device["watchdog_ms"])
+        node.link.feed = feed  # links that wait on a modem keep the watchdog fed
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
         n -= 1  # the attempt that built the node is not a tick
         while ticks is None or n < ticks:
             n += 1
-            wdt.feed()
+            feed()
             try:
                 node.tick()
             except Exception as exc:  # flash or link trouble: log, keep going (the watchdog backs this)

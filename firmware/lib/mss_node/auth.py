@@ -6,11 +6,29 @@ The retained message on ``mss/v1/<campaign>/config`` is
 (RFC 2104) of TEXT's UTF-8 bytes under ``device.fleet_key``.  The MAC is
 checked before TEXT is parsed.  MicroPython has hashlib.sha256 but no hmac
 module, hence the few lines below (tests compare them with CPython's hmac).
+
+Loaded only on a board with ``device.fleet_key``: :func:`fleet_key` reads
+the key at load, :func:`pushed` takes a pushed message for the node.
 """
 import hashlib
 import json
 
+from mss_node import files, log
+from mss_node.switch import adopt
+
 _BLOCK = 64  # SHA-256's block size in bytes
+KEY_MIN_HEX = 32  # a fleet key of at least 16 bytes
+
+
+def fleet_key(text):
+    """device.fleet_key's bytes.  Messages never show the key."""
+    try:
+        key = bytes.fromhex(text)
+    except (TypeError, ValueError):
+        key = b""
+    if len(key) * 2 < KEY_MIN_HEX:
+        raise ValueError("device.fleet_key must be at least %d hex digits" % KEY_MIN_HEX)
+    return key
 
 
 def hmac_sha256(key, msg):
@@ -56,3 +74,26 @@ def unseal(msg, key, campaign):
     if type(issued) is not int or issued < 0:
         raise ValueError("signed document has no issued counter")
     return d["config"], issued
+
+
+def pushed(node, msg):
+    """Adopt the pushed ``msg`` on ``node`` (an mss_node.app.Node with a key and a cap) when
+    the HMAC holds, it names this campaign, it was issued after the config in use (an old
+    signed config replayed is refused) and the loader accepts it, cap included.  The same
+    config issued again only moves the counter on."""
+    s = node.s
+    try:
+        d, issued = unseal(msg, s.fleet_key, s.campaign)
+    except ValueError as exc:
+        log.warn("rejected pushed config: %s" % exc)
+        return
+    if issued <= s.issued:
+        if issued < s.issued:
+            log.warn("rejected pushed config: issued %d, before %d of the config in use (a replay?)"
+                     % (issued, s.issued))
+        return
+    if d.get("config_id") == s.config_id:
+        s.raw["issued"] = s.issued = issued
+        files.save(node.config_path, s.raw)
+        return
+    adopt(node, d, "pushed config", issued)

@@ -15,7 +15,44 @@ import time
 
 from mss_device.rng import ByteRng
 from mss_node import log
-from mss_node.modem import SENT, UNJOINED, open_modem
+from mss_node.modem import DIALECTS, SENT, UNJOINED, open_modem
+
+# device.lorawan: baud None is the modem's default; path: a tty instead of a UART (tests)
+DEFAULTS = {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
+            "fport": 1, "config_fport": 2, "join_timeout_s": 30, "tx_timeout_s": 20,
+            "retry_s": 30, "backoff_max_s": 3600}
+
+
+def check(lw):
+    """device.lorawan as mss_node.settings loads it: ValueError naming the field."""
+    if lw["modem"] not in DIALECTS:
+        raise ValueError("device.lorawan.modem must be one of %s" % ", ".join(DIALECTS))
+    if lw["uart"] is None and not lw["path"]:
+        raise ValueError("device.lorawan needs the modem's uart (number) or path")
+    for key in ("fport", "config_fport"):
+        if type(lw[key]) is not int or not 1 <= lw[key] <= 223:
+            raise ValueError("device.lorawan.%s must be an application port, 1 to 223" % key)
+    if lw["fport"] == lw["config_fport"]:
+        raise ValueError("device.lorawan.fport and config_fport must differ")
+    for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
+        if type(lw[key]) is not int or lw[key] < 1:
+            raise ValueError("device.lorawan.%s must be a positive integer" % key)
+    return lw
+
+
+def make(node):
+    """The link of the node (mss_node.app.Node); its downlinks go to :func:`downlink`."""
+    return LorawanLink(node.s, lambda fport, data: downlink(node, fport, data), node.clock, node.rng)
+
+
+def downlink(node, fport, data):
+    """A downlink for the node: a switch to a held config (:mod:`mss_node.switch`)."""
+    if not node.s.device["configs"]:
+        log.warn("ignored downlink on port %d: this board holds no other config" % fport)
+        return
+    from mss_node.switch import downlink as switch
+
+    switch(node, fport, data)
 
 
 class LorawanLink:

@@ -5,7 +5,8 @@
   queued in flash for the next try;
 * persistent session, retained ``online`` status and an ``offline`` will;
 * subscription to the campaign's retained config topic, so the fleet can
-  be re-parameterised; ``on_config(dict)`` gets every new config;
+  be re-parameterised; ``on_config(dict)`` gets every new config (on a board
+  with a fleet key and a cap; without, they are ignored, logged once);
 * reconnects with exponential back-off after Wi-Fi or broker loss;
 * with device.mqtt.tls, TLS with a pinned CA and the expected server name
   (and a client certificate if given), see :mod:`mss_node.tls`.
@@ -16,6 +17,37 @@ import json
 import time
 
 from mss_node import log
+
+# device.mqtt: port None is 1883, or 8883 with tls; ca, cert, key: files on the board
+# (PEM or DER); server_hostname: the name the broker's certificate must carry (default: host)
+DEFAULTS = {"host": "127.0.0.1", "port": None, "user": None, "password": None,
+            "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300,
+            "tls": False, "ca": None, "cert": None, "key": None, "server_hostname": None}
+
+
+def check(m):
+    """device.mqtt with its port resolved (mss_node.settings).  A TLS field is never
+    ignored: set without ``tls`` it is an error; with ``tls``, :func:`mss_node.tls.check`."""
+    if type(m["tls"]) is not bool:
+        raise ValueError("device.mqtt.tls must be true or false")
+    if m["tls"]:
+        from mss_node.tls import check as check_tls
+
+        check_tls(m)
+    else:
+        for key in ("ca", "cert", "key", "server_hostname"):
+            if m[key] is not None:
+                raise ValueError("device.mqtt.%s is set but device.mqtt.tls is false" % key)
+    if m["port"] is None:
+        m["port"] = 8883 if m["tls"] else 1883
+    if type(m["port"]) is not int or not 0 < m["port"] < 65536:
+        raise ValueError("device.mqtt.port must be a port number, 1 to 65535")
+    return m
+
+
+def make(node):
+    """The link of the node (mss_node.app.Node)."""
+    return MqttLink(node.s, node.new_config, node.clock)
 
 
 class MqttLink:
@@ -30,22 +62,28 @@ class MqttLink:
         self.backoff = 1
         self.next_try = 0
         self.tls = None
+        self.told = False  # "pushed configs are ignored" is logged once
         if settings.device["mqtt"]["tls"]:
             from mss_node.tls import Tls
 
             self.tls = Tls(settings.device["mqtt"])  # ValueError naming the field: the board stays idle
+
+    def _topic(self, leaf):
+        if leaf == "config":
+            return "mss/v1/%s/config" % self.s.campaign
+        return "mss/v1/%s/%s/%s" % (self.s.campaign, self.s.device_id, leaf)
 
     def _connect(self):
         m = self.s.device["mqtt"]
         c = self._cls(self.s.device_id.encode(), m["host"], m["port"], m["user"], m["password"],
                       m["keepalive"], ssl=self.tls)
         c.set_callback(self._message)
-        status = self.s.topic("status").encode()
+        status = self._topic("status").encode()
         c.set_last_will(status, b"offline", retain=True, qos=1)
         c.connect(clean_session=False)
         self._timeout(c)
         c.publish(status, b"online", retain=True, qos=1)
-        c.subscribe(self.s.topic("config").encode(), qos=1)
+        c.subscribe(self._topic("config").encode(), qos=1)
         self.client = c
         self.backoff = 1
         log.info("mqtt connected to %s:%d%s" % (m["host"], m["port"], " over TLS" if self.tls else ""))
@@ -83,7 +121,7 @@ class MqttLink:
         if not self._up():
             return False
         try:
-            self.client.publish(self.s.topic("report").encode(), report, qos=1)
+            self.client.publish(self._topic("report").encode(), report, qos=1)
             return True
         except Exception as exc:  # any link failure: back off and retry later
             self._down("publish failed: %r" % (exc,))
@@ -99,16 +137,13 @@ class MqttLink:
             self._down("poll failed: %r" % (exc,))
 
     def _message(self, topic, msg):
+        if self.s.fleet_key is None or self.s.cap is None:
+            if not self.told:
+                log.warn("pushed configs are ignored: this board has no device.fleet_key and "
+                         "device.max_epsilon")
+                self.told = True
+            return
         try:
             self.on_config(json.loads(msg))
         except ValueError as exc:
             log.warn("ignored config message: %s" % exc)
-
-    def close(self):
-        if self.client is not None:
-            try:
-                self.client.publish(self.s.topic("status").encode(), b"offline", retain=True, qos=1)
-                self.client.disconnect()
-            except OSError:
-                pass
-            self.client = None

@@ -3,6 +3,18 @@ import sys
 
 from mss_device.framing import frame
 
+# device.serial: a UART (uart id, pins), a tty path (tests, emulators), or the USB console
+DEFAULTS = {"uart": None, "baud": 115200, "tx": None, "rx": None, "path": None}
+
+
+def check(s):
+    return s  # any pins and baud rate: the UART itself refuses what it cannot do
+
+
+def make(node):
+    """The link of the node (mss_node.app.Node)."""
+    return SerialLink(node.s)
+
 
 class SerialLink:
     def __init__(self, settings):

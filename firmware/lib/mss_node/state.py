@@ -37,20 +37,9 @@ class State:
     def due(self, config_id, epoch):
         return epoch > self.last.get(config_id, -1)
 
-    def recall(self, config_id, value):
-        """The memo ``[value, body hex]`` of ``value`` under ``config_id``
-        (now the most recently used), or None."""
-        entries = self.memo.get(config_id, [])
-        for e in entries:
-            if e[0] == value:
-                entries.remove(e)
-                entries.append(e)
-                return e
-        return None
-
     def add(self, config_id, epoch, report, memo=None):
         """Queue a report made for ``epoch``; drop the oldest when full.
-        ``memo`` (``[value, body hex]``) is the fresh draw to keep.  If the
+        ``memo`` is the new ``memo`` dict (mss_node.memo.remember).  If the
         flash write fails nothing changes: the report is not queued (so not
         sent), as after a reboot it would not be remembered."""
         before = (list(self.queue), self.dropped, dict(self.last), self.seq, self.memo)
@@ -61,7 +50,7 @@ class State:
         self.last[config_id] = epoch
         self.seq = (self.seq + 1) & 0xFFFF
         if memo is not None:
-            self._remember(config_id, memo)
+            self.memo = memo
         try:
             self.save()
         except Exception:
@@ -73,15 +62,6 @@ class State:
         if self.memo:
             self.memo = {}
             self.save()
-
-    def _remember(self, config_id, memo):
-        entries = [e for e in self.memo.get(config_id, []) if e[0] != memo[0]]
-        entries.append(memo)
-        while len(entries) > self.memo_max:
-            entries.pop(0)
-            log.warn("memo full (%d values): forgot the least recently used one; "
-                     "it is drawn afresh if it returns" % self.memo_max)
-        self.memo = {config_id: entries}  # memos of other configs go
 
     def sent(self, config_id=None, epoch=None):
         """The oldest queued report is sent.  With ``epoch`` (a compact frame,

@@ -15,6 +15,19 @@ itself, by name, as PEM.
 """
 import sys
 
+def check(m):
+    """The TLS fields of device.mqtt (tls true), as mss_node.mqtt_link.check loads them."""
+    for key in ("ca", "cert", "key", "server_hostname"):
+        if m[key] is not None and (not isinstance(m[key], str) or not m[key]):
+            raise ValueError("device.mqtt.%s must be a non-empty string" % key)
+    if m["ca"] is None:
+        raise ValueError("device.mqtt.tls needs device.mqtt.ca (the file of the CA that signed "
+                         "the broker's certificate)")
+    if (m["cert"] is None) != (m["key"] is None):
+        raise ValueError("device.mqtt.cert and device.mqtt.key go together (a client certificate "
+                         "and its key)")
+
+
 # EPIPE, ECONNRESET (the same numbers on Linux and lwIP), mbedtls's FATAL_ALERT_MESSAGE
 _ENDED = (32, 104, -0x7780)
 

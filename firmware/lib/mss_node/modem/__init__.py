@@ -31,6 +31,9 @@ SENT = "sent"
 RETRY = "retry"
 UNJOINED = "unjoined"
 DIALECTS = ("rak3172", "wio-e5", "rn2483")
+# The module of each dialect (imported on demand: a board holds only its modem's).
+MODULES = {"rak3172": "mss_node.modem.rak3172", "wio-e5": "mss_node.modem.wio_e5",
+           "rn2483": "mss_node.modem.rn2483"}
 BAUD = {"rak3172": 115200, "wio-e5": 9600, "rn2483": 57600}
 _MAX_LINE = 600  # longer than any answer these modems give
 
@@ -106,14 +109,8 @@ def open_stream(cfg):
 
 def open_modem(cfg, feed=None):
     """The ``device.lorawan.modem`` dialect's Modem on its stream."""
-    name = cfg["modem"]
-    if name == "rak3172":
-        from mss_node.modem.rak3172 import Modem
-    elif name == "wio-e5":
-        from mss_node.modem.wio_e5 import Modem
-    else:
-        from mss_node.modem.rn2483 import Modem
-    return Modem(Port(open_stream(cfg), feed))
+    modem = __import__(MODULES[cfg["modem"]], None, None, ["Modem"])
+    return modem.Modem(Port(open_stream(cfg), feed))
 
 
 def hex_eui(text):

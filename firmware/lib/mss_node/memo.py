@@ -1,0 +1,50 @@
+"""Memoized reports (``device.memoize``; SPEC.md, Memoized reports).
+
+A value's first draw is kept (its report body, in hex, in state.json) and
+re-sent under a fresh header while it lasts: no new randomness.  At most
+``device.memo_max`` values per config, least recently used first; memos of
+other configs go in the write that queues the report.
+"""
+from mss_node import log
+
+
+def check(params):
+    """A config memoize can be used with (mss_node.settings)."""
+    if params.protocol == "olh":
+        raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
+
+
+def recall(state, config_id, value):
+    """The memo ``[value, body hex]`` of ``value`` under ``config_id`` (now the most
+    recently used), or None."""
+    entries = state.memo.get(config_id, [])
+    for e in entries:
+        if e[0] == value:
+            entries.remove(e)
+            entries.append(e)
+            return e
+    return None
+
+
+def remember(state, config_id, memo):
+    """The state's new ``memo`` dict with ``memo`` (``[value, body hex]``) added."""
+    entries = [e for e in state.memo.get(config_id, []) if e[0] != memo[0]]
+    entries.append(memo)
+    while len(entries) > state.memo_max:
+        entries.pop(0)
+        log.warn("memo full (%d values): forgot the least recently used one; "
+                 "it is drawn afresh if it returns" % state.memo_max)
+    return {config_id: entries}
+
+
+def report(rep, state, cid, value, epoch):
+    """(report, new memo dict or None) for ``value`` at ``epoch`` with the Reporter ``rep``."""
+    seq = state.seq
+    hit = recall(state, cid, value)
+    if hit is not None:
+        out = rep.replay(bytes.fromhex(hit[1]), epoch, seq)
+        if out is not None:
+            return out, None
+        log.warn("memo is no report body of config %s: drawing afresh" % cid)
+    out = rep.report(value, epoch, seq)
+    return out, remember(state, cid, [value, out[rep.header:].hex()])
