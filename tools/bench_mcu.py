@@ -6,7 +6,7 @@ with the Thumb native emitter on as on the RP2040's rp2 port) and MPS2_AN385
 (Cortex-M3, armv7m), with firmware/lib/mss_device and tools/mcu_driver.py
 frozen in (tools/mcu: cached under build/mcu), and run under
 ``qemu-system-arm -icount shift=0``, where ticks_us() = instructions / 1000
-(recipe and its checks: /work/shared/docs/mcu-emulation.md; every session
+(recipe and its checks: docs/device-cost.md; every session
 also times a 2-instruction asm loop to confirm it).  Every report is drawn
 again on the unix port from the same byte stream: the digests must match
 (bit-identity), else the tool exits non-zero.

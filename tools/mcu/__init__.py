@@ -1,7 +1,7 @@
 """Build MicroPython for emulated Cortex-M boards and run benchmark lines on them
 (and on the unix port): the helpers of tools/bench_mcu.py and tests/test_mcu_cost.py.
 
-The recipe is /work/shared/docs/mcu-emulation.md: MicroPython's ``ports/qemu``
+The recipe is docs/device-cost.md: MicroPython's ``ports/qemu``
 from the vendored source archive, the firmware and tools/mcu_driver.py frozen
 in, run under ``qemu-system-arm -icount shift=0`` so that ``time.ticks_us()``
 reads executed instructions / 1000.
@@ -20,7 +20,7 @@ from mss_aggregator.devices.runtime import FIRMWARE_LIB, REPO, micropython_path
 
 TOOLS = REPO / "tools"
 MCU_BUILD = REPO / "build" / "mcu"
-VENDOR = Path(os.environ.get("MSS_MP_QEMU_VENDOR", "/work/shared/vendor/micropython-qemu"))
+VENDOR = Path(os.environ.get("MSS_MP_QEMU_VENDOR", Path(__file__).resolve().parent / "vendor"))
 TARBALL = VENDOR / "mp-qemu-src.tar.gz"
 DEBIAN_PACKAGES = ("gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm")
 DRIVER_MODULES = ("mcu_driver.py", "mcu_calib.py")
