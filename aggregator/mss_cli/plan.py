@@ -10,7 +10,7 @@ from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
 from mss_protocol import lorawan
-from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, choose
+from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
@@ -27,7 +27,8 @@ def _link(ctx, param, value):
 @click.option("--epsilon", type=EPSILON, required=True,
               help="Privacy budget per report (epsilon-LDP).")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
-              help="auto: the most accurate protocol whose whole frame fits the budget; or one protocol "
+              help="auto: of the protocols whose whole frame fits the budget, the fastest on the device among "
+                   "the most accurate (--mse-slack); or one protocol "
                    "(mss: the best MSS configuration, compared honestly with SubsetSelection).")
 @click.option("--max-bytes", type=click.IntRange(min=1), default=None,
               help="Largest whole report (header + body) in bytes, e.g. 11 for LoRaWAN US915 DR0.")
@@ -48,13 +49,16 @@ def _link(ctx, param, value):
               show_default=True,
               help="Per-report device time budget on an RP2040 (125 MHz), from Cortex-M0 instruction counts: "
                    "auto leaves out protocols above it; a protocol named with --protocol is warned about.")
+@click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True,
+              help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
+                   "fastest on the device wins (0: the most accurate, whatever its device time).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
               help="Write the config file devices and the aggregator load (it names its protocol).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
-def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, seed, as_json,
-             device_config, no_cache):
+def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, mse_slack, seed,
+             as_json, device_config, no_cache):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
     if link:
@@ -68,7 +72,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
                         prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
-                        max_device_ms=max_device_ms)
+                        max_device_ms=max_device_ms, mse_slack=mse_slack)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:

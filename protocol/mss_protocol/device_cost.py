@@ -74,7 +74,7 @@ def rank_work(m, omega):
             n, d = f, g
         else:
             n, d = n * f, d * g
-    return passes, adds, hit.size
+    return float(passes), float(adds), hit.size
 
 
 def features(cfg):
@@ -100,7 +100,7 @@ def features(cfg):
 def instructions(cfg):
     """Predicted Cortex-M0 instructions of one report (randomise + encode)."""
     coef = COEF[FAMILY[cfg.name]]
-    return sum(coef[f] * v for f, v in features(cfg).items())
+    return float(sum(coef[f] * v for f, v in features(cfg).items()))
 
 
 def rp2040_ms(instr):
