@@ -33,7 +33,7 @@ class Encoder:
         """Bytes of the report (j, Z) at (epoch, seq)."""
         p, arg = self.p, self.arg
         arg[0], arg[1] = p.moduli[j], p.omegas[j]
-        nt = rank(mark, self.total, self.b, arg)
+        nt = rank(self.b, self.total, mark, arg)
         out = start(p, p.jbits + p.rank_bits[j], epoch, seq)
         off = HEADER[p.frame] << 3
         for k in range(p.jbits):  # j's bits, most significant first, then the rank's

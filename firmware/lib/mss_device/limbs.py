@@ -28,7 +28,7 @@ from mss_device.rng import micropython, ptr8, ptr32
 
 
 @micropython.viper
-def rank(mark: ptr8, total: ptr32, b: ptr32, arg: ptr32) -> int:
+def rank(b: ptr32, total: ptr32, mark: ptr8, arg: ptr32) -> int:
     """Colex rank of the omega-subset of [0, m) set in ``mark`` (bit v & 7 of
     byte v >> 3) into ``total``; returns its limb count.
 
