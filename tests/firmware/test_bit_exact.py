@@ -1,5 +1,6 @@
 """The firmware under real MicroPython reproduces every protocol's shared test vectors bit for bit."""
 import json
+import sys
 
 import pytest
 
@@ -44,13 +45,15 @@ PLAIN = [p for p in VECTORS if p.parent.name in ("mss", "ss")] + \
 
 @pytest.fixture(scope="module")
 def plain_lib(tmp_path_factory):
-    """The firmware as a port without the native emitter gets it: viper decorators removed."""
+    """The firmware as tools/deploy.py stages it for a port without the native emitter."""
+    sys.path.insert(0, str(FIRMWARE.parent / "tools"))
+    import deploy
+
     lib = tmp_path_factory.mktemp("plain") / "lib"
     for src in (FIRMWARE / "lib").rglob("*.py"):
         dest = lib / src.relative_to(FIRMWARE / "lib")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text("".join(line for line in src.read_text().splitlines(True)
-                                if line.strip() != "@micropython.viper"))
+        dest.write_text(deploy.plain(src.read_text()))
     return lib
 
 

@@ -12,7 +12,7 @@ draws, least recently used first: ``[[value, body hex], ...]`` with the
 report body (j, Z) of SPEC.md section 4.  A draw is memoized in the write
 that queues its report; memos of other configs go in that write.
 """
-from mss_node import files, log
+from mss_node import files
 
 
 class State:
