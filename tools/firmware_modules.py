@@ -5,15 +5,17 @@ config ``cfg`` (the protocol fields plus its ``device`` section) imports:
 
 * the entry points (``main.py`` runs ``mss_node.app``) and the modules the
   firmware loads *on demand*, chosen by the config: the protocol's module
-  (``mss_device.params.MODULES``), the transport's link (``LINKS``), the
-  LoRaWAN modem's dialect (``mss_node.modem.MODULES``) and the ``OPTIONS``
-  below (TLS, signed pushes, ...);
+  (``mss_device.params.MODULES``), the transport's link
+  (``mss_node.settings.LINKS``), the LoRaWAN modem's dialect
+  (``mss_node.modem.MODULES``) and the ``OPTIONS`` below (TLS, signed
+  pushes, held configs, memoize, the cap);
 * then, followed automatically, every import a listed module makes at its
   top level (not inside a function), and each package's ``__init__.py``.
 
 A new module imported at the top of a firmware file (``mss_device.limbs``
 from ``encoder``, say) needs nothing here; a new import *inside a function*
-(loaded only for some configs) needs its line in ``LINKS`` or ``OPTIONS``:
+(loaded only for some configs) needs its line in ``OPTIONS`` (or one of the
+firmware's tables above):
 ``tests/firmware/test_firmware_modules.py`` fails on any on-demand import
 of a firmware module that this file does not know about.  Modules outside
 ``firmware/lib`` (``umqtt.simple``, ``machine``, ``ssl``) are not listed:
@@ -27,8 +29,6 @@ FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
 LIB = FIRMWARE / "lib"
 TOP_FILES = ("boot.py", "main.py", "sensor.py")
 ENTRY = ("mss_node.app",)  # what main.py runs
-LINKS = {"serial": ("mss_node.serial_link",), "mqtt": ("mss_node.mqtt_link",),
-         "lorawan": ("mss_node.lorawan_link",)}
 # (test on the config, modules it adds); each loaded on demand by the firmware
 OPTIONS = (
     (lambda dev: dev.get("transport") == "mqtt" and (dev.get("mqtt") or {}).get("tls") is True,
@@ -83,11 +83,12 @@ def _config_modules(cfg):
     try:
         from mss_device.params import MODULES as PROTOCOLS
         from mss_node.modem import MODULES as MODEMS
+        from mss_node.settings import LINKS
     finally:
         sys.path.remove(str(LIB))
     dev = cfg.get("device") or {}
     transport = dev.get("transport", "serial")
-    names = list(ENTRY) + [PROTOCOLS[cfg.get("protocol", "mss")]] + list(LINKS[transport])
+    names = list(ENTRY) + [PROTOCOLS[cfg.get("protocol", "mss")], LINKS[transport]]
     if transport == "lorawan":
         names.append(MODEMS[(dev.get("lorawan") or {}).get("modem", "rak3172")])
     for test, extra in OPTIONS:

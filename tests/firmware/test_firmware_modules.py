@@ -149,7 +149,7 @@ def test_lists_follow_the_config():
 
 def test_every_on_demand_import_is_known():
     """A firmware module imported inside a function is loaded only for some configs: the
-    list must know which (firmware_modules.LINKS, OPTIONS, the protocol and modem tables)."""
+    list must know which (firmware_modules.OPTIONS; the link, protocol and modem tables)."""
     listed = set()
     for protocol in ("mss", "grr", "rappor", "olh", "hr", "pgr"):
         for dev in ({"transport": "serial", "memoize": True, "max_epsilon": 1.0},
