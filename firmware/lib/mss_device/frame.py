@@ -43,13 +43,13 @@ def start(params, nbits, epoch, seq):
     if kind == 0:
         out[0] = VERSION
         out[1:5] = cid
-        put(out, 40, epoch >> 16, 16)  # u32 in two halves: every value stays a small int
-        put(out, 56, epoch & 0xFFFF, 16)
-        put(out, 72, seq & 0xFFFF, 16)
+        hi = epoch >> 16  # u32 in two halves: every value stays a small int
+        out[5], out[6], out[7], out[8] = hi >> 8 & 0xFF, hi & 0xFF, epoch >> 8 & 0xFF, epoch & 0xFF
+        out[9], out[10] = seq >> 8 & 0xFF, seq & 0xFF
     else:
         out[0] = (0x80 if kind == 1 else 0xC0) | (cid[0] & TAG_MASK)
         if kind == 2:
-            put(out, 8, epoch & 0xFFFF, 16)
+            out[1], out[2] = epoch >> 8 & 0xFF, epoch & 0xFF
     return out
 
 
