@@ -6,6 +6,8 @@ only the configured protocol's module), ``frame`` (report headers and body
 bits), ``framing`` (serial lines), ``point`` (one-integer bodies).
 One module per protocol, each with a ``Client(params)`` whose
 ``report(x, rng, epoch, seq)`` returns the report bytes: ``mss`` (MSS and
-SS, on ``randomiser`` and ``encoder``), ``grr``, ``unary`` (rappor = OUE,
+SS, on ``randomiser`` and ``encoder``, whose rank is ``limbs``), ``grr``, ``unary`` (rappor = OUE,
 sue), ``olh``, ``hr``, ``pgr`` -- mirroring their homes in ``mss_protocol``.
+The hot loops are ``@micropython.viper`` kernels that are plain Python too
+(CPython, ports without the native emitter): docs/device-cost.md.
 """
