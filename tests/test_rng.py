@@ -71,3 +71,16 @@ def test_below_in_range(n, data):
     stream = iter(data * 64)
     value = ByteRng(lambda k: bytes(next(stream) for _ in range(k))).below(n)
     assert 0 <= value < n
+
+
+def test_floyd_draw_from_one_value_reads_nothing():
+    """SS at k = 2 (m = 2, omega = 1): when x is not kept, Floyd's only step draws below(1),
+    which reads no byte, so a report reads exactly its 4-byte coin."""
+    from mss_device.params import Params
+    from mss_protocol.mss.config import MssConfig
+
+    client = Params(MssConfig.subset_selection(2, 1.0).to_dict()).client()
+    for first in (0x00, 0x3F):  # coin u = 0 (kept) and u = 2**30 - 1 (not kept)
+        rng = ByteRng(_chunks(bytes([first, 0xFF, 0xFF, 0xFF]), b""))
+        client.report(1, rng, 0, 0)
+        assert rng.consumed == 4

@@ -37,6 +37,8 @@ CASES = [
     ("mss", "k22000_eps5", 22000, 5.0, None, "full", [0, 21999]),
     ("mss", "k70000_eps8_m65537_65539", 70000, 8.0, [65537, 65539], "full", [0, 69999]),  # 3-byte draws, 7-bit limbs
     ("ss", "k16_eps2", 16, 2.0, [16], "compact", [0, 15]),
+    ("ss", "k2_eps1", 2, 1.0, [2], "full", [0, 1]),  # m = 2: Floyd's below(1) reads nothing
+    ("mss", "k6_eps1_m2_3", 6, 1.0, [2, 3], "full", [0, 5]),
 ]
 for _name in ("grr", "rappor", "sue", "olh", "hr", "pgr"):
     CASES += [(_name, "k5_eps1", 5, 1.0, None, "full", [0, 4]),

@@ -36,7 +36,9 @@ _MAX_BELOW = const(1 << 23)
 def take(pool: ptr8, at: ptr32, n: int) -> int:
     """below(n) from the pooled bytes pool[at[0]:at[1]]: the draw, or minus
     the bytes a draw takes when the pool ran out first (the rejected draws
-    stay consumed, a partial one is not).  2 <= n <= 2**23."""
+    stay consumed, a partial one is not).  1 <= n <= 2**23; n = 1 reads nothing."""
+    if n == 1:
+        return 0
     size = 1 if n <= 256 else (2 if n <= 65536 else 3)
     span = 1 << (size << 3)
     lim = span - span % n
