@@ -44,7 +44,9 @@ def start(params, nbits, epoch, seq):
         out[0] = VERSION
         out[1:5] = cid
         hi = epoch >> 16  # u32 in two halves: every value stays a small int
-        out[5], out[6], out[7], out[8] = hi >> 8 & 0xFF, hi & 0xFF, epoch >> 8 & 0xFF, epoch & 0xFF
+        # pairs: MicroPython assigns 2 (or 3) targets without building a tuple
+        out[5], out[6] = hi >> 8 & 0xFF, hi & 0xFF
+        out[7], out[8] = epoch >> 8 & 0xFF, epoch & 0xFF
         out[9], out[10] = seq >> 8 & 0xFF, seq & 0xFF
     else:
         out[0] = (0x80 if kind == 1 else 0xC0) | (cid[0] & TAG_MASK)
