@@ -59,6 +59,7 @@ N_MAX, BUDGET, MIN_SAMPLES = 101, 2_000_000_000, 5
 LARGE_K, LARGE_N = 10000, 5  # above LARGE_K: LARGE_N timed reports
 SS_LARGE_N = 2  # SS above LARGE_K: billions of instructions a report today, fewer samples
 HEAP_LIMIT = 4096
+POOL_LIMIT = 32768  # random bytes a report may need: the emulated M0's heap is 140 KB
 
 
 def rp2040_ms(m0_instr):
@@ -93,6 +94,9 @@ def grid(ks, epss, protocols):
             for name in protocols:
                 try:
                     cfg, _ = device_config(k, eps, name)
+                    if name in ("rappor", "sue") and 4 * k > POOL_LIMIT:
+                        raise ValueError(f"{4 * k} random bytes a report (a 4-byte coin per item) do not fit "
+                                         f"the emulated M0's 140 KB heap beside the pool copy")
                 except (PlanError, ValueError) as exc:
                     refused.append({"protocol": name, "k": k, "eps": eps, "why": str(exc)})
                     continue

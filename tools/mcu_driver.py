@@ -140,14 +140,16 @@ class Bench:
         reads = self.stream.reads
         gc.collect()
         gc.disable()
-        a0 = gc.mem_alloc()
-        t0 = time.ticks_us()
-        for j in range(g):
-            i = base + j
-            slots[j] = client.report((i * 7919) % k, rng, 1, i)
-        t1 = time.ticks_us()
-        a1 = gc.mem_alloc()
-        gc.enable()
+        try:
+            a0 = gc.mem_alloc()
+            t0 = time.ticks_us()
+            for j in range(g):
+                i = base + j
+                slots[j] = client.report((i * 7919) % k, rng, 1, i)
+            t1 = time.ticks_us()
+            a1 = gc.mem_alloc()
+        finally:  # a MemoryError must not leave the collector off for the configs after it
+            gc.enable()
         for j in range(g):
             self._keep(slots[j])
             slots[j] = None
