@@ -70,36 +70,29 @@ def rank(b: ptr32, total: ptr32, mark: ptr8, arg: ptr32) -> int:
                     x = (dm * (2 - ((dm * dm) & mask))) & mask
                     x = (x * (2 - ((dm * x) & mask))) & mask
                     x = (x * (2 - ((dm * x) & mask))) & mask
-                    carry = 0
-                    borrow = 0
+                    # r = (the product so far - the quotient so far * d) / 2**(rb k): the
+                    # multiplication's carry and the division's borrow in one number
+                    r = 0
                     k = 0
                     while k + 1 < nb:  # two limbs a turn: half the loop overhead
-                        t = b[k] * n + carry
-                        u = (t & mask) - borrow
-                        q = (u * x) & mask
+                        v = b[k] * n + r
+                        q = ((v & mask) * x) & mask
                         b[k] = q
-                        borrow = (q * d - u) >> rb
-                        t = b[k + 1] * n + (t >> rb)
-                        u = (t & mask) - borrow
-                        q = (u * x) & mask
+                        v = b[k + 1] * n + ((v - q * d) >> rb)
+                        q = ((v & mask) * x) & mask
                         b[k + 1] = q
-                        borrow = (q * d - u) >> rb
-                        carry = t >> rb
+                        r = (v - q * d) >> rb
                         k += 2
                     if k < nb:
-                        t = b[k] * n + carry
-                        u = (t & mask) - borrow
-                        q = (u * x) & mask
+                        v = b[k] * n + r
+                        q = ((v & mask) * x) & mask
                         b[k] = q
-                        carry = t >> rb
-                        borrow = (q * d - u) >> rb
+                        r = (v - q * d) >> rb
                         k += 1
-                    while carry:  # the product's new top limbs
-                        u = (carry & mask) - borrow
-                        q = (u * x) & mask
+                    while r:  # the quotient's top limbs: r = d * (what is left of it)
+                        q = ((r & mask) * x) & mask
                         b[k] = q
-                        carry >>= rb
-                        borrow = (q * d - u) >> rb
+                        r = (r - q * d) >> rb
                         k += 1
                     nb = k
                     while not b[nb - 1]:
