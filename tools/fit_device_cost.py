@@ -3,7 +3,8 @@
 
     python tools/fit_device_cost.py bench_mcu.json [more.json ...] [--fit]
 
-For every measured config (grid rows and targets, Cortex-M0 medians) prints
+For every measured config (grid rows and targets, Cortex-M0 means: the model
+is of the expected cost) prints
 the model's prediction (:mod:`mss_protocol.device_cost`), measured / model
 and the worst ratio per protocol family.  ``--fit`` first refits the
 coefficients: non-negative least squares on the relative error, one fit per
@@ -27,8 +28,8 @@ def measured(paths):
         data = json.loads(Path(path).read_text())
         for row in data["rows"]:
             m0 = row.get("m0") or {}
-            if "instr" in m0:
-                seen[json.dumps(row["config"], sort_keys=True)] = (row["config"], m0["instr"])
+            if "instr_mean" in m0:
+                seen[json.dumps(row["config"], sort_keys=True)] = (row["config"], m0["instr_mean"])
     return [(load_dict(cfg), instr) for cfg, instr in seen.values()]
 
 

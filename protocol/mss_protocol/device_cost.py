@@ -9,10 +9,14 @@ model per protocol over the work the device code does,
   multiply-divide passes and the additions, over the limbs of C(c, i) at
   every position c), the positions scanned and the omega draws of Floyd's
   loop;
-* RAPPOR / SUE: k coins; PGR: the expected rejection rounds times the
-  dimension; HR: the bits of K; GRR, OLH: a constant.
+* RAPPOR / SUE: k coins; PGR: the expected rejection rounds (and their
+  coordinates: rounds x dimension); HR: the bits
+  of K; GRR: the bits of k (the width of its draw); OLH: a constant.
 
-The coefficients are least-squares fits to the benchmark's M0 medians
+The model is of the mean (the expected cost of a report): for PGR, whose
+rounds are geometric, the median is lower and the tail longer.
+
+The coefficients are least-squares fits to the benchmark's M0 means
 (``tools/fit_device_cost.py --fit`` prints them and every config's
 measured / model ratio).  Time on an RP2040 (Cortex-M0+, 125 MHz) is instructions x
 CPI_RP2040 / 125 MHz; 1.55 cycles per instruction is what the M0+ manual's
@@ -28,12 +32,12 @@ HZ_RP2040 = 125e6
 
 # instructions = sum(COEF[family][f] * features(cfg)[f]): tools/fit_device_cost.py --fit on bench_mcu.py's JSON
 COEF = {
-    "mss": {"base": 71000.0, "passes": 90.19, "adds": 91.17, "positions": 325.1, "draws": 996.2},
-    "unary": {"base": 50230.0, "items": 594.0},
-    "pgr": {"base": 89150.0, "rounds": 0.0},
-    "hr": {"base": 58320.0, "bits": 1395.0},
-    "grr": {"base": 63660.0},
-    "olh": {"base": 124300.0},
+    "mss": {"base": 32770.0, "passes": 64.96, "adds": 96.59, "positions": 311.6, "draws": 835.9},
+    "unary": {"base": 14280.0, "items": 596.9},
+    "pgr": {"base": 53950.0, "rounds": 4008.0, "coords": 1162.0},
+    "hr": {"base": 17600.0, "bits": 2188.0},
+    "grr": {"base": 18930.0, "bits": 1219.0},
+    "olh": {"base": 90660.0},
 }
 FAMILY = {"mss": "mss", "ss": "mss", "rappor": "unary", "sue": "unary", "pgr": "pgr", "hr": "hr",
           "grr": "grr", "olh": "olh"}
@@ -91,9 +95,12 @@ def features(cfg):
         return {"base": 1.0, "items": cfg.k}
     if name == "pgr":  # rejection until the point is on the drawn side of x's hyperplane
         side = p.c_set / p.K
-        return {"base": 1.0, "rounds": (p.p / side + (1 - p.p) / (1 - side)) * p.t}
+        rounds = p.p / side + (1 - p.p) / (1 - side)
+        return {"base": 1.0, "rounds": rounds, "coords": rounds * p.t}
     if name == "hr":
         return {"base": 1.0, "bits": p.K.bit_length()}
+    if name == "grr":
+        return {"base": 1.0, "bits": cfg.k.bit_length()}
     return {"base": 1.0}
 
 
