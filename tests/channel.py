@@ -1,10 +1,13 @@
 """Exact enumeration of the device randomiser's output distribution.
 
-Randomisers draw only through ``rng.below(n)`` and ``rng.chance(T)``.
-:func:`enumerate_outputs` runs the real client code once per path of those
-decisions (depth-first), multiplying the exact probabilities 1/n and
-T/2**30 as Fractions, and returns the exact output distribution.
+Randomisers draw only through ``rng.below(n)`` and ``rng.chance(T)``, or,
+in their viper kernels (plain Python under CPython), through ``take`` and
+``coin`` on the rng's byte pool (``rng.drive``).  :func:`enumerate_outputs`
+runs the real client code once per path of those decisions (depth-first),
+multiplying the exact probabilities 1/n and T/2**30 as Fractions, and
+returns the exact output distribution.
 """
+import sys
 from fractions import Fraction
 
 from mss_device.encoder import encode
@@ -37,6 +40,20 @@ class _Replay:
 
     def chance(self, t):
         return self._next([True, False], [Fraction(t, ONE), 1 - Fraction(t, ONE)])
+
+    def drive(self, kernel, a, b):
+        """Run a device kernel with its module's pool draws (``take``, ``coin``)
+        made this path's decisions: the kernel's own loop runs, unchanged."""
+        module = sys.modules[kernel.__module__]
+        draws = {"take": lambda pool, at, n: self.below(n), "coin": lambda pool, at, t: int(self.chance(t))}
+        saved = {name: getattr(module, name) for name in draws if hasattr(module, name)}
+        for name in saved:
+            setattr(module, name, draws[name])
+        try:
+            return kernel(a, None, None, b)
+        finally:
+            for name, f in saved.items():
+                setattr(module, name, f)
 
 
 def enumerate_outputs(client, max_draws=None):
