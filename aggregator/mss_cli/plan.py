@@ -116,7 +116,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                   f"{parts['assignment']:.3g}")
         if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
-                      f"MSE ratio {result['variance_ratio_vs_ss']:.4f}); --protocol auto would choose it")
+                      f"MSE ratio {result['variance_ratio_vs_ss']:.4f}): --protocol ss")
     if not result["device_ok"]:
         out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on an RP2040 is above --max-device-ms "
                   f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
