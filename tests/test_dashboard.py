@@ -53,17 +53,21 @@ def dashboard(tmp_path, mosquitto):
     agg = AggregatorProcess(tmp_path, config, store, broker=broker,
                             extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 30
+    serving(url, agg)
+    yield url, broker, store
+    agg.stop()
+
+
+def serving(url, agg, timeout=30):
+    """Wait until the aggregator's HTTP server at ``url`` answers (it binds after start-up)."""
+    deadline = time.time() + timeout
     while True:
         try:
             get(url + "api/config")
-            break
+            return
         except (urllib.error.URLError, ConnectionError):
-            if time.time() > deadline:
-                raise
+            assert time.time() < deadline and agg.proc.poll() is None, "the HTTP server never answered"
             time.sleep(0.2)
-    yield url, broker, store
-    agg.stop()
 
 
 def wait_api(url, n, timeout=30):
@@ -242,14 +246,7 @@ def test_page_shows_a_broker_it_cannot_reach(tmp_path):
                             extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                get(url + "api/config")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.time() < deadline and agg.proc.poll() is None
-                time.sleep(0.2)
+        serving(url, agg)
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
             page = browser.new_page()
