@@ -57,7 +57,7 @@ QUICK = {"k": (16, 64), "eps": (1.0, 4.0)}
 PROTOCOLS = CHOICES[1:]
 N_MAX, BUDGET, MIN_SAMPLES = 101, 2_000_000_000, 5
 LARGE_K, LARGE_N = 10000, 5  # above LARGE_K: LARGE_N timed reports
-SS_LARGE_N = 2  # SS above LARGE_K: billions of instructions a report today, fewer samples
+SS_LARGE_N = 2  # SS above LARGE_K: 1.2 billion M0 instructions a report at eps = 1, fewer samples
 HEAP_LIMIT = 4096
 POOL_LIMIT = 32768  # random bytes a report may need: the emulated M0's heap is 140 KB
 

@@ -80,21 +80,19 @@ def _reserve(rng, stream, need):
     """Pool ``need`` bytes (at most RESERVE_CAP): fewer when the heap cannot hold them.
 
     ByteRng.reserve may raise MemoryError after ``stream`` was read (``left +=
-    more``) and after it counted its old pool consumed: both are undone
-    (stream rewound, ``rng._done`` put back; its pool is only replaced on
-    success), so a failed attempt draws no bytes.  Without this the M0 skipped
-    the bytes of every failed 32 KB attempt and its reports differed from the
-    unix port's, which has the heap for them.
+    more``); its pool and count change only on success, and the stream is
+    rewound here, so a failed attempt draws no bytes.  Without this the M0
+    skipped the bytes of every failed 32 KB attempt and its reports differed
+    from the unix port's, which has the heap for them.
     """
     need = min(need, RESERVE_CAP)
     while need >= 64:
-        mark, done = stream.mark(), rng._done
+        mark = stream.mark()
         try:
             rng.reserve(need)
             return
         except MemoryError:
             stream.rewind(mark)
-            rng._done = done
             gc.collect()
             need //= 2
 

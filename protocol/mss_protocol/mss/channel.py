@@ -5,7 +5,7 @@ R_j = p'_j (m_j - omega_j) / ((1 - p'_j) omega_j) (:mod:`mss_protocol.channel`).
 """
 import numpy as np
 
-from mss_device.randomiser import privatise
+from mss_device.randomiser import Randomiser
 from mss_protocol.channel import Channel, subset_bayes
 from mss_protocol.mss.wire import WireCodec
 
@@ -21,9 +21,10 @@ class ResidueChannel(Channel):
         self.residues = [np.arange(cfg.k) % m for m in cfg.moduli]
         self.mark = bytearray((max(cfg.moduli) + 7) // 8)
         self.codec = WireCodec(cfg)
+        self.randomiser = Randomiser(cfg)
 
     def client(self, x, rng):
-        j = privatise(self.cfg, x, rng, self.mark)
+        j = self.randomiser.privatise(x, rng, self.mark)
         bits = np.unpackbits(np.frombuffer(self.mark, dtype=np.uint8), bitorder="little")
         return j, np.flatnonzero(bits[:self.cfg.moduli[j]])
 

@@ -10,7 +10,7 @@ least-squares solve of :mod:`.decoder`, the predicted MSE that of
 from functools import cached_property
 
 from mss_device.encoder import Encoder
-from mss_device.randomiser import privatise
+from mss_device.randomiser import Randomiser
 from mss_protocol.base import Protocol
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
@@ -46,12 +46,16 @@ class MssProtocol(Protocol):
         return Encoder(self.cfg)
 
     @cached_property
+    def randomiser(self):
+        return Randomiser(self.cfg)
+
+    @cached_property
     def decoder(self):
         return Decoder(self.cfg)
 
     def randomise(self, x, rng):
         """The report bytes (header with epoch 0, sequence 0) for value x."""
-        return self.encoder.encode(privatise(self.cfg, x, rng, self.mark), self.mark, 0, 0)
+        return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
 
     def sample_counts(self, values, rng):
         """:class:`~.counts.Counts` of reports for ``values`` (an array, or an
