@@ -22,6 +22,7 @@ from channel import enumerate_outputs
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_protocol.frames import WireError
+from mss_protocol.mss.config import ConfigError
 from mss_protocol.oracle_config import NAMES, OracleConfig, codec
 
 # rejection loops (hr, pgr) are enumerated through their first accepted draw
@@ -45,7 +46,7 @@ def _client(cfg, device_id="dev-a"):
 def test_exact_privacy_of_the_device_client(name, k, eps):
     """P[report bytes | x] enumerated over every random decision of the device
     code: the worst ratio over inputs is exp(eps_effective) <= exp(eps)."""
-    cfg = OracleConfig(name, k, eps, "compact")
+    cfg = OracleConfig(name, k, eps, "compact-epoch")
     client = _client(cfg)
     dists = [enumerate_outputs(lambda rng, x=x: client.report(x, rng, 3, 0), MAX_DRAWS.get(name))
              for x in range(k)]
@@ -77,7 +78,7 @@ def _configs():
     out = []
     for frame in ("full", "compact", "compact-epoch"):
         out.append(MssConfig.build(64, 2.0, [61, 62, 63]).with_frame(frame))
-        out += [OracleConfig(n, 64, 2.0, frame) for n in NAMES]
+        out += [OracleConfig(n, 64, 2.0, frame) for n in NAMES if (n, frame) != ("olh", "compact")]
     return out
 
 
@@ -109,16 +110,46 @@ FUZZ = [codec(cfg) for cfg in CONFIGS]
 def test_fuzzed_frames_are_named_errors_never_crashes(i, data, epoch):
     c = FUZZ[i]
     # make about half the inputs start like this config's frames, to reach the body checks
-    cid = c.cfg.config_id
+    cid, kind = c.cfg.config_id, c.cfg.frame
     if data and data[0] & 1:
-        data = bytes([0x80 | (cid[0] & 0x3F)]) + data[1:]
+        data = (bytes([1]) + cid if kind == 0 else bytes([(0x80, 0xC0)[kind - 1] | (cid[0] & 0x3F)])) + data[1:]
     try:
         r = c.decode(data, "dev-a", epoch)
     except WireError as exc:
-        assert exc.reason in {"type", "length", "version", "config", "epoch", "block", "padding", "rank",
+        assert exc.reason in {"type", "length", "version", "kind", "config", "epoch", "block", "padding", "rank",
                               "value", "device"}
         return
-    assert r.frame in ("full", "compact", "compact-epoch")
+    assert r.frame == ("full", "compact", "compact-epoch")[kind]
+
+
+@pytest.mark.parametrize("transport", ["serial", "mqtt", "lorawan"])
+def test_olh_is_never_sent_in_compact_frames(transport):
+    """OLH's seed is the drawing epoch's, and a compact frame is dated by its
+    arrival: the host config, the planner and the board all refuse the pair."""
+    from mss_node.settings import Settings
+    from mss_protocol.choose import choose
+
+    with pytest.raises(ConfigError, match="frame: olh cannot use compact"):
+        OracleConfig("olh", 64, 2.0, "compact")
+    plan = choose(64, 2.0, "auto", frame="compact", max_bytes=11)
+    olh = [r for r in plan["candidates"] if r["protocol"] == "olh"][0]
+    assert plan["protocol"] != "olh" and "olh cannot use compact" in olh["excluded"]
+    d = dict(OracleConfig("olh", 64, 2.0).to_dict(), frame="compact")
+    d["device"] = {"device_id": "a", "transport": transport}
+    with pytest.raises(ValueError, match="frame"):
+        Settings(d)
+
+
+@pytest.mark.parametrize("transport", ["serial", "mqtt"])
+def test_compact_frames_only_on_lorawan(transport):
+    """A compact frame is dated by arrival: only a network server's receive
+    time survives an aggregator outage, so other transports refuse it."""
+    from mss_node.settings import Settings
+
+    d = OracleConfig("grr", 16, 2.0, "compact").to_dict()
+    d["device"] = {"device_id": "a", "transport": transport}
+    with pytest.raises(ValueError, match="compact needs device.transport lorawan"):
+        Settings(d)
 
 
 def _mss(*args):

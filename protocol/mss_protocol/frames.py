@@ -9,19 +9,27 @@ another exception, whatever the bytes:
 2. ``length``  empty;
 3. ``version`` byte 0 names no frame kind this program knows (a full
                frame's version is not 1, or the reserved 0b01 kinds);
-4. ``length``  no room for the header and one body byte;
-5. ``config``  config id (full) or tag (compact) is not this config's;
-6. ``length``  not a length this config's reports have in that kind;
-7. body checks of the protocol (block, length of that block, padding,
-   value range).
+4. ``kind``    a known kind, but not the one the config's ``frame`` names;
+5. ``length``  no room for the header and one body byte;
+6. ``config``  config id (full) or tag (compact) is not this config's;
+7. ``length``  not a length this config's reports have in that kind;
+8. ``epoch``   a compact kind without a link epoch in [0, 2**32);
+9. checks of the protocol (OLH's device id, then the body: block, length
+   of that block, padding, value range).
 
 Compact frames carry no epoch or sequence: the caller passes the epoch its
 link gives (``epoch``), and for ``compact-epoch`` the epoch nearest to it
-with the frame's low 16 bits is taken.  Their sequence is 0.
+with the frame's low 16 bits is taken, within [0, 2**32).  Their sequence
+is 0.
 """
+import re
 from dataclasses import dataclass
 
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
+
+EPOCHS = 1 << 32  # epochs are u32: a full frame's field, OLH's seed input
+# A device id (SPEC.md section 4): in MQTT topics, serial lines and OLH's seed, so ASCII only
+DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 
 
 class WireError(ValueError):
@@ -50,17 +58,37 @@ def kind_of(byte0):
     return {2: 1, 3: 2}.get(top)
 
 
-def split(data, config_id, body_lengths, epoch=None):
+def nearest_epoch(link, low):
+    """The epoch in [0, 2**32) nearest to ``link`` whose low 16 bits are ``low``
+    (floor-mod arithmetic; at either end of the range the one inside it)."""
+    epoch = link + (low - link + 32768) % 65536 - 32768
+    if epoch < 0:
+        epoch += 65536
+    elif epoch >= EPOCHS:
+        epoch -= 65536
+    return epoch
+
+
+def check_device(device_id):
+    """Raise WireError ``device`` unless ``device_id`` is a device id (a str of
+    1 to 64 characters from A-Z a-z 0-9 _ . : -)."""
+    if not isinstance(device_id, str) or not DEVICE_ID.match(device_id):
+        raise WireError("device", f"{device_id!r} is not a device id (1-64 of A-Z a-z 0-9 _ . : -)")
+
+
+def split(data, config_id, body_lengths, kind, epoch=None):
     """(kind name, epoch, seq, body) of a report of the config ``config_id``
-    whose bodies are ``body_lengths`` bytes long (a set)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    sent in frames of kind index ``kind``, whose bodies are ``body_lengths``
+    bytes long (a set).  ``epoch`` is the link's, read by compact kinds only."""
+    if not isinstance(data, bytes):  # bytearray, memoryview, str: the caller's bug, named
         raise WireError("type", f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
     if not data:
         raise WireError("length", "empty report")
-    kind = kind_of(data[0])
-    if kind is None:
+    got = kind_of(data[0])
+    if got is None:
         raise WireError("version", f"unknown frame kind or version (byte 0 = {data[0]:#04x})")
+    if got != kind:
+        raise WireError("kind", f"a {KINDS[got]} frame, but this config's reports are {KINDS[kind]}")
     head = HEADER[kind]
     if len(data) < head + 1:
         raise WireError("length", f"{len(data)} bytes is shorter than any {KINDS[kind]} report")
@@ -76,10 +104,9 @@ def split(data, config_id, body_lengths, epoch=None):
         raise WireError("length", f"{len(data)} bytes is not a {KINDS[kind]} report length of this config")
     if kind == 0:
         return KINDS[0], int.from_bytes(data[5:9], "big"), int.from_bytes(data[9:11], "big"), body
-    if epoch is None:
-        raise WireError("epoch", f"a {KINDS[kind]} frame needs the epoch from its link")
+    if type(epoch) is not int or not 0 <= epoch < EPOCHS:
+        raise WireError("epoch", f"a {KINDS[kind]} frame needs its link's epoch, an integer in "
+                                 f"[0, 2**32), got {epoch!r}")
     if kind == 2:
-        low = int.from_bytes(data[1:3], "big")
-        epoch += (low - epoch + 32768) % 65536 - 32768  # the nearest epoch with those low bits
-        epoch += 65536 if epoch < 0 else 0
+        epoch = nearest_epoch(epoch, int.from_bytes(data[1:3], "big"))
     return KINDS[kind], epoch, 0, body

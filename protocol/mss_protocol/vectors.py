@@ -11,9 +11,11 @@ verifies them.
 import argparse
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
+from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_protocol.frames import WireError
@@ -37,12 +39,15 @@ CASES = [
     ("mss", "k22000_eps5", 22000, 5.0, None, "full", [0, 21999]),
     ("mss", "k70000_eps8_m65537_65539", 70000, 8.0, [65537, 65539], "full", [0, 69999]),  # 3-byte draws, 7-bit limbs
     ("ss", "k16_eps2", 16, 2.0, [16], "compact", [0, 15]),
+    ("ss", "k16_eps2_compact_epoch", 16, 2.0, [16], "compact-epoch", [3, 12]),
     ("ss", "k2_eps1", 2, 1.0, [2], "full", [0, 1]),  # m = 2: Floyd's below(1) reads nothing
     ("mss", "k6_eps1_m2_3", 6, 1.0, [2, 3], "full", [0, 5]),
 ]
 for _name in ("grr", "rappor", "sue", "olh", "hr", "pgr"):
     CASES += [(_name, "k5_eps1", 5, 1.0, None, "full", [0, 4]),
-              (_name, "k64_eps2_compact", 64, 2.0, None, "compact", [0, 33, 63]),
+              # olh: never compact (its seed needs the drawing epoch, SPEC.md section 4)
+              (_name, "k64_eps2" + ("" if _name == "olh" else "_compact"), 64, 2.0, None,
+               "full" if _name == "olh" else "compact", [0, 33, 63]),
               (_name, "k1024_eps4_compact_epoch", 1024, 4.0, None, "compact-epoch", [0, 1023])]
 CASES += [("pgr", "k300_eps6", 300, 6.0, None, "full", [0, 299]),  # q = 409: 2-byte draws
           ("grr", "k257_eps3", 257, 3.0, None, "full", [0, 256])]  # below(256): one byte
@@ -90,37 +95,122 @@ def build(protocol, k, eps, moduli, frame):
     return MssConfig.build(k, eps, moduli).with_frame(frame)
 
 
-def _rejected(cfg, report, epoch):
-    """Malformed variants of a valid report and the reason a decoder must give."""
-    c = codec(cfg)
-    variants = [report[:-1], report + b"\0", b"\x02" + report[1:], b"\x40" + report[1:],
-                bytes([report[0] ^ 0x01]) + report[1:] if report[0] >> 6 else report[:1] + bytes(4) + report[5:],
-                report[:-1] + bytes([report[-1] | 1]),  # lowest bit: padding, or the value's last bit
-                report[:-1] + bytes([0xFF])]
+def _body(cfg, code, nbytes, nbits):
+    """A body: ``code`` in ``nbits`` bits, left-aligned in ``nbytes`` bytes."""
+    return (code << (8 * nbytes - nbits)).to_bytes(nbytes, "big")
+
+
+def _headers(cfg, epoch, seq):
+    """The header of each frame kind for ``cfg`` (SPEC.md section 4)."""
+    cid = cfg.config_id
+    return [bytes([VERSION]) + cid + epoch.to_bytes(4, "big") + seq.to_bytes(2, "big"),
+            bytes([0x80 | cid[0] & TAG_MASK]), bytes([0xC0 | cid[0] & TAG_MASK]) + (epoch & 0xFFFF).to_bytes(2, "big")]
+
+
+def _bodies(cfg):
+    """(what, body, reason) of malformed bodies of ``cfg``, where the config allows one."""
     out = []
-    for data in variants:
-        try:
-            c.decode(data, DEVICE_ID, epoch)
-        except WireError as exc:
-            out.append({"report_hex": data.hex(), "reason": exc.reason})
+    if cfg.name in ("mss", "ss"):
+        sizes = [math.comb(m, w) for m, w in zip(cfg.moduli, cfg.omegas)]
+        bits = [cfg.jbits + b for b in cfg.rank_bits]
+        nbytes = [(b + 7) // 8 for b in bits]
+        if cfg.l < 1 << cfg.jbits:
+            out.append(("block index l", _body(cfg, cfg.l << cfg.rank_bits[0], nbytes[0], bits[0]), "block"))
+        other = [j for j in range(1, cfg.l) if nbytes[j] != nbytes[0]]
+        if other:  # block 0's body cut to another block's length
+            out.append(("block 0 in another block's length", bytes(nbytes[other[0]]), "length"))
+        if sizes[0] < 1 << cfg.rank_bits[0]:
+            out.append(("rank C(m_0, w_0)", _body(cfg, sizes[0], nbytes[0], bits[0]), "rank"))
+        if 8 * nbytes[0] > bits[0]:
+            out.append(("lowest padding bit set", _body(cfg, 0, nbytes[0], bits[0])[:-1] + b"\x01", "padding"))
+        return out
+    c = codec(cfg)
+    nbytes = (c.nbits + 7) // 8
+    if 8 * nbytes > c.nbits:
+        out.append(("lowest padding bit set", _body(cfg, 0, nbytes, c.nbits)[:-1] + b"\x01", "padding"))
+    if not c.unary and c.n < 1 << c.nbits:
+        out.append((f"value {c.n}", _body(cfg, c.n, nbytes, c.nbits), "value"))
     return out
+
+
+def _rejected(cfg, report, epoch, seq):
+    """Inputs every decoder must reject, each with the link epoch and device id
+    it is decoded with and the reason of the first failed check (SPEC.md
+    section 4), several faults at once included."""
+    kind, dev = cfg.frame, DEVICE_ID
+    head = HEADER[kind]
+    body = report[head:]
+    link = epoch if kind else None
+    heads = _headers(cfg, epoch, seq)
+    wrong = bytes([report[0] ^ 0x01]) + report[1:] if kind else report[:1] + bytes(4) + report[5:]
+    cases = [("not bytes (a hex string)", report.hex(), link, dev),
+             ("empty", b"", link, dev),
+             ("version 2", b"\x02" + report[1:], link, dev),
+             ("reserved kind 0b01", b"\x40" + report[1:], link, dev),
+             ("version 2 and too short", b"\x02", link, dev)]
+    cases += [(f"a {KINDS[i]} frame", heads[i] + body, link, dev) for i in range(3) if i != kind]
+    other = heads[(kind + 1) % 3]
+    other = other[:1] + bytes([other[1] ^ 1]) + other[2:] if kind == 2 else bytes([other[0] ^ 1]) + other[1:]
+    cases += [("another kind, another config", other + body, link, dev),
+              ("header only", report[:head], link, dev),
+              ("another config", wrong, link, dev),
+              ("another config and one byte more", wrong + b"\0", link, dev),
+              ("one byte more", report + b"\0", link, dev)]
+    if len(body) > 1:
+        cases.append(("one byte less", report[:-1], link, dev))
+    if kind:
+        cases += [("no link epoch", report, None, dev), ("link epoch -1", report, -1, dev),
+                  ("link epoch 2**32", report, 1 << 32, dev), ("link epoch a string", report, str(epoch), dev),
+                  ("one byte more and no link epoch", report + b"\0", None, dev)]
+    if cfg.name == "olh":
+        cases += [("no device id", report, link, None), ("empty device id", report, link, ""),
+                  ("non-ASCII device id", report, link, "d\u00e9vice-1"), ("65-character device id", report, link, "d" * 65),
+                  ("device id with a slash", report, link, "dev/1")]
+    for what, bad, reason in _bodies(cfg):
+        cases.append((what, report[:head] + bad, link, dev))
+        if kind:
+            cases.append((what + " and no link epoch", report[:head] + bad, None, dev))
+        if cfg.name == "olh":
+            cases.append((what + " and no device id", report[:head] + bad, link, None))
+    out = []
+    c = codec(cfg)
+    for what, data, link_epoch, device_id in cases:
+        try:
+            c.decode(data, device_id, link_epoch)
+        except WireError as exc:
+            entry = {"what": what, "link_epoch": link_epoch, "device_id": device_id, "reason": exc.reason}
+            entry.update({"report": data} if isinstance(data, str) else {"report_hex": data.hex()})
+            out.append(entry)
+            continue
+        raise AssertionError(f"{cfg.name}: {what}: {data!r} was accepted")
+    return out
+
+
+# compact-epoch: epochs either side of a 2**16 boundary and at the top of
+# the u32 range, each decoded against a link epoch on the other side
+EDGES = [(131071, 131072), (131072, 131071), (4294967295, 4294967290)]
 
 
 def make_case(protocol, name, k, eps, moduli, frame, values):
     cfg = build(protocol, k, eps, moduli, frame)
     d = cfg.to_dict()
     c = codec(cfg)
+    draws = [(x, 70000 + i, 70000 + i) for i, x in enumerate(values)]  # above 65536
+    if cfg.frame == 2:
+        draws += [(values[i % len(values)], e, link) for i, (e, link) in enumerate(EDGES)]
     vectors = []
-    for i, x in enumerate(values):
+    for i, (x, epoch, link) in enumerate(draws):
         stream = _stream(f"{protocol}/{name}/{i}", 64 + 8 * max(getattr(cfg, "omegas", [k])) + 8 * k)
-        epoch = 70000 + i  # above 65536: the compact-epoch frame carries its low 16 bits
-        report, used = report_from_stream(d, x, stream, epoch, i)
-        r = c.decode(report, DEVICE_ID, epoch)
-        vectors.append({"value": x, "epoch": epoch, "seq": i, "device_id": DEVICE_ID,
+        seq = 0 if cfg.frame else i  # compact kinds carry no sequence
+        report, used = report_from_stream(d, x, stream, epoch, seq)
+        r = c.decode(report, DEVICE_ID, link)
+        vectors.append({"value": x, "epoch": epoch, "link_epoch": link, "seq": seq, "device_id": DEVICE_ID,
                         "random_hex": stream[:used].hex(), "bytes_consumed": used,
                         "j": r.j, "subset": list(r.subset), "report_hex": report.hex()})
+    x, epoch, _ = draws[len(values) - 1]
+    report = bytes.fromhex(vectors[len(values) - 1]["report_hex"])
     return {"name": name, "protocol": protocol, "config": d, "vectors": vectors,
-            "rejected": _rejected(cfg, report, epoch)}
+            "rejected": _rejected(cfg, report, epoch, vectors[len(values) - 1]["seq"])}
 
 
 def check_file(path):
@@ -134,21 +224,23 @@ def check_file(path):
                                           v["epoch"], v["seq"], v["device_id"])
         if (report.hex(), used) != (v["report_hex"], v["bytes_consumed"]):
             errors.append(f"{path}: value {v['value']}: got {report.hex()} (used {used})")
-        r = c.decode(report, v["device_id"], v["epoch"])
-        if (r.j, list(r.subset), r.epoch) != (v["j"], v["subset"], v["epoch"]):
+        r = c.decode(report, v["device_id"], v["link_epoch"])
+        if (r.j, list(r.subset), r.epoch, r.seq) != (v["j"], v["subset"], v["epoch"], v["seq"]):
             errors.append(f"{path}: value {v['value']}: decoded to {r}")
     for bad in d["rejected"]:
+        data = bad["report"] if "report" in bad else bytes.fromhex(bad["report_hex"])
         try:
-            c.decode(bytes.fromhex(bad["report_hex"]), DEVICE_ID, d["vectors"][-1]["epoch"])
-            errors.append(f"{path}: {bad['report_hex']} was accepted")
+            c.decode(data, bad["device_id"], bad["link_epoch"])
+            errors.append(f"{path}: {bad['what']}: accepted")
         except WireError as exc:
             if exc.reason != bad["reason"]:
-                errors.append(f"{path}: {bad['report_hex']}: reason {exc.reason}, not {bad['reason']}")
+                errors.append(f"{path}: {bad['what']}: reason {exc.reason}, not {bad['reason']}")
     return errors
 
 
 def files(root=ROOT):
-    return sorted(Path(root).glob("*/*.json"))
+    """Every protocol's vector files (serial/ holds serial lines: mss_protocol.serial_lines)."""
+    return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name != "serial")
 
 
 def main(argv=None):

@@ -169,4 +169,5 @@ def test_device_refuses_bad_lorawan_settings(tmp_path, compact):
         with pytest.raises(ValueError, match=why):
             settings.Settings(d)
     with pytest.raises(ValueError, match="device.configs must be a list"):
-        settings.Settings(dict(base, device={"configs": "other.json"}))
+        settings.Settings(dict(base, device={"transport": "lorawan", "lorawan": {"path": "/dev/x"},
+                                             "configs": "other.json"}))

@@ -85,6 +85,10 @@ class Aggregator:
             raise ConfigError(f"{config_path}: {exc}") from None
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
+        if self.cfg.frame == 1 and (serial_ports or (broker and not lorawan)):  # SPEC.md section 4
+            raise ConfigError(f"{config_path}: frame compact is dated by arrival, which only a LoRaWAN "
+                              f"network server's receive time makes safe: collect it with --lorawan only, "
+                              f"or plan the boards with compact-epoch")
         fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
         quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,
                                 "aggregator")

@@ -63,6 +63,8 @@ def check(p):
     """P is the SPEC's prime (a x + b < P**2 < 2**30 needs k <= P <= 32768); g outputs."""
     if p.P != 32749:
         bad("P", "must be 32749")
+    if p.frame == 1:  # compact: dated by arrival, but the seed is the drawing epoch's
+        bad("frame", "olh needs the epoch on the wire: use full or compact-epoch")
     at_most("k", p.k, 2, p.P)
     at_most("g", p.g, 2, MAX_N + 1)
     threshold("t", p.t)

@@ -57,7 +57,7 @@ class WireCodec:
     def decode(self, data, device_id=None, epoch=None):
         """Parse and validate one report; raise WireError naming the problem.
         ``epoch``: the link's epoch, needed by compact frames."""
-        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, epoch)
+        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
         cfg = self.cfg
         code = int.from_bytes(body, "big")
         j = code >> (8 * len(body) - cfg.jbits)  # j sits in the first jbits bits
