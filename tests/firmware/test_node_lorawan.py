@@ -171,3 +171,49 @@ def test_device_refuses_bad_lorawan_settings(tmp_path, compact):
     with pytest.raises(ValueError, match="device.configs must be a list"):
         settings.Settings(dict(base, device={"transport": "lorawan", "lorawan": {"path": "/dev/x"},
                                              "configs": "other.json"}))
+
+
+# NODE, plus a print of every report drawn, with the epoch it was drawn in
+DRAWING = NODE.replace("app.run(", r"""from mss_node import reporter
+report = reporter.Reporter.report
+def drawn(self, value, epoch, seq):
+    out = report(self, value, epoch, seq)
+    print("DRAW %d %s" % (epoch, out.hex()))
+    return out
+reporter.Reporter.report = drawn
+app.run(""")
+
+
+def test_olh_reports_decode_with_their_drawing_seed_across_a_reboot_and_a_rejoin(tmp_path, modem):
+    """SPEC.md section 4: OLH's seed is the drawing epoch's.  Joins fail for 6
+    epochs (6 reports queue in flash), the board reboots (a new process on
+    the same state file), then the network drops the session once (a rejoin,
+    FCnt from 0 again).  Every uplink, dated by the network at its arrival,
+    decodes to its drawing epoch and to the seed (a, b) of that epoch and
+    the DevEUI, which the board hashed with."""
+    from mss_device.olh import seed
+
+    cfg = load_dict(choose(64, 2.0, "olh", frame="compact-epoch", max_bytes=11)["config"])
+    runs = []
+    for ticks, faults in ((6, {"join": ["fail"] * 40}), (10, {"send": ["ok"] * 3 + ["unjoined"]})):
+        faults["send"] = [None if f == "ok" else f for f in faults.get("send", [])]
+        m = modem("rak3172", faults=faults)
+        write_config(tmp_path, cfg, m, "rak3172", lorawan=modem_settings(m, "rak3172", backoff_max_s=1))
+        t0 = T0 + sum(r[0] for r in runs)
+        out = run(DRAWING, cwd=tmp_path, args=["config.json", "state.json", str(ticks), str(t0)], timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = [line.split() for line in out.stdout.splitlines()]
+        runs.append((ticks, m, [(int(e), h) for w, e, h in (x[:3] for x in lines if x[:1] == ["DRAW"])],
+                     [(int(t), h) for w, t, h in (x[:3] for x in lines if x[:1] == ["UPLINK"])]))
+    (_, first, draws1, up1), (_, second, draws2, up2) = runs
+    assert first.uplinks == [] and up1 == [] and len(draws1) == 6, "the first boot sent nothing"
+    assert second.joins >= 2, "the dropped session made the board rejoin"
+    draws, uplinks = draws1 + draws2, up2
+    assert len(uplinks) == len(draws) == 16 and [h for _, h in uplinks] == [h for _, h in draws]
+    dec = codec(cfg)
+    late = 0
+    for (drawn_in, _), (sent_at, data) in zip(draws, uplinks):
+        r = dec.decode(bytes.fromhex(data), EUI, sent_at)  # the network's epoch at arrival (period 1 s)
+        assert r.epoch == drawn_in and r.subset[:2] == seed(cfg.config_id, r.epoch, EUI, cfg.protocol.P)
+        late += sent_at != drawn_in
+    assert late >= 6  # the queued ones left epochs after they were drawn
