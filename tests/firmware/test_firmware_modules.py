@@ -13,6 +13,7 @@ import pytest
 from brokers import Mosquitto
 from micropython_runner import FIRMWARE, MPLIB, ROOT, require_micropython
 from mss_aggregator.devices.modem import ModemEmulator
+from mss_device.gateway import parse
 from mss_protocol.choose import choose
 from mss_protocol.privacy import cap
 
@@ -83,7 +84,8 @@ def test_serial_board(tmp_path, protocol, options):
         assert (f"mss_node/{name}.py" in listed) == bool(options)
     _board(tmp_path, cfg)
     _sent(_run(tmp_path))
-    assert len(out.read_text().splitlines()) == 4
+    lines = out.read_text().split("\n")
+    assert len(lines) == 5 and lines[-1] == "" and {parse(line)[0] for line in lines[:-1]} == {"b1"}
 
 
 @pytest.mark.parametrize("protocol,dialect", [("grr", "rn2483"), ("hr", "wio-e5"), ("sue", "rak3172")])

@@ -1,6 +1,7 @@
-"""The device application writing framed reports to a serial line (a socat pty
-pair), read by a gateway with pyserial; plus safe idle and bad sensor values.
-Each runs under the real MicroPython unix port and under CPython."""
+"""The device application writing report lines (``$MSS2,<device id>,...``) to a
+serial line (a socat pty pair), read by a gateway with pyserial; plus safe
+idle, bad sensor values and device ids refused at config load.  Each runs
+under the real MicroPython unix port and under CPython."""
 import json
 import subprocess
 import sys
@@ -11,8 +12,8 @@ import pytest
 import serial
 
 from micropython_runner import run
-from mss_device.framing import frame
-from mss_device.gateway import parse
+from mss_device.framing import crc16, frame
+from mss_device.gateway import DEVICE_ID, LineError, parse
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
 from ptys import pty_pair  # noqa: F401 (fixture)
@@ -66,21 +67,57 @@ def test_framed_reports_over_a_pty(tmp_path, pty_pair, runtime):
         done.set()
         thread.join()
     assert out.returncode == 0, out.stdout + out.stderr
-    lines = received.decode().splitlines()
-    reports = [WireCodec(CFG).decode(parse(line)) for line in lines]
+    text = received.decode()
+    assert text.endswith("\n") and "\r" not in text
+    parsed = [parse(line) for line in text.split("\n")[:-1]]
+    assert {device for device, _ in parsed} == {"s1"}
+    reports = [WireCodec(CFG).decode(report) for _, report in parsed]
     assert 2 <= len(reports) <= 3 and [r.seq for r in reports] == list(range(len(reports)))
 
 
-def test_corrupted_frame_is_rejected_by_checksum():
+def test_line_round_trip_and_rejections():
     report = WireCodec(CFG).encode(0, list(range(CFG.omegas[0])))
-    line = frame(report)
-    assert parse(line) == report
-    flipped = line[:8] + ("0" if line[8] != "0" else "1") + line[9:]
-    with pytest.raises(ValueError, match="checksum"):
+    line = frame("s1", report)
+    assert line == "$MSS2,s1,%s,%04x\n" % (report.hex(), crc16(("$MSS2,s1," + report.hex()).encode()))
+    assert parse(line) == parse(line[:-1]) == parse(line[:-1] + "\r\n") == parse(line.encode()) == ("s1", report)
+    assert crc16(b"123456789") == 0x29B1  # CRC-16/CCITT-FALSE's check value
+    flipped = line[:10] + ("0" if line[10] != "0" else "1") + line[11:]
+    with pytest.raises(LineError, match="checksum") as exc:
         parse(flipped)
-    for bad in ("$MSS1,zz,0000", "$MSS1,00", "hello", "$MSS1,00,00000"):
-        with pytest.raises(ValueError, match="frame"):
+    assert exc.value.reason == "checksum"
+    with pytest.raises(LineError, match="checksum"):
+        parse(line.replace("s1", "s2"))  # the device id is under the CRC
+    with pytest.raises(LineError, match="format 1.*no device id.*reflash") as exc:
+        parse("$MSS1,%s,%04x\n" % (report.hex(), crc16(report)))
+    assert exc.value.reason == "frame"
+    for bad in ("$MSS2,s1,zz,0000", "$MSS2,s1,00", "$MSS2,s1,00,00000", "$MSS2,s1,00,+fff", "$MSS", "$MSS2",
+                line[:-1] + " ", line[:-1] + "\r\r", "$MSS2,s1,0,0000", "$MSS2,,00,0000", "$MSS2,s\xff,00,0000",
+                b"$MSS2,s\xff,00,0000"):
+        with pytest.raises(LineError, match="frame"):
             parse(bad)
+    for console in ("hello", "", "\r\n", " " + line, b"\xff\xfe log", "$mss2,s1,00,0000"):
+        assert parse(console) is None
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("transport", ["serial", "mqtt", "lorawan"])
+@pytest.mark.parametrize("device_id", ["a b", "d" * 65, "", "board-\u00e9", "a/b", "a\n", 7])
+def test_a_bad_device_id_is_refused_at_config_load(tmp_path, runtime, transport, device_id):
+    """The id is on serial lines, in MQTT topics and in OLH's seed: any transport refuses it."""
+    path = write_config(tmp_path, transport=transport, device_id=device_id)
+    out = run_node(runtime, tmp_path, path, tmp_path / "state.json", 9, 1, "fast")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "idle:" in out.stdout and "device.device_id must be 1-64 of" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_device_id_character_and_64_of_them_are_taken(tmp_path, runtime):
+    device_id = ("AZaz09_.:-" * 7)[:64]
+    assert DEVICE_ID.match(device_id)
+    path = write_config(tmp_path, device_id=device_id, serial={"path": str(tmp_path / "out.txt")})
+    out = run_node(runtime, tmp_path, path, tmp_path / "state.json", 9, 1, "fast")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [parse(line)[0] for line in (tmp_path / "out.txt").read_text().split("\n")[:-1]] == [device_id]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 import serial
 
 from mss_aggregator.collect.link_health import Client, LinkHealth
-from mss_device.gateway import parse as parse_frame
+from mss_device.gateway import MARK
 
 BATCH = 500
 BATCH_SECONDS = 0.02
@@ -163,7 +163,8 @@ class MqttCollector:
 
 
 class SerialCollector(threading.Thread):
-    """Reads framed report lines from one serial port (``/dev/ttyUSB0[,baud]``)."""
+    """Reads report lines from one serial port (``/dev/ttyUSB0[,baud]``); each
+    line is parsed and classified by ``Ingest.from_serial`` in the writer."""
 
     def __init__(self, spec, writer, log=print):
         super().__init__(name=f"mss-serial-{spec}", daemon=True)
@@ -187,14 +188,9 @@ class SerialCollector(threading.Thread):
                 self.log(f"serial: {self.port}: {exc}; retrying")
                 self.stopping.wait(1.0)
 
-    def _line(self, line):
-        if not line.startswith(b"$MSS"):
-            return  # console log output, not a frame
-        try:
-            result = parse_frame(line)
-        except ValueError as exc:
-            result = exc
-        self.writer.inbox.put((lambda r=result: self.writer.ingest.from_serial(self.port, r), None))
+    def _line(self, line, mark=MARK.encode()):
+        if line.startswith(mark):  # else console log output, not a report line
+            self.writer.inbox.put((lambda: self.writer.ingest.from_serial(self.port, line), None))
 
     def stop(self):
         self.stopping.set()

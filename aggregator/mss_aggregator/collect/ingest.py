@@ -24,16 +24,15 @@ A quarantine result keeps what arrived as its ``length``, its ``sha256``
 bytes), so one row is small whatever the broker lets through.
 """
 import hashlib
-import re
 import time
 from dataclasses import replace
 
 from mss_aggregator.collect.lorawan import UplinkError
 from mss_device.frame import HEADER_BYTES
+from mss_device.gateway import DEVICE_ID, LineError, parse as parse_line
 from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import codec
 
-DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_TOPIC = 256
 KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)
 PAST_EPOCHS = 32  # default window into the past: the firmware's default device.queue_max
@@ -104,14 +103,21 @@ class Ingest:
             return dict(item, reason=exc.reason, detail=exc.detail)
         return self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
 
-    def from_serial(self, port, payload_or_error):
-        item = {"source": f"serial:{port}", "topic": None}
-        if isinstance(payload_or_error, Exception):  # a bad frame (checksum, format)
-            code, _, detail = str(payload_or_error).partition(": ")
-            return held(dict(item, reason=code, detail=detail), None)
-        out = self._report(dict(item, payload=payload_or_error), f"serial:{port}", payload_or_error,
-                           self._link_epoch())
-        return self._held(out, payload_or_error)
+    def from_serial(self, port, line):
+        """One line read from serial port ``port`` (bytes, its LF or CRLF
+        stripped or not): the report of the line's device id, or a
+        quarantine result keeping the line (``frame``, ``checksum``);
+        None for console output (a line not starting with ``$MSS``)."""
+        raw = bytes(line)
+        item = {"source": f"serial:{port}", "topic": None, "payload": raw}
+        try:
+            parsed = parse_line(raw)
+        except LineError as exc:
+            return held(dict(item, reason=exc.reason, detail=exc.detail), raw)
+        if parsed is None:
+            return None
+        device_id, frame = parsed
+        return self._held(self._report(dict(item, payload=frame), device_id, frame, self._link_epoch()), frame)
 
     @staticmethod
     def _held(out, raw):

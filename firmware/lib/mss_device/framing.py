@@ -1,16 +1,17 @@
-"""Serial framing of reports (SPEC.md section 8): what the board writes
-(the gateway reads lines with :func:`mss_device.gateway.parse`).
+"""Serial lines (SPEC.md section 8): what the board writes (the host reads
+them with :func:`mss_device.gateway.parse`).
 
-A frame is one ASCII line ``$MSS1,<report hex>,<crc hex>\\n`` where crc is
-CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF) of the report bytes as 4
-lowercase hex digits.  Lines are easy to pick out of a USB console that
-also carries log output; anything else on the line is ignored by readers.
+One ASCII line a report, ``$MSS2,<device id>,<report hex>,<crc>\\n``: crc is
+CRC-16/CCITT-FALSE of the ASCII bytes before the last comma, 4 lowercase
+hex digits.  The device id (checked by mss_node.settings) is on the line
+because OLH's hash seed is derived from it and several boards may share a
+port.
 """
-PREFIX = "$MSS1,"
+HEAD = "$MSS2,"
 
 
 def crc16(data):
-    """CRC-16/CCITT-FALSE of ``data``; small ints only."""
+    """CRC-16/CCITT-FALSE of ``data`` (bytes); small ints only."""
     crc = 0xFFFF
     for byte in data:
         crc ^= byte << 8
@@ -19,5 +20,7 @@ def crc16(data):
     return crc
 
 
-def frame(report):
-    return "%s%s,%04x\n" % (PREFIX, report.hex(), crc16(report))
+def frame(device_id, report):
+    """The line of ``report`` (bytes) sent by ``device_id``, its LF included."""
+    line = "%s%s,%s" % (HEAD, device_id, report.hex())
+    return "%s,%04x\n" % (line, crc16(line.encode()))

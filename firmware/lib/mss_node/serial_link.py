@@ -1,4 +1,5 @@
-"""Reports as framed lines on a UART, the USB console, or (tests) a pty path."""
+"""Reports as lines ``$MSS2,<device id>,<report hex>,<crc>`` (mss_device.framing)
+on a UART, the USB console, or (tests) a pty path."""
 import sys
 
 from mss_device.framing import frame
@@ -18,6 +19,7 @@ def make(node):
 
 class SerialLink:
     def __init__(self, settings):
+        self._id = settings.device_id  # on every line: OLH's seed and several boards on one port
         s = settings.device["serial"]
         if s["path"]:
             fh = open(s["path"], "w")
@@ -42,7 +44,7 @@ class SerialLink:
 
     def send(self, report):
         try:
-            self._write(frame(report))
+            self._write(frame(self._id, report))
             return True
         except OSError:
             return False

@@ -84,6 +84,10 @@ class Settings:
                 raise ValueError("config field device.%s has the wrong type: it must be an object" % key)
             dev[key] = given[key]
         dev["wifi"] = _section(dev, "wifi", DEVICE_DEFAULTS["wifi"])
+        i = dev["device_id"]  # in MQTT topics, serial lines and OLH's seed (mss_device.gateway.DEVICE_ID)
+        if i is not None and (type(i) is not str or not 0 < len(i) < 65
+                              or i.strip("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")):
+            raise ValueError("device.device_id must be 1-64 of A-Z a-z 0-9 _.:-")
         for key in ("period_s", "poll_s", "queue_max", "watchdog_ms", "epoch_origin", "memo_max"):
             if type(dev[key]) is not int or dev[key] < 0:
                 raise ValueError("device.%s must be a non-negative integer" % key)

@@ -1,0 +1,147 @@
+"""Test vectors of serial lines (SPEC.md section 8): ``protocol/vectors/serial/lines.json``.
+
+``{"name": "serial-lines", "lines": [{"line", "device_id", "report_hex"}],
+"rejected": [{"line", "reason"}], "ignored": [line]}``.  A writer given
+``device_id`` and ``report_hex`` must write ``line`` (the CRLF variant
+aside), and a reader must read each of ``lines`` to its device id and
+report, reject each of ``rejected`` with its ``reason`` (``frame`` or
+``checksum``) and ignore each of ``ignored`` (console output).
+:func:`write` makes the file with the board's writer
+(:func:`mss_device.framing.frame`) and :func:`check` verifies it against
+the writer and the host's reader (:func:`mss_device.gateway.parse`)::
+
+    python -m mss_protocol.serial_lines --write protocol/vectors/serial/lines.json
+    python -m mss_protocol.serial_lines --check protocol/vectors/serial/lines.json
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mss_device.framing import HEAD, crc16, frame
+from mss_device.gateway import LineError, parse
+
+PATH = Path(__file__).resolve().parents[1] / "vectors" / "serial" / "lines.json"
+DEVICE_ID = "board-07"
+
+
+def _line(fields):
+    """A line of ``fields`` (after the head) with the CRC its grammar asks for: a
+    malformed line whose only fault is its grammar, not its checksum."""
+    body = HEAD + ",".join(fields)
+    return "%s,%04x\n" % (body, crc16(body.encode()))
+
+
+def _report():
+    """The vectors' report: the device client's, grr at k = 5, epsilon 1, full frame, value 2, epoch 70000,
+    sequence 45 (its hex and its line's CRC have letters), from fixed random bytes."""
+    from mss_protocol.oracle_config import OracleConfig
+    from mss_protocol.vectors import report_from_stream
+
+    return report_from_stream(OracleConfig("grr", 5, 1.0).to_dict(), 2, bytes(range(256)), 70000, 45, DEVICE_ID)[0]
+
+
+def make():
+    """The document (see the module doc)."""
+    r = _report().hex()
+    good = frame(DEVICE_ID, bytes.fromhex(r))
+    body, crc = good[:-6], good[-5:-1]
+    other_crc = "%04x" % (int(crc, 16) ^ 0x0001)
+    cut = r[:-1]  # an odd number of hex digits
+    assert r != r.upper() and crc != crc.upper(), "the upper-case cases need hex letters"
+    lines = [{"line": good, "device_id": DEVICE_ID, "report_hex": r},
+             {"line": good[:-1] + "\r\n", "device_id": DEVICE_ID, "report_hex": r},  # MicroPython's USB REPL
+             {"line": frame("A_z.0:9-x", b"\x00"), "device_id": "A_z.0:9-x", "report_hex": "00"},
+             {"line": frame("d" * 64, bytes.fromhex(r)), "device_id": "d" * 64, "report_hex": r}]
+    rejected = [
+        (body + "," + other_crc + "\n", "checksum"),  # bad crc
+        (good.replace(DEVICE_ID, "board-08"), "checksum"),  # the device id is under the CRC
+        (body[:-1] + ("0" if body[-1] != "0" else "1") + "," + crc + "\n", "checksum"),  # a report digit
+        (_line([DEVICE_ID, r.upper()]), "frame"),  # upper-case hex in the report
+        (body + "," + crc.upper() + "\n", "frame"),  # upper-case hex in the crc
+        (good[:-1] + " \n", "frame"),  # trailing space
+        (good[:-1] + " \r\n", "frame"),  # trailing space before CRLF
+        (good[:-1] + "\r\r\n", "frame"),  # two CRs
+        (_line([DEVICE_ID, ""]), "frame"),  # empty report field
+        (_line([DEVICE_ID, cut]), "frame"),  # odd hex length
+        (_line([DEVICE_ID, r[:2] + "g" + r[3:]]), "frame"),  # not hex
+        (body + ",+fff\n", "frame"),  # int(..., 16) would take it
+        (body + "," + crc[:3] + "\n", "frame"),  # 3 crc digits
+        (body + "," + crc + "0\n", "frame"),  # 5 crc digits
+        ("$MSS1,%s,%04x\n" % (r, crc16(bytes.fromhex(r))), "frame"),  # format 1: no device id
+        (_line(["board 07", r]), "frame"),  # a bad character in the device id
+        (_line(["board/07", r]), "frame"),
+        (_line(["board-\u00e9", r]), "frame"),  # not ASCII
+        (_line(["d" * 65, r]), "frame"),  # too long
+        (_line(["", r]), "frame"),  # empty device id
+        (_line([DEVICE_ID, r, "00"]), "frame"),  # an extra field
+        (_line([r]), "frame"),  # the device id missing
+        ("$MSS2,%s,%s\n" % (DEVICE_ID, r), "frame"),  # the crc missing
+        (_line([DEVICE_ID, r]).replace("$MSS2,", "$MSS3,"), "frame"),  # another format
+    ]
+    ignored = ["boot: hello\n", "\n", "\r\n", " " + good, "$mss2" + good[5:], "MSS2" + good[5:],
+               ">>> import main\r\n"]
+    return {"name": "serial-lines", "lines": lines,
+            "rejected": [{"line": line, "reason": reason} for line, reason in rejected], "ignored": ignored}
+
+
+def write(path=PATH):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(make(), indent=1) + "\n")
+
+
+def _read(line):
+    """parse() of the line as text and as the bytes a port gives: both must agree."""
+    out = []
+    for given in (line, line.encode()):
+        try:
+            out.append(("ok", parse(given)))
+        except LineError as exc:
+            out.append(("error", exc.reason))
+    if out[0] != out[1]:
+        raise AssertionError(f"{line!r}: read as text {out[0]}, as bytes {out[1]}")
+    return out[0]
+
+
+def check(path=PATH):
+    """Mismatch messages (empty when the writer and the reader agree with the file)."""
+    d = json.loads(Path(path).read_text())
+    errors = []
+    if d.get("name") != "serial-lines":
+        errors.append(f"{path}: name is not serial-lines")
+    for v in d["lines"]:
+        report = bytes.fromhex(v["report_hex"])
+        written = frame(v["device_id"], report)
+        if v["line"] not in (written, written[:-1] + "\r\n"):
+            errors.append(f"{path}: the writer wrote {written!r}, not {v['line']!r}")
+        got = _read(v["line"])
+        if got != ("ok", (v["device_id"], report)):
+            errors.append(f"{path}: {v['line']!r} read as {got}")
+    for v in d["rejected"]:
+        got = _read(v["line"])
+        if got != ("error", v["reason"]):
+            errors.append(f"{path}: {v['line']!r} read as {got}, not rejected as {v['reason']}")
+    for line in d["ignored"]:
+        got = _read(line)
+        if got != ("ok", None):
+            errors.append(f"{path}: {line!r} read as {got}, not ignored")
+    return errors
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", metavar="FILE")
+    ap.add_argument("--check", metavar="FILE")
+    args = ap.parse_args(argv)
+    if args.write:
+        write(args.write)
+    if args.check:
+        errors = check(args.check)
+        print("\n".join(errors) or f"all serial lines read as stated ({args.check})")
+        return 1 if errors else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
