@@ -187,7 +187,7 @@ def _oracle(name, k, eps, **fields):
 RANGES = [
     (_oracle("grr", 64, 1.0, t=0), "field t must be an integer in \\(0, 2\\*\\*30\\)"),
     (_oracle("grr", 64, 1.0, t=ONE), "field t must be an integer in \\(0, 2\\*\\*30\\)"),
-    (_oracle("grr", (1 << 23) + 2, 1.0), "field k must be an integer in \\[2, 8388609\\]"),
+    (retag(dict(_oracle("grr", 64, 1.0), k=(1 << 23) + 2)), "field k must be an integer in \\[2, 8388609\\]"),
     (_oracle("rappor", 64, 1.0, tq=0), "field tq must be"),
     (_oracle("sue", 64, 1.0, tp=ONE), "field tp must be"),
     (_oracle("olh", 64, 1.0, P=32771), "field P must be 32749"),

@@ -35,7 +35,6 @@ from mss_protocol import device_cost
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.oracle_config import NAMES, OracleConfig
-from mss_protocol.support import DEVICE_DRAW
 
 CHOICES = ("auto", "mss", "ss") + NAMES
 DECODE_CELLS_PER_S = 1e8
@@ -71,14 +70,6 @@ def ingest_us(cfg):
             cost += (m * (0.15 + 1.2e-4 * rank_bits) if walks(m, w) else 0.6 * w) / cfg.l
         return cost
     return 8.0 + (0.03 * cfg.k if name in ("rappor", "sue") else 0.0)
-
-
-def device_limit(cfg):
-    """Why a device cannot run ``cfg``, or None."""
-    name = cfg.name
-    if name == "hr" and cfg.protocol.K > DEVICE_DRAW:  # (PGR and OLH refuse such parameters themselves)
-        return f"K = {cfg.protocol.K} > 2**23 (device draw)"
-    return None
 
 
 def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick):
@@ -136,11 +127,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         if quick and name == "mss":
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
-        why = device_limit(cfg)
-        if not why and protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
-            why = f"{row['device_ms']:.3g} ms a report on an RP2040 > --max-device-ms {max_device_ms:g}"
-        if why:
-            row["excluded"] = why
+        # (what no device can run, the constructors refused above: mss_protocol.limits)
+        if protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
+            row["excluded"] = f"{row['device_ms']:.3g} ms a report on an RP2040 > --max-device-ms {max_device_ms:g}"
         else:
             found.append((float(mse), row["device_ms"], len(found), cfg, res, row))
         rows.append(row)

@@ -9,6 +9,7 @@ import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.channel import Channel, subset_bayes
+from mss_protocol.limits import check_draw
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -19,6 +20,7 @@ class GRR(SupportOracle):
     name = "grr"
 
     def __init__(self, k, epsilon):
+        check_draw(k - 1, "k - 1")  # the device draws one of the k - 1 other values
         self.k, self.epsilon = k, epsilon
         self.threshold = t = privacy.threshold(k, 1, epsilon)
         self.p = t / ONE

@@ -16,6 +16,7 @@ import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.channel import PointChannel
+from mss_protocol.limits import check_draw
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -36,6 +37,7 @@ class HadamardResponse(SupportOracle):
     def __init__(self, k, epsilon):
         self.k, self.epsilon = k, epsilon
         self.K = 1 << k.bit_length()  # > k, so rows 1..k exist
+        check_draw(self.K, "K")
         # in C_x or not: the keep-one-of-two channel (C_x and its complement have K/2 points)
         self.threshold = t = privacy.threshold(2, 1, epsilon)
         self.p, self.q = t / ONE, 0.5

@@ -3,7 +3,8 @@
 Each report has a seed (a, b), a in [1, P), b in [0, P), P = 32749 (the
 largest prime below 2**15, so a*v < 2**30 on a device), and the device
 hashes
-H(v) = ((a v + b) mod P) mod g with g = round(e^eps) + 1, and reports
+H(v) = ((a v + b) mod P) mod g with g = floor(E + 1/2) + 1 (E = e^eps to
+60 digits, SPEC.md section 1), and reports
 y = GRR_g(H(x)).  The seed is not sent: both ends derive it from the
 report's config id, epoch and device id (``mss_device.olh.seed``; SPEC.md
 section 6), so the body is ceil(log2 g) bits.  Here, without a device id
@@ -21,9 +22,11 @@ import math
 
 import numpy as np
 
+from mss_protocol import privacy
 from mss_protocol.channel import MembershipChannel
 from mss_protocol.grr import GRR
-from mss_protocol.support import SupportOracle, check_draw
+from mss_protocol.limits import check_draw
+from mss_protocol.support import SupportOracle
 
 
 class OLH(SupportOracle):
@@ -34,7 +37,7 @@ class OLH(SupportOracle):
         if k > self.P:
             raise ValueError(f"OLH here supports k <= {self.P} (small-int hash), got {k}")
         self.k, self.epsilon = k, epsilon
-        self.g = g = max(2, round(math.exp(epsilon)) + 1)
+        self.g = g = privacy.round_exp(epsilon) + 1  # E = e^eps to 60 digits, rounded half up; >= 2
         check_draw(g - 1, "g - 1")  # GRR over g draws one of the g - 1 other values
         self.grr = GRR(g, epsilon)
         self.threshold, self.p = self.grr.threshold, self.grr.p

@@ -1,7 +1,8 @@
 """ProjectiveGeometryResponse (PGR; Feldman, Nelson, Nguyen & Talwar, ICML 2022).
 
-Parameters (mss-protocol-notes.md section 9): q is the smallest prime
->= e^eps + 1, t the smallest t >= 2 with K = (q^t - 1)/(q - 1) >= k, and
+Parameters (mss-protocol-notes.md section 9; SPEC.md section 1): q is the
+smallest prime >= E + 1 (E = e^eps to 60 digits), at most 2**15 (the
+device's products), t the smallest t >= 2 with K = (q^t - 1)/(q - 1) >= k, and
 item v is the v-th canonical point of PG(t-1, q) (first nonzero coordinate
 1; points ordered by the position of that 1, then base-q).  The report is
 a point u: uniform in S_v = {u : <u, v> = 0} (c_set = (q^(t-1) - 1)/(q - 1)
@@ -22,7 +23,6 @@ histogram placed on F_q^t (a real FFT: half the spectrum suffices) --
 O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
-import math
 from functools import cached_property
 
 import numpy as np
@@ -30,7 +30,8 @@ import numpy as np
 from mss_protocol import privacy
 from mss_protocol.channel import PointChannel
 from mss_protocol.privacy import ONE
-from mss_protocol.support import SupportOracle, check_draw
+from mss_protocol.limits import check_draw, check_field
+from mss_protocol.support import SupportOracle
 
 
 def _is_prime(n):
@@ -38,9 +39,11 @@ def _is_prime(n):
 
 
 def field_and_dimension(k, epsilon):
-    """(q, t): the smallest prime q >= e^eps + 1 and the smallest t >= 2 with
-    (q^t - 1)/(q - 1) >= k.  The decoder's DFT has q^t cells."""
-    q = max(2, math.ceil(math.exp(epsilon) + 1))
+    """(q, t): the smallest prime q >= E + 1 and the smallest t >= 2 with
+    (q^t - 1)/(q - 1) >= k, E = e^eps to 60 digits (SPEC.md section 1: q >= E + 1
+    is q >= ceil(E) + 1, exactly, whatever the double exp(eps) would round to).
+    The decoder's DFT has q^t cells."""
+    q = privacy.ceil_exp(epsilon) + 1
     while not _is_prime(q):
         q += 1
     t = 2
@@ -57,6 +60,7 @@ class PGR(SupportOracle):
         self.field, self.t = q, t = field_and_dimension(k, epsilon)  # field size q (self.q is the estimator's r below)
         self.K = (q ** t - 1) // (q - 1)
         check_draw(self.K, "K")
+        check_field(q)  # after K: at q > 2**23 both fail, and the draw is the first reason
         self.c_set = (q ** (t - 1) - 1) // (q - 1)
         self.c_int = (q ** (t - 2) - 1) // (q - 1)
         # s = e^eps c_set / ((e^eps - 1) c_set + K): the channel "c_set of K outcomes

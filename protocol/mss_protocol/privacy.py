@@ -12,8 +12,9 @@ and the worst-case likelihood ratio over inputs is
     R_j = p'_j (m_j - omega_j) / ((1 - p'_j) omega_j) = T (m - omega) / ((2**30 - T) omega),
 
 so eps_effective = max_j ln R_j (mss-protocol-notes.md section 2.3).  R_j
-grows with T, so T = floor(p_j 2**30) rounds towards more privacy and
-eps_effective <= eps.  Both are computed in 60-digit decimal arithmetic.
+grows with T; T is the largest integer with R_j <= E, E = e^eps correctly
+rounded to 60 significant digits (:func:`exp_decimal`, SPEC.md section 1),
+found by exact integer arithmetic, so eps_effective <= eps.
 
 The 30-bit threshold bounds the budget: T <= 2**30 - 1, so a two-outcome
 channel (m = 2, omega = 1: a RAPPOR bit, Hadamard response) reaches
@@ -26,12 +27,16 @@ Every config and plan refuses a budget above it (:func:`epsilon_problem`).
 """
 import math
 import numbers
-from decimal import ROUND_FLOOR, Decimal, localcontext
+from decimal import Decimal, localcontext
 from fractions import Fraction
+from functools import lru_cache
 
 from mss_device.params import THRESHOLD_BITS
 
 ONE = 1 << THRESHOLD_BITS
+DIGITS = 60  # significant digits of E = e^eps (exp_decimal)
+# The double nearest ln(2**30 - 1) = 20.7944154158670367...: 0x1.4cb5ecf069650p+4,
+# 20.79441541586703579...; a budget is refused when eps > MAX_EPSILON as doubles.
 MAX_EPSILON = math.log(ONE - 1)
 
 
@@ -47,17 +52,36 @@ def epsilon_problem(eps):
 
 
 def threshold(m, omega, eps):
-    """Largest integer T with T (m - omega) <= e^eps (2**30 - T) omega.
+    """The largest integer T with T (m - omega) <= E (2**30 - T) omega, E = :func:`exp_decimal`.
 
-    That is T = floor(2**30 * omega e^eps / (omega e^eps + m - omega)).
+    SPEC.md section 1, "The threshold rule".  With E = N / D exactly, the condition is T (omega N + (m - omega) D) <= 2**30 omega N, so
+    T = floor(2**30 omega N / (omega N + (m - omega) D)): one exact integer
+    division, no rounding anywhere (m - omega >= 1 makes T < 2**30).
     """
-    with localcontext() as ctx:
-        ctx.prec = 60
-        e = Decimal(eps).exp()
-        t = int((ONE * omega * e / (omega * e + m - omega)).to_integral_value(ROUND_FLOOR))
-    # Guard the decimal rounding: never exceed the exact bound.
-    while t > 0 and ratio(m, omega, t) > Fraction(exp_decimal(eps)):
+    n, d = _exp_ratio(eps)
+    return ONE * omega * n // (omega * n + (m - omega) * d)
+
+
+def ceil_exp(eps):
+    """ceil(E): PGR's field is the smallest prime q >= E + 1, i.e. q >= ceil(E) + 1."""
+    n, d = _exp_ratio(eps)
+    return -(-n // d)
+
+
+def round_exp(eps):
+    """floor(E + 1/2), E rounded half up to an integer (OLH: g = round_exp + 1)."""
+    n, d = _exp_ratio(eps)
+    return (2 * n + d) // (2 * d)
+
+
+def largest(ok, guess):
+    """The largest integer t with ok(t), for ok true up to some point and false after
+    it, searched from ``guess`` downward and upward (exact: ``guess`` only saves steps)."""
+    t = guess
+    while not ok(t):
         t -= 1
+    while ok(t + 1):
+        t += 1
     return t
 
 
@@ -67,10 +91,29 @@ def ratio(m, omega, t):
 
 
 def exp_decimal(eps):
-    """e^eps to 60 digits."""
+    """E = e^eps to DIGITS (60) significant digits, as a Decimal.
+
+    SPEC.md section 1: the double eps is read as the exact decimal it is
+    (``Decimal(eps)``), and e^eps is correctly rounded to the nearest 60-digit
+    decimal (``Decimal.exp`` rounds half-even; e^eps of a non-zero rational is
+    irrational, so no tie occurs).  Every integer the host derives from eps
+    (thresholds, PGR's q, OLH's g, the unary thresholds) and the cap follow
+    from this one number, compared as the exact fraction it is.
+    """
     with localcontext() as ctx:
-        ctx.prec = 60
+        ctx.prec = DIGITS
         return Decimal(eps).exp()
+
+
+def exp_fraction(eps):
+    """E as an exact Fraction."""
+    return Fraction(*_exp_ratio(eps))
+
+
+@lru_cache(maxsize=1024)
+def _exp_ratio(eps):
+    """(N, D), E = N / D exactly: the planner asks for the same eps many times."""
+    return exp_decimal(eps).as_integer_ratio()
 
 
 def ln_down(r):

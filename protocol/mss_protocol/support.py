@@ -14,16 +14,7 @@ worst-case log ratio of those integers (mss-protocol-notes.md section 8).
 import numpy as np
 
 from mss_protocol.base import Protocol
-
-DEVICE_DRAW = 1 << 23  # the largest n of the device's uniform draw, mss_device.rng.below(n)
-
-
-def check_draw(n, what):
-    """Refuse parameters whose reports need a uniform draw of more than
-    DEVICE_DRAW outcomes: no device can send them, and the host's tables of
-    the outcomes would not fit in memory (PGR's at epsilon 20: 15 GB)."""
-    if n > DEVICE_DRAW:
-        raise ValueError(f"{what} = {n} > 2**23 (device draw)")
+from mss_protocol.limits import DEVICE_DRAW, check_draw  # noqa: F401  (the protocols' import)
 
 
 class SupportOracle(Protocol):

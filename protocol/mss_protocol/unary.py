@@ -7,7 +7,7 @@ et al. 2017, as in the PGR reference code), ``sue`` the symmetric form
 Counts: per-item support counts (k,), i.e. how many reports set bit v.
 """
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, localcontext
+from decimal import ROUND_FLOOR, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -20,6 +20,32 @@ from mss_protocol.support import SupportOracle
 NAMES = {"oue": "rappor", "sue": "sue"}  # registry name of each variant
 
 
+def two_bit_ratio(tp, tq):
+    """The worst ratio of a unary encoding: between x and x' only their two bits change
+    law, tp (2**30 - tq) / ((2**30 - tp) tq)."""
+    return Fraction(tp * (ONE - tq), (ONE - tp) * tq)
+
+
+def thresholds(variant, epsilon):
+    """(tp, tq) by SPEC.md section 1, E = e^eps to 60 digits (privacy.exp_decimal), exactly:
+
+    * oue: tp = 2**29 and tq the smallest integer with the two-bit ratio <= E,
+      i.e. 2**30 - tq <= E tq: tq = ceil(2**30 / (E + 1)), one exact division;
+    * sue: tp the largest integer with the two-bit ratio of (tp, 2**30 - tp),
+      tp**2 / (2**30 - tp)**2, <= E, and tq = 2**30 - tp; searched exactly
+      downward and upward from the 60-digit floor(2**30 sqrt(E) / (sqrt(E) + 1)).
+    """
+    n, d = privacy.exp_fraction(epsilon).as_integer_ratio()
+    if variant == "oue":
+        return ONE // 2, -(-ONE * d // (n + d))
+    with localcontext() as ctx:
+        ctx.prec = privacy.DIGITS
+        h = privacy.exp_decimal(epsilon).sqrt()
+        guess = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
+    tp = privacy.largest(lambda t: t < ONE and t * t * d <= n * (ONE - t) * (ONE - t), min(guess, ONE - 1))
+    return tp, ONE - tp
+
+
 class UnaryEncoding(SupportOracle):
     """k independent bits; ``variant`` is "oue" (registered as ``rappor``) or "sue"."""
 
@@ -27,23 +53,8 @@ class UnaryEncoding(SupportOracle):
         if variant not in NAMES:
             raise ValueError(f"unary encoding variant must be oue or sue, got {variant!r}")
         self.k, self.epsilon, self.variant, self.name = k, epsilon, variant, NAMES[variant]
-        e = Fraction(privacy.exp_decimal(epsilon))
-        with localcontext() as ctx:  # 60 digits, as privacy.threshold; then the exact guard below
-            ctx.prec = 60
-            if variant == "oue":
-                tp = ONE // 2
-                tq = int((ONE / (privacy.exp_decimal(epsilon) + 1)).to_integral_value(ROUND_CEILING))  # q up
-            else:
-                h = privacy.exp_decimal(epsilon / 2)
-                tp = int((ONE * h / (h + 1)).to_integral_value(ROUND_FLOOR))
-                tq = ONE - tp
-
-        def ratio(tp, tq):  # worst case: the two bits of x and x' change
-            return Fraction(tp * (ONE - tq), (ONE - tp) * tq)
-
-        while ratio(tp, tq) > e:  # guard the decimal rounding, towards privacy
-            tp, tq = (tp, tq + 1) if variant == "oue" else (tp - 1, ONE - tp + 1)
-        eps_ratio = ratio(tp, tq)
+        tp, tq = thresholds(variant, epsilon)
+        eps_ratio = two_bit_ratio(tp, tq)
         self.tp, self.tq = tp, tq
         self.p, self.q = tp / ONE, tq / ONE
         self.eps_effective = privacy.ln_down(eps_ratio)

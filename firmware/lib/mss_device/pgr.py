@@ -10,6 +10,8 @@ below q^2 <= 2**30.
 from mss_device.check import MAX_N, ONE, at_most, bad, threshold
 from mss_device.point import PointClient
 
+MAX_Q = 1 << 15  # coordinates below q: every product below q**2 <= 2**30
+
 
 def points(q, d):
     """K = 1 + q + ... + q^(d-1), the points of PG(d-1, q); 0 when above 2**23
@@ -80,7 +82,7 @@ def _prime(q):
 def check(p):
     """q a prime (a field: every hyperplane then has c_set points) up to 2**15, d >= 2,
     k <= K <= 2**23."""
-    at_most("q", p.q, 2, 1 << 15)
+    at_most("q", p.q, 2, MAX_Q)
     if not _prime(p.q):
         bad("q", "must be a prime")
     at_most("d", p.d, 2, 24)  # K >= 2**d
