@@ -22,14 +22,12 @@ link gives (``epoch``), and for ``compact-epoch`` the epoch nearest to it
 with the frame's low 16 bits is taken, within [0, 2**32).  Their sequence
 is 0.
 """
-import re
 from dataclasses import dataclass
 
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
+from mss_device.gateway import DEVICE_ID  # the host's one definition of a device id
 
 EPOCHS = 1 << 32  # epochs are u32: a full frame's field, OLH's seed input
-# A device id (SPEC.md section 4): in MQTT topics, serial lines and OLH's seed, so ASCII only
-DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 
 
 class WireError(ValueError):

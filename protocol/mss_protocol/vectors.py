@@ -18,6 +18,7 @@ from pathlib import Path
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+from mss_protocol import serial_lines
 from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import OracleConfig, codec, load_dict
 
@@ -253,9 +254,11 @@ def main(argv=None):
             out = Path(args.write) / case[0]
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{case[1]}.json").write_text(json.dumps(make_case(*case), indent=1) + "\n")
+        serial_lines.write(Path(args.write) / "serial" / "lines.json")
     if args.check:
         errors = [e for p in files(args.check) for e in check_file(p)]
-        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files)")
+        errors += serial_lines.check(Path(args.check) / "serial" / "lines.json")
+        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files and the serial lines)")
         return 1 if errors else 0
     return 0
 
