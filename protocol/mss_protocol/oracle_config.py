@@ -17,7 +17,9 @@ from mss_device.olh import seed
 from mss_device.params import FIELDS, THRESHOLD_BITS, Params, oracle_config_id
 from mss_protocol import privacy, registry
 from mss_protocol.frames import Report, WireError, split
-from mss_protocol.mss.config import FORMAT, FORMAT_VERSION, ConfigError, frame_index, read_json
+from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
+                                      read_json)
+from mss_protocol.limits import check_k
 
 NAMES = tuple(FIELDS)
 
@@ -28,8 +30,10 @@ class OracleConfig:
     def __init__(self, name, k, epsilon, frame="full"):
         if name not in FIELDS:
             raise ConfigError(f"protocol must be one of {', '.join(NAMES)}, got {name!r}")
-        if type(k) is not int or k < 2:
-            raise ConfigError(f"k must be an integer >= 2, got {k!r}")
+        try:
+            check_k(k)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if why := privacy.epsilon_problem(epsilon):
             raise ConfigError(why)
         self.name, self.k, self.epsilon = name, k, float(epsilon)
@@ -81,10 +85,12 @@ class OracleConfig:
 
     @classmethod
     def from_dict(cls, d, source="config"):
-        name = d.get("protocol")
-        for field in ("k", "epsilon", "config_id") + FIELDS.get(name, ()):
-            if field not in d:
-                raise ConfigError(f"{source}: missing field {field!r}")
+        """Validate a config dict: the fields every protocol shares
+        (:func:`~mss_protocol.config_file.check_common`), then its integers must be the
+        ones (k, epsilon) give, within the device's limits, and the config id theirs."""
+        name = check_common(d, source)
+        if name not in FIELDS:
+            raise ConfigError(f"{source}: protocol must be one of {', '.join(NAMES)}, got {name!r}")
         try:
             cfg = cls(name, d["k"], d["epsilon"], d.get("frame", "full"))
         except ConfigError as exc:
@@ -93,9 +99,7 @@ class OracleConfig:
             if d[field] != value:
                 raise ConfigError(f"{source}: {field} = {d[field]!r} is not {name}'s value {value} "
                                   f"for k = {cfg.k}, epsilon = {cfg.epsilon}")
-        if d["config_id"] != cfg.config_id_hex:
-            raise ConfigError(f"{source}: config_id {d['config_id']!r} does not match the "
-                              f"parameters (expected {cfg.config_id_hex})")
+        check_id(d, cfg.config_id_hex, source)
         return cfg
 
     def save(self, path, extra=None):
@@ -167,17 +171,8 @@ def load_dict(d, source="config"):
     for mss and ss, :class:`OracleConfig` for the others."""
     from mss_protocol.mss.config import MssConfig
 
-    if not isinstance(d, dict):
-        raise ConfigError(f"{source}: expected a JSON object")
-    if d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
-        raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file "
-                          f"(format={d.get('format')!r}, version={d.get('version')!r})")
-    name = d.get("protocol", "mss")
-    if name in ("mss", "ss"):
-        return MssConfig.from_dict(d, source)
-    if name not in FIELDS:
-        raise ConfigError(f"{source}: unknown protocol {name!r}; use mss, ss, {', '.join(NAMES)}")
-    return OracleConfig.from_dict(d, source)
+    name = check_common(d, source)
+    return (MssConfig if name in ("mss", "ss") else OracleConfig).from_dict(d, source)
 
 
 def load(path):

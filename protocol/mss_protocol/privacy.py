@@ -54,8 +54,9 @@ def epsilon_problem(eps):
 def threshold(m, omega, eps):
     """The largest integer T with T (m - omega) <= E (2**30 - T) omega, E = :func:`exp_decimal`.
 
-    SPEC.md section 1, "The threshold rule".  With E = N / D exactly, the condition is T (omega N + (m - omega) D) <= 2**30 omega N, so
-    T = floor(2**30 omega N / (omega N + (m - omega) D)): one exact integer
+    SPEC.md section 1, "The threshold rule".  With E = N / D exactly, the
+    condition is T (omega N + (m - omega) D) <= 2**30 omega N, so T =
+    floor(2**30 omega N / (omega N + (m - omega) D)): one exact integer
     division, no rounding anywhere (m - omega >= 1 makes T < 2**30).
     """
     n, d = _exp_ratio(eps)

@@ -48,14 +48,17 @@ def rank_bits(m, w):
 
 
 def check(p):
-    """Moduli pairwise coprime in [2, min(k - 1, 2**23)] (SS: the one modulus k <= 2**23)
-    with product >= k, 1 <= omega <= m / 2, thresholds in (0, 2**30), rank_bits as computed."""
+    """Labelled ss exactly when the moduli are the one modulus k (<= 2**23), else mss
+    with moduli pairwise coprime in [2, min(k - 1, 2**23)] with product >= k;
+    1 <= omega <= m / 2, thresholds in (0, 2**30), rank_bits as computed."""
     moduli, l = p.moduli, len(p.moduli)
     ss = moduli == [p.k]
     if l == 0:
         bad("moduli", "must not be empty")
     if p.protocol == "ss" and not ss:
         bad("moduli", "of ss must be the one modulus k")
+    if p.protocol != "ss" and ss:  # ss iff the one modulus is k (SPEC.md section 5)
+        bad("protocol", "must be ss for the one modulus k")
     top = MAX_N if ss else min(p.k - 1, MAX_N)
     prod = 1
     for j in range(l):

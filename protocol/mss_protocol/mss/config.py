@@ -12,17 +12,13 @@ from functools import cached_property
 
 import numpy as np
 
-from mss_device.frame import KINDS, kind_index
+from mss_device.frame import KINDS
 from mss_device.params import THRESHOLD_BITS, config_id
 from mss_protocol import privacy
+from mss_protocol.config_file import (  # noqa: F401  (FORMAT, FORMAT_VERSION, read_json: imported from here too)
+    FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index, read_json)
+from mss_protocol.limits import DEVICE_DRAW, check_k
 from mss_protocol.subset_selection import optimal_omega, rank_bits, ss_q, ss_variance
-
-FORMAT = "mss-config"
-FORMAT_VERSION = 1
-
-
-class ConfigError(ValueError):
-    """A configuration that is not a valid MSS configuration; names the field."""
 
 
 class MssConfig:
@@ -162,27 +158,23 @@ class MssConfig:
 
     @classmethod
     def from_dict(cls, d, source="config"):
-        """Validate a config dict (as written by :meth:`to_dict`)."""
-        if not isinstance(d, dict):
-            raise ConfigError(f"{source}: expected a JSON object")
-        if d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
-            raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file "
-                              f"(format={d.get('format')!r}, version={d.get('version')!r})")
-        for field in ("k", "epsilon", "moduli", "omegas", "thresholds", "config_id"):
-            if field not in d:
-                raise ConfigError(f"{source}: missing field {field!r}")
-        if d.get("threshold_bits", THRESHOLD_BITS) != THRESHOLD_BITS:
-            raise ConfigError(f"{source}: threshold_bits must be {THRESHOLD_BITS}")
-        _check_types(d, source)
+        """Validate a config dict (as written by :meth:`to_dict`): the fields every protocol
+        shares (:func:`~mss_protocol.config_file.check_common`), the integers, the label
+        (``ss`` iff the one modulus is k), ``rank_bits`` and the config id."""
+        label = check_common(d, source)
+        if label not in ("mss", "ss"):
+            raise ConfigError(f"{source}: protocol {label!r} is not mss or ss")
         try:
             cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"], d.get("frame", "full"))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: {exc}") from None
-        if cfg.config_id_hex != d["config_id"]:
-            raise ConfigError(f"{source}: config_id {d['config_id']!r} does not match the "
-                              f"parameters (expected {cfg.config_id_hex})")
-        if "rank_bits" in d and list(d["rank_bits"]) != list(cfg.rank_bits):
-            raise ConfigError(f"{source}: rank_bits do not match moduli and omegas")
+        if label != cfg.name:
+            raise ConfigError(f"{source}: protocol {label!r} does not match moduli {list(cfg.moduli)}: "
+                              f"a config is ss exactly when its one modulus is k = {cfg.k}")
+        check_id(d, cfg.config_id_hex, source)
+        if d["rank_bits"] != list(cfg.rank_bits):
+            raise ConfigError(f"{source}: rank_bits {d['rank_bits']!r} do not match moduli and omegas "
+                              f"(expected {list(cfg.rank_bits)})")
         return cfg
 
     def save(self, path, extra=None):
@@ -208,40 +200,17 @@ class MssConfig:
                 f"omegas={list(self.omegas)}, id={self.config_id_hex})")
 
 
-def frame_index(frame):
-    """Index into mss_device.frame.KINDS of a frame kind name (or index)."""
-    if frame in range(len(KINDS)):
-        return frame
-    try:
-        return kind_index(frame)
-    except (ValueError, TypeError):
-        raise ConfigError(f"frame must be one of {', '.join(KINDS)}, got {frame!r}") from None
-
-
-def read_json(path, what):
-    """Parse a JSON file; a ConfigError names the file when it cannot be read."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read {what}: {exc}") from None
-
-
-def _check_types(d, source):
-    """Refuse fields of the wrong JSON type: the constructor's int() and float()
-    would quietly take "k": "16" or "epsilon": "2"."""
-    if type(d["k"]) is not int:
-        raise ConfigError(f"{source}: k must be an integer, got {d['k']!r}")
-    if why := privacy.epsilon_problem(d["epsilon"]):
-        raise ConfigError(f"{source}: {why}")
-    for field in ("moduli", "omegas", "thresholds"):
-        if not isinstance(d[field], list) or not all(type(v) is int for v in d[field]):
-            raise ConfigError(f"{source}: {field} must be a list of integers, got {d[field]!r}")
-
-
 def _check_moduli(k, moduli):
-    if list(moduli) == [k] and k >= 2:
-        return  # the SubsetSelection baseline: one block, the full domain
+    """SPEC.md section 1: 2 <= k < 2**30; SS the one modulus k <= 2**23; MSS k >= 4 and
+    pairwise coprime moduli in [2, k) and at most 2**23 with a product >= k."""
+    try:
+        check_k(k)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if list(moduli) == [k]:  # the SubsetSelection baseline: one block, the full domain
+        if k > DEVICE_DRAW:
+            raise ConfigError(f"SubsetSelection's modulus k = {k} exceeds 2**23 (the device's draw)")
+        return
     if k < 4:
         raise ConfigError(f"k must be at least 4 (MSS needs two coprime moduli below k), got {k}")
     if not moduli:
