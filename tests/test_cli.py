@@ -124,6 +124,45 @@ def test_device_sim_runtimes_agree_and_decode(tmp_path):
     assert set(outs["cpython"][0]) == {"hex", "protocol", "frame", "j", "subset"}
 
 
+@pytest.mark.parametrize("runtime", ["micropython", "cpython"])
+def test_device_sim_check_only_runs_the_boards_checks(tmp_path, runtime):
+    """--check-only: the board's loader alone (no --value), its verdict printed; a refusal
+    exits 1 with the board's message naming the field, whatever the host would say."""
+    from hostile import retag
+    from mss_protocol.privacy import cap
+
+    cfg = MssConfig.build(64, 2.0, [59, 61, 63])
+    good = tmp_path / "good.json"
+    cfg.save(good)
+    check = ("device-sim", "--check-only", "--runtime", runtime, "--config")
+    out = mss(*check, good, "--json")
+    assert out.returncode == 0, out.stderr
+    v = json.loads(out.stdout)
+    assert {k: v[k] for k in ("ok", "protocol", "k", "config_id", "frame", "transport", "device_id", "cap")} == \
+        {"ok": True, "protocol": "mss", "k": 64, "config_id": cfg.config_id_hex, "frame": "full",
+         "transport": "serial", "device_id": "sim", "cap": None}
+    assert v["epsilon"] == pytest.approx(cfg.eps_effective, abs=1e-6)
+    out = mss(*check, good, "--device-id", "b7")
+    assert out.returncode == 0 and "accepted by the board" in out.stdout and "device id b7" in out.stdout
+    assert f"config id {cfg.config_id_hex}" in out.stdout and "cap none" in out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(retag(dict(cfg.to_dict(), moduli=[59.0, 61, 63]))))
+    out = mss(*check, bad)
+    assert out.returncode == 1 and "config field moduli must be an integer" in out.stderr, out.stderr
+    out = mss(*check, bad, "--json")
+    assert out.returncode == 1 and json.loads(out.stdout) == {
+        "ok": False, "error": "config field moduli must be an integer in [2, 63]"}
+    capped = tmp_path / "capped.json"
+    capped.write_text(json.dumps(dict(cfg.to_dict(), device={"max_epsilon": 1.0, "max_ratio": cap(1.0)})))
+    out = mss(*check, capped, "--json")
+    assert out.returncode == 1 and "above device.max_epsilon 1" in json.loads(out.stdout)["error"]
+    capped.write_text(json.dumps(dict(cfg.to_dict(), device={"max_epsilon": 2.0, "max_ratio": cap(2.0)})))
+    out = mss(*check, capped, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["cap"] == 2.0
+    out = mss("device-sim", "--config", good)
+    assert out.returncode == 2 and "--value is required" in out.stderr
+
+
 def test_device_sim_missing_runtime_is_an_error(tmp_path, monkeypatch):
     mss("plan", "--k", 64, "--epsilon", 2, "--device-config", tmp_path / "cfg.json")
     monkeypatch.setenv("MSS_MICROPYTHON", str(tmp_path / "no-such-micropython"))

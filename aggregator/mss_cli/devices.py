@@ -1,6 +1,7 @@
 """Emulated devices: ``mss device-sim`` (one device's reports) and ``mss fleet``
 (many devices against a broker)."""
 import json
+import sys
 
 import click
 import numpy as np
@@ -15,19 +16,27 @@ from mss_protocol.mss.config import ConfigError
 @click.command("device-sim")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Device config (from mss plan --device-config).")
-@click.option("--value", type=int, required=True, help="The device's true category.")
+@click.option("--value", type=int, help="The device's true category (required unless --check-only).")
+@click.option("--check-only", is_flag=True,
+              help="Only run the board's config checks (its own loader) and print what it accepts "
+                   "or why not (exit 1).")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
-              show_default=True, help="Where the firmware randomiser runs.")
+              show_default=True, help="Where the firmware runs.")
 @click.option("--seed-bytes", default="", help="Hex byte stream to use instead of os.urandom.")
 @click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1), default=0, show_default=True)
 @click.option("--device-id", default="sim", show_default=True,
-              help="The device id (olh derives its public hash seed from it).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per report.")
-def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, device_id, as_json):
+              help="The device id (olh derives its public hash seed from it; with --check-only, the "
+                   "board's unique id where the config sets no device.device_id).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per report (--check-only: the verdict).")
+def device_sim_cmd(config_path, value, check_only, count, runtime, seed_bytes, epoch, device_id, as_json):
     """Run the firmware randomiser for VALUE and print its reports (hex per line)."""
     from mss_aggregator.devices.runtime import RuntimeUnavailable, run_module
 
+    if check_only:
+        return check_only_cmd(config_path, runtime, device_id, as_json)
+    if value is None:
+        raise click.UsageError("--value is required (unless --check-only)")
     try:
         cfg = oracle_config.load(config_path)
         bytes.fromhex(seed_bytes)
@@ -51,6 +60,36 @@ def device_sim_cmd(config_path, value, count, runtime, seed_bytes, epoch, device
                                    "j": r.j, "subset": list(r.subset)}))
         else:
             click.echo(line)
+
+
+CHECK_REFUSED = 1  # --check-only: the board refuses the config
+
+
+def check_only_cmd(config_path, runtime, device_id, as_json):
+    """The board's verdict on the config file (``mss_node.check_config`` on ``runtime``): print
+    it, exit 1 when refused.  The host's loader is not run: this is what a board would do."""
+    from mss_aggregator.devices.runtime import RuntimeUnavailable, run_module
+
+    try:
+        res = run_module(runtime, "mss_node.check_config", [config_path, "--device", device_id], timeout=120)
+    except RuntimeUnavailable as exc:
+        fail(str(exc))
+    try:
+        verdict = json.loads(res.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = res.stderr.strip().splitlines() or ["no output"]
+        fail(f"firmware ({runtime}) failed: {tail[-1]}")
+    if as_json:
+        click.echo(json.dumps(verdict, sort_keys=True))
+    elif verdict["ok"]:
+        cap = "none" if verdict["cap"] is None else f"epsilon {verdict['cap']:g}"
+        click.echo(f"accepted by the board ({runtime}): {verdict['protocol']} k = {verdict['k']}, config id "
+                   f"{verdict['config_id']}, frame {verdict['frame']}, transport {verdict['transport']}, "
+                   f"device id {verdict['device_id']}, worst ratio epsilon {verdict['epsilon']:.9g}, cap {cap}")
+    else:
+        console.print(f"[red]refused by the board ({runtime}):[/red] {verdict['error']}")
+    if not verdict["ok"]:
+        sys.exit(CHECK_REFUSED)
 
 
 @click.command("fleet")

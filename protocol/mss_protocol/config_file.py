@@ -9,8 +9,9 @@ protocol shares and returns the protocol name; the protocol's own loader
 (``MssConfig.from_dict``, ``OracleConfig.from_dict``) then checks its
 integers.  Every refusal is a :class:`ConfigError` naming the field.
 
-``device`` and ``issued`` are the board's own fields (``mss_node.settings``):
-the host does not read them.
+``device`` is the board's own section (``mss_node.settings``): the host
+does not read it.  ``issued`` (a pushed config's counter, ``mss_node.auth``)
+must be a non-negative integer when present, as on the board.
 """
 import json
 
@@ -42,7 +43,8 @@ def check_common(d, source="config"):
     integer, MSS's lists lists of integers; ``epsilon`` a budget
     (:func:`mss_protocol.privacy.epsilon_problem`); ``threshold_bits``, if
     present, the integer 30; ``frame``, if present, a frame kind's name;
-    ``config_id`` a string.  Ranges and the id's value are the protocol's.
+    ``config_id`` a string; ``issued``, if present, a non-negative integer.
+    Ranges and the id's value are the protocol's.
     """
     if not isinstance(d, dict):
         raise ConfigError(f"{source}: expected a JSON object")
@@ -73,6 +75,9 @@ def check_common(d, source="config"):
         raise ConfigError(f"{source}: frame must be one of {', '.join(KINDS)}, got {d['frame']!r}")
     if not isinstance(d["config_id"], str):
         raise ConfigError(f"{source}: config_id must be 8 lowercase hex digits, got {d['config_id']!r}")
+    issued = d.get("issued", 0)
+    if not is_int(issued) or issued < 0:
+        raise ConfigError(f"{source}: issued must be a non-negative JSON integer, got {issued!r}")
     return name
 
 

@@ -66,13 +66,23 @@ def within(ratio, cap):
     return ratio[0] * cap[1] <= cap[0] * ratio[1]
 
 
+def _finite(x):
+    """x (an int or float) is finite as a float: a JSON integer such as 10**400 is
+    infinite on MicroPython and overflows on CPython, so it is no budget either."""
+    try:
+        x = float(x)
+    except OverflowError:
+        return False
+    return x - x == 0
+
+
 def verify(p, eps):
     """Check the config ``p`` (Params) declaring ``eps``; return its worst ratio (hi, lo).
 
     Raises ValueError naming the field at fault."""
     if p.k >= ONE:
         bad("k", "must be below 2**30")
-    if type(eps) not in (int, float) or not eps > 0 or eps - eps != 0:
+    if type(eps) not in (int, float) or not _finite(eps) or not eps > 0:
         bad("epsilon", "must be a positive finite number")
     mod = p.module()
     mod.check(p)
