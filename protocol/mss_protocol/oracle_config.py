@@ -16,12 +16,15 @@ from mss_device.frame import HEADER, KINDS, put, start
 from mss_device.olh import seed
 from mss_device.params import FIELDS, THRESHOLD_BITS, Params, oracle_config_id
 from mss_protocol import privacy, registry
-from mss_protocol.frames import Report, WireError, split
+from mss_protocol.frames import Report, WireError, check_device, split
 from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
                                       read_json)
 from mss_protocol.limits import check_k
 
 NAMES = tuple(FIELDS)
+# SPEC.md section 4: OLH's seed is derived from the epoch the board drew in
+OLH_COMPACT = ("frame: olh cannot use compact frames: its hash seed comes from the epoch the board drew in, "
+               "which a compact frame does not carry (it is dated by arrival); use full or compact-epoch")
 
 
 class OracleConfig:
@@ -38,6 +41,8 @@ class OracleConfig:
             raise ConfigError(why)
         self.name, self.k, self.epsilon = name, k, float(epsilon)
         self.frame = frame_index(frame)
+        if name == "olh" and self.frame == 1:
+            raise ConfigError(OLH_COMPACT)
         try:
             self.protocol = registry.make(name, k, self.epsilon)
         except ValueError as exc:
@@ -145,7 +150,9 @@ class OracleCodec:
         return bytes(out)
 
     def decode(self, data, device_id=None, epoch=None):
-        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, epoch)
+        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
+        if self.cfg.name == "olh":  # its seed: checked with the link's data, before the body
+            check_device(device_id)
         code = int.from_bytes(body, "big")
         pad = 8 * len(body) - self.nbits
         if code & ((1 << pad) - 1):
@@ -159,8 +166,6 @@ class OracleCodec:
                 raise WireError("value", f"reported value {code} >= {self.n}")
             subset = (code,)
             if self.cfg.name == "olh":
-                if device_id is None:
-                    raise WireError("device", "an olh report needs its device id (the hash seed)")
                 a, b = seed(self.cfg.config_id, epoch, device_id, self.cfg.protocol.P)
                 subset = (a, b, code)
         return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
