@@ -191,11 +191,12 @@ def test_device_clock_fields_are_checked_at_start(tmp_path, device, message):
 
 
 @pytest.mark.parametrize("fields,message", [
-    ({"k": "64"}, "k must be an integer, got '64'"),  # int("64") accepted it
-    ({"k": True}, "k must be an integer, got True"),
+    ({"k": "64"}, "k must be a JSON integer, got '64'"),  # int("64") accepted it
+    ({"k": True}, "k must be a JSON integer, got True"),
+    ({"k": 64.0}, "k must be a JSON integer, got 64.0"),
     ({"epsilon": "2.0"}, "epsilon must be a positive finite number, got '2.0'"),
-    ({"moduli": ["59", 61, 63]}, "moduli must be a list of integers"),
-    ({"thresholds": 5}, "thresholds must be a list of integers"),
+    ({"moduli": ["59", 61, 63]}, "moduli must be a list of JSON integers"),
+    ({"thresholds": 5}, "thresholds must be a list of JSON integers"),
 ])
 def test_config_fields_of_the_wrong_type_are_refused(tmp_path, fields, message):
     path = with_fields(tmp_path, **fields)
