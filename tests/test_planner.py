@@ -145,3 +145,16 @@ def test_unidentifiable_moduli_are_never_planned():
     best, scored = search(16, 5.0, max_bits=5)
     assert all(sum(m - 1 for m in c.moduli) + 1 >= 16 and mse > 0 for c, mse, _ in scored)
     assert best[1] > 0
+
+
+def test_the_planner_leaves_out_what_no_device_runs():
+    """PGR at epsilon 12.5 needs q = 268343 > 2**15 (mss device-sim ran it at 10.5 s a report): left
+    out with the reason, never a crash; SubsetSelection above k = 2**23 likewise (SPEC.md section 1)."""
+    from mss_protocol.choose import choose
+
+    excluded = {c["protocol"]: c.get("excluded") for c in choose(64, 12.5)["candidates"]}
+    assert excluded["pgr"].startswith("q = 268343 > 2**15")
+    with pytest.raises(PlanError, match=r"pgr: q = 268343 > 2\*\*15"):
+        choose(1024, 12.5, "pgr")
+    with pytest.raises(PlanError, match=r"ss: SubsetSelection's modulus k = 8388609 exceeds 2\*\*23"):
+        choose((1 << 23) + 1, 4.0, "ss", use_cache=False)

@@ -34,7 +34,9 @@ from mss_device.frame import HEADER, KINDS
 from mss_protocol import device_cost
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
+from mss_protocol.mss.variance import ss_mse
 from mss_protocol.oracle_config import NAMES, OracleConfig
+from mss_protocol.subset_selection import rank_bits
 
 CHOICES = ("auto", "mss", "ss") + NAMES
 DECODE_CELLS_PER_S = 1e8
@@ -108,7 +110,12 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         budget = min(budget or 1 << 30, 8 * (max_bytes - head))
     names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
     # SubsetSelection at the same n and prior: the yardstick of every ratio
-    ss = plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label, protocol="ss")
+    try:
+        ss = plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
+                      protocol="ss")
+    except PlanError:  # no device runs SS here (k > 2**23): the yardstick is its analytic MSE
+        var, omega = ss_mse(k, eps, n)
+        ss = {"predicted_mse": var, "ss_omega": omega, "ss_bits": rank_bits(k, omega)}
     ss_var = ss["predicted_mse"]
     rows, found = [], []
     for name in names:

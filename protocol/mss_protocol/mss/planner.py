@@ -168,7 +168,9 @@ def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"
             continue
         try:
             cfg = MssConfig.build(k, eps, moduli, omegas)
-        except ConfigError:
+        except ConfigError as exc:
+            if protocol == "ss":  # its one candidate: say why (k > 2**23: no device draws it)
+                raise PlanError(str(exc)) from None
             continue
         if max_bits is not None and cfg.bits_per_report["max"] > max_bits:
             continue
