@@ -21,11 +21,18 @@ def require_micropython():
     return exe
 
 
-def run(script, cwd=None, timeout=120, args=(), heapsize=None, micropythonpath=None):
-    """Run ``script`` (source text) under MicroPython; return CompletedProcess.
-    ``micropythonpath``: folders searched instead of ``firmware/lib``."""
+def command(script, args=(), heapsize=None, micropythonpath=None):
+    """(argv, env) running ``script`` (source text) under MicroPython with the
+    firmware on its path; ``micropythonpath``: folders searched instead of
+    ``firmware/lib``."""
     exe = require_micropython()
     lib = [str(p) for p in micropythonpath] if micropythonpath else [str(FIRMWARE / "lib")]
     env = dict(os.environ, MICROPYPATH=os.pathsep.join(lib + [str(FIRMWARE), str(MPLIB), ".frozen"]))
-    cmd = [exe] + (["-X", f"heapsize={heapsize}"] if heapsize else []) + ["-c", script, *args]
+    return [exe] + (["-X", f"heapsize={heapsize}"] if heapsize else []) + ["-c", script, *args], env
+
+
+def run(script, cwd=None, timeout=120, args=(), heapsize=None, micropythonpath=None):
+    """Run ``script`` (source text) under MicroPython; return CompletedProcess.
+    ``micropythonpath``: folders searched instead of ``firmware/lib``."""
+    cmd, env = command(script, args, heapsize, micropythonpath)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)

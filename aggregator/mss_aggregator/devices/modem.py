@@ -11,8 +11,12 @@ send.  Join faults: ``fail``, ``busy``.  Send faults: ``busy``,
 back to a data rate whose payload limit is below the frame), ``mac_err``
 (accepted, then not sent), ``silent`` (accepted, then no end of send: the
 frame did go on air).  A frame longer than ``max_payload`` is refused as
-``length`` too.  Downlinks queued with :meth:`ModemEmulator.downlink` come
-in the answer to the next uplink, as in LoRaWAN class A.
+``length`` too.  While its ``down`` event is set the network is out of
+reach: the modem has lost its session (its link checks went unanswered),
+so every send is refused as not joined and every join attempt times out.
+Downlinks queued with :meth:`ModemEmulator.downlink` come in the answer to
+the next uplink, as in LoRaWAN class A.  A modem runs its own thread
+(``start``), or :class:`ModemPool` serves many from one thread.
 
 Every uplink that went on air is passed to ``on_uplink(modem, fport, fcnt,
 data)``; the frame counter restarts at 0 on every join, as in LoRaWAN 1.0.
@@ -20,13 +24,16 @@ data)``; the frame counter restarts at 0 on every join, as in LoRaWAN 1.0.
 :class:`ChirpStackEmulator` publishes those uplinks as ChirpStack v4
 ``event/up`` JSON on an MQTT broker (zero fields omitted, as ChirpStack's
 proto3 JSON does) and feeds ``command/down`` documents back to the
-devices' modems.  Tests and ``mss demo --lorawan chirpstack`` use both.
+devices' modems; :class:`TheThingsStackEmulator` does the same in The
+Things Stack v3's shape (``v3/<app>@<tenant>/devices/<id>/up`` at QoS 0,
+``.../down/push``).  Tests and ``mss demo --lorawan chirpstack`` use them.
 """
 import base64
 import json
 import os
 import pty
 import select
+import selectors
 import threading
 import time
 import tty
@@ -53,6 +60,8 @@ class ModemEmulator(threading.Thread):
         self.uplinks = []  # (fport, fcnt, data) of every frame that went on air
         self.commands = []  # every line received
         self.pending = []  # downlinks (fport, hex text) for the next uplink
+        self.down = threading.Event()  # set: the network is out of reach (see the module docstring)
+        self._buf = b""
         self.master, slave = pty.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: a UART
         self.path = os.ttyname(slave)
@@ -68,7 +77,11 @@ class ModemEmulator(threading.Thread):
 
     def stop(self):
         self._halt.set()
-        self.join(2)
+        if self.ident is not None:  # started as its own thread (not served by a ModemPool)
+            self.join(2)
+        self.close()
+
+    def close(self):
         for fd in (self.master, self._slave):
             try:
                 os.close(fd)
@@ -77,22 +90,26 @@ class ModemEmulator(threading.Thread):
 
     # -- the serial line -----------------------------------------------------
     def run(self):
-        buf = b""
         while not self._halt.is_set():
             try:
                 ready, _, _ = select.select([self.master], [], [], 0.1)
                 if not ready:
                     continue
-                buf += os.read(self.master, 1024)
+                data = os.read(self.master, 1024)
             except OSError:  # the device closed its end; it may open it again
                 time.sleep(0.05)
                 continue
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                text = line.strip().decode("ascii", "replace")
-                if text:
-                    self.commands.append(text)
-                    self._answer(text)
+            self.feed(data)
+
+    def feed(self, data):
+        """Take ``data``, bytes the device wrote, and answer every complete line."""
+        self._buf += data
+        while b"\n" in self._buf:
+            line, self._buf = self._buf.split(b"\n", 1)
+            text = line.strip().decode("ascii", "replace")
+            if text:
+                self.commands.append(text)
+                self._answer(text)
 
     def _say(self, *lines, delay=0.0):
         if delay:
@@ -117,6 +134,8 @@ class ModemEmulator(threading.Thread):
     def _join(self):
         """(ok, fault) of a join attempt."""
         fault = self._fault("join")
+        if self.down.is_set() and fault is None:
+            fault = "fail"  # no join accept comes back
         if fault is None:
             self.joined, self.fcnt = True, 0
             self.joins += 1
@@ -131,6 +150,8 @@ class ModemEmulator(threading.Thread):
             return "param", None
         if not self.joined:
             return "unjoined", None
+        if self.down.is_set() and fault is None:
+            fault = "unjoined"  # the session is lost: the device must rejoin
         if fault is None and len(data) > self.max_payload:
             fault = "length"
         if fault == "unjoined":  # the network forgot the session: a real rejoin follows
@@ -254,6 +275,38 @@ class ModemEmulator(threading.Thread):
             self._say("invalid_param")
 
 
+class ModemPool(threading.Thread):
+    """Serves many :class:`ModemEmulator` objects (not started themselves) from
+    one thread: a fleet of hundreds of modems would otherwise be hundreds of
+    threads waking to poll.  It waits with epoll (``selectors``), so the
+    modems' descriptors may lie above select()'s FD_SETSIZE."""
+
+    def __init__(self, modems):
+        super().__init__(name="modem-pool", daemon=True)
+        self.modems = list(modems)
+        self._halt = threading.Event()
+        self._selector = selectors.DefaultSelector()
+        for m in self.modems:
+            self._selector.register(m.master, selectors.EVENT_READ, m)
+
+    def run(self):
+        while not self._halt.is_set():
+            for key, _ in self._selector.select(0.1):
+                try:
+                    data = os.read(key.fd, 1024)
+                except OSError:  # the device closed its end; it may open it again
+                    continue
+                key.data.feed(data)
+
+    def stop(self):
+        self._halt.set()
+        if self.ident is not None:
+            self.join(2)
+        self._selector.close()
+        for m in self.modems:
+            m.close()
+
+
 def rfc3339(t):
     """As both servers print times: UTC, nanoseconds, Z."""
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "417Z"
@@ -290,18 +343,53 @@ def chirpstack_uplink(app, dev_eui, fport, fcnt, data, t, gateway=0):
     return f"application/{app}/device/{dev_eui}/event/up", omit_empty(doc)
 
 
-class ChirpStackEmulator:
-    """Publishes emulated modems' uplinks as ChirpStack v4 events; routes
-    ``command/down`` documents to the modems (by DevEUI)."""
+def tts_device_id(dev_eui):
+    """The end-device id The Things Stack's console proposes for a DevEUI."""
+    return f"eui-{dev_eui.lower()}"
 
-    def __init__(self, host, port, app, user=None, password=None):
+
+def tts_uplink(app, tenant, dev_eui, fport, fcnt, data, t, gateway=0):
+    """(topic, document) of an uplink as The Things Stack v3 publishes it on its MQTT
+    server (``as.v3.up`` message, empty fields omitted; the DevEUI in capitals, as
+    TTS writes it); ``t`` None omits the times, ``gateway`` numbers the receiver."""
+    device, at = tts_device_id(dev_eui), t and rfc3339(t)
+    doc = {"end_device_ids": {"device_id": device, "application_ids": {"application_id": app},
+                              "dev_eui": dev_eui.upper(), "join_eui": "0000000000000000",
+                              "dev_addr": dev_eui[-8:].upper()},
+           "correlation_ids": [f"gs:uplink:01HQ{fcnt:012d}{gateway:010d}"], "received_at": at,
+           "uplink_message": {"session_key_id": "AYbC3xYt0p8l2lq7a1cGqw==", "f_port": fport, "f_cnt": fcnt,
+                              "frm_payload": base64.b64encode(data).decode(),
+                              "rx_metadata": [{"gateway_ids": {"gateway_id": f"gw-{gateway}",
+                                                               "eui": f"B827EBFFFE{gateway:06X}"},
+                                               "time": at, "timestamp": 1804523 + gateway,
+                                               "rssi": -70 - 9 * gateway, "channel_rssi": -70 - 9 * gateway,
+                                               "snr": 9.5 - 4 * gateway,
+                                               "uplink_token": f"ChcKFQoJZ3ctMBIIuCfr//4{gateway}"}],
+                              "settings": {"data_rate": {"lora": {"bandwidth": 125000, "spreading_factor": 10,
+                                                                  "coding_rate": "4/5"}},
+                                           "frequency": "902300000", "timestamp": 1804523},
+                              "received_at": at, "consumed_airtime": "0.370688s",
+                              "network_ids": {"net_id": "000013", "tenant_id": tenant}}}
+    return f"v3/{app}@{tenant}/devices/{device}/up", omit_empty(doc)
+
+
+class NetworkServerEmulator:
+    """Publishes emulated modems' uplinks as a network server's MQTT
+    integration does and routes downlink documents back to the modems.
+    Subclasses give the shape: ``qos`` of the uplinks, the downlink topic
+    filter, ``event(dev_eui, fport, fcnt, data, t)`` -> (topic, document)
+    and ``addressed(topic, document)`` -> (DevEUI, fport, payload bytes)."""
+
+    qos = 1
+
+    def __init__(self, host, port, down_filter, user=None, password=None):
         import paho.mqtt.client as mqtt
 
-        self.app, self.modems = app, {}
+        self.modems = {}
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"ns-emulator-{uuid.uuid4().hex[:8]}")
         if user:
             c.username_pw_set(user, password)
-        c.on_connect = lambda cl, *a: cl.subscribe(f"application/{app}/device/+/command/down", qos=1)
+        c.on_connect = lambda cl, *a: cl.subscribe(down_filter, qos=1)
         c.on_message = self._down
         c.connect(host, port)
         c.loop_start()
@@ -312,17 +400,50 @@ class ChirpStackEmulator:
         modem.on_uplink = self.uplink
 
     def uplink(self, modem, fport, fcnt, data):
-        topic, doc = chirpstack_uplink(self.app, modem.dev_eui, fport, fcnt, data, time.time())
-        self.client.publish(topic, json.dumps(doc), qos=1)
+        topic, doc = self.event(modem.dev_eui, fport, fcnt, data, time.time())
+        self.client.publish(topic, json.dumps(doc), qos=self.qos)
 
     def _down(self, client, userdata, msg):
         try:
-            doc = json.loads(msg.payload)
-            modem = self.modems[doc["devEui"].lower()]
-            modem.downlink(int(doc["fPort"]), base64.b64decode(doc["data"]))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            eui, fport, data = self.addressed(msg.topic, json.loads(msg.payload))
+            self.modems[eui].downlink(fport, data)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, StopIteration):
             pass  # not for an emulated device: a real network server would log it
 
     def close(self):
         self.client.loop_stop()
         self.client.disconnect()
+
+
+class ChirpStackEmulator(NetworkServerEmulator):
+    """ChirpStack v4: ``event/up`` at QoS 1; ``command/down`` names the DevEUI."""
+
+    def __init__(self, host, port, app, user=None, password=None):
+        self.app = app
+        super().__init__(host, port, f"application/{app}/device/+/command/down", user, password)
+
+    def event(self, dev_eui, fport, fcnt, data, t):
+        return chirpstack_uplink(self.app, dev_eui, fport, fcnt, data, t)
+
+    def addressed(self, topic, doc):
+        return doc["devEui"].lower(), int(doc["fPort"]), base64.b64decode(doc["data"])
+
+
+class TheThingsStackEmulator(NetworkServerEmulator):
+    """The Things Stack v3: uplinks at QoS 0 (its MQTT server offers no more),
+    devices named by end-device id (:func:`tts_device_id`) in the topics."""
+
+    qos = 0
+
+    def __init__(self, host, port, app, tenant, user=None, password=None):
+        self.app, self.tenant = app, tenant
+        super().__init__(host, port, f"v3/{app}@{tenant}/devices/+/down/push", user, password)
+
+    def event(self, dev_eui, fport, fcnt, data, t):
+        return tts_uplink(self.app, self.tenant, dev_eui, fport, fcnt, data, t)
+
+    def addressed(self, topic, doc):
+        device = topic.split("/")[3]
+        eui = next(e for e in self.modems if tts_device_id(e) == device)
+        down = doc["downlinks"][0]
+        return eui, int(down.get("f_port", 0)), base64.b64decode(down.get("frm_payload", ""))
