@@ -1,10 +1,9 @@
 """Hostile configs for the loader tests: each well formed, with a config id that
 matches its integers (so only the new checks can refuse it), and the reason a
 device must give.  The board's cap in these tests is epsilon 2."""
-from mss_device.params import FIELDS, config_id, oracle_config_id
+from mss_protocol.config_vectors import mss, retag  # noqa: F401 (retag: the tests' helper)
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.privacy import ONE, cap, threshold
-from mss_protocol.subset_selection import rank_bits
+from mss_protocol.privacy import ONE, cap
 
 KEY = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
 OTHER_KEY = bytes(16)
@@ -14,24 +13,6 @@ CAP = 2.0
 def device(**extra):
     """A device section with the fleet key and the cap of epsilon 2."""
     return dict({"fleet_key": KEY.hex(), "max_epsilon": CAP, "max_ratio": cap(CAP)}, **extra)
-
-
-def retag(d):
-    """d with the config id its integers give (the device's own functions)."""
-    name = d.get("protocol", "mss")
-    if name in FIELDS:
-        cid = oracle_config_id(name, d["k"], [d[f] for f in FIELDS[name]])
-    else:
-        cid = config_id(d["k"], d["moduli"], d["omegas"], d["thresholds"])
-    return dict(d, config_id=cid.hex())
-
-
-def mss(k, eps, moduli, omegas, thresholds=None):
-    """An MSS config dict from any integers (the host would refuse most of them)."""
-    thresholds = thresholds or [threshold(m, w, eps) for m, w in zip(moduli, omegas)]
-    return retag({"format": "mss-config", "version": 1, "protocol": "mss", "k": k, "epsilon": eps,
-                  "moduli": moduli, "omegas": omegas, "thresholds": thresholds, "threshold_bits": 30,
-                  "rank_bits": [rank_bits(m, w) for m, w in zip(moduli, omegas)], "frame": "full"})
 
 
 GOOD = MssConfig.build(64, 1.0, [59, 61, 63]).to_dict()

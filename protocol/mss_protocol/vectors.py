@@ -18,7 +18,7 @@ from pathlib import Path
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_protocol import serial_lines
+from mss_protocol import config_vectors, serial_lines
 from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import OracleConfig, codec, load_dict
 
@@ -240,8 +240,8 @@ def check_file(path):
 
 
 def files(root=ROOT):
-    """Every protocol's vector files (serial/ holds serial lines: mss_protocol.serial_lines)."""
-    return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name != "serial")
+    """Every protocol's vector files (serial/ and configs/: mss_protocol.serial_lines and .config_vectors)."""
+    return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name not in ("serial", "configs"))
 
 
 def main(argv=None):
@@ -255,10 +255,13 @@ def main(argv=None):
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{case[1]}.json").write_text(json.dumps(make_case(*case), indent=1) + "\n")
         serial_lines.write(Path(args.write) / "serial" / "lines.json")
+        config_vectors.write(Path(args.write) / "configs" / "refused.json")
     if args.check:
         errors = [e for p in files(args.check) for e in check_file(p)]
         errors += serial_lines.check(Path(args.check) / "serial" / "lines.json")
-        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files and the serial lines)")
+        errors += config_vectors.check(Path(args.check) / "configs" / "refused.json")
+        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files, the serial lines "
+                                    f"and the refused configs)")
         return 1 if errors else 0
     return 0
 
