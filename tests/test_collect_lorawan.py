@@ -19,7 +19,7 @@ from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import chirpstack_uplink, omit_empty, rfc3339
+from mss_aggregator.devices.modem import chirpstack_uplink, rfc3339, tts_uplink
 from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng
@@ -62,27 +62,7 @@ def chirpstack_event(eui, fcnt, frame, t, fport=1, gateway=0):
 
 
 def tts_event(eui, fcnt, frame, t, fport=1, gateway=0):
-    """(topic, document) of a The Things Stack v3 uplink message (its DevEUI in capitals, as TTS writes it)."""
-    device = f"node-{eui[-4:]}"
-    at = t and rfc3339(t)
-    doc = {"end_device_ids": {"device_id": device, "application_ids": {"application_id": APP},
-                              "dev_eui": eui.upper(), "join_eui": "0000000000000000",
-                              "dev_addr": eui[-8:].upper()},
-           "correlation_ids": [f"gs:uplink:01HQ{gateway:022d}"], "received_at": at,
-           "uplink_message": {"session_key_id": "AYbC3xYt0p8l2lq7a1cGqw==", "f_port": fport, "f_cnt": fcnt,
-                              "frm_payload": base64.b64encode(frame).decode(),
-                              "rx_metadata": [{"gateway_ids": {"gateway_id": f"gw-{gateway}",
-                                                               "eui": f"B827EBFFFE{gateway:06X}"},
-                                               "time": at, "timestamp": 1804523 + gateway,
-                                               "rssi": -70 - 9 * gateway, "channel_rssi": -70 - 9 * gateway,
-                                               "snr": 9.5 - 4 * gateway,
-                                               "uplink_token": f"ChcKFQoJZ3ctMBIIuCfr//4{gateway}"}],
-                              "settings": {"data_rate": {"lora": {"bandwidth": 125000, "spreading_factor": 10,
-                                                                  "coding_rate": "4/5"}},
-                                           "frequency": "902300000", "timestamp": 1804523},
-                              "received_at": at, "consumed_airtime": "0.370688s",
-                              "network_ids": {"net_id": "000013", "tenant_id": TENANT}}}
-    return f"v3/{APP}@{TENANT}/devices/{device}/up", omit_empty(doc)
+    return tts_uplink(APP, TENANT, eui, fport, fcnt, frame, t, gateway)
 
 
 EVENT = {"chirpstack": chirpstack_event, "tts": tts_event}
