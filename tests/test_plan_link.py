@@ -98,6 +98,16 @@ def test_plan_us915_dr0_json():
     assert b["duty_cycle_gap_s"] is None and b["duty_cycle_reports_per_day"] is None and b["dwell_ok"] is True
 
 
+def test_plan_olh_on_a_link_sends_the_epoch():
+    """OLH's seed needs the drawing epoch on the wire (SPEC.md section 4): on a
+    LoRaWAN link it is planned in compact-epoch frames, and refused in compact ones."""
+    d = plan_json("--k", 64, "--epsilon", 2, "--protocol", "olh", "--link", "lorawan:us915:0")
+    assert (d["protocol"], d["frame"], d["frame_bytes"]) == ("olh", "compact-epoch", 4)
+    out = CliRunner().invoke(main, ["plan", "--k", "64", "--epsilon", "2", "--protocol", "olh", "--link",
+                                    "lorawan:us915:0", "--frame", "compact"])
+    assert out.exit_code != 0 and "olh cannot use compact" in out.output
+
+
 def test_plan_eu868_dr5_binding_limit():
     d = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:5")
     air = reference_ms(d["frame_bytes"], 7, 125)

@@ -38,8 +38,8 @@ def _link(ctx, param, value):
                    "counter (LoRaWAN); compact-epoch: 3 bytes, the link carries the device id only.")
 @click.option("--link", type=str, callback=_link, default=None, metavar="lorawan:REGION:DR",
               help="LoRaWAN link (regions " + ", ".join(lorawan.REGIONS) + "): --max-bytes from the "
-                   "region's payload table, a compact frame unless --frame is given, and the airtime and "
-                   "reports/day of the chosen report.")
+                   "region's payload table, a compact frame (olh: compact-epoch) unless --frame is given, "
+                   "and the airtime and reports/day of the chosen report.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Fleet size: reports the predicted MSE and the decode time are stated for.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
@@ -67,7 +67,11 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                          f"the smaller, {min(max_bytes, link.max_payload)}, is used")
         max_bytes = min(max_bytes or link.max_payload, link.max_payload)
         if click.get_current_context().get_parameter_source("frame") == ParameterSource.DEFAULT:
-            frame = "compact"  # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself
+            # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
+            # needs the drawing epoch on the wire (SPEC.md section 4)
+            frame = "compact-epoch" if protocol == "olh" else "compact"
+    if frame == "compact":
+        notes.append("compact frames are dated by arrival: boards need device.transport lorawan")
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,

@@ -23,8 +23,7 @@ from mss_protocol.limits import check_k
 
 NAMES = tuple(FIELDS)
 # SPEC.md section 4: OLH's seed is derived from the epoch the board drew in
-OLH_COMPACT = ("frame: olh cannot use compact frames: its hash seed comes from the epoch the board drew in, "
-               "which a compact frame does not carry (it is dated by arrival); use full or compact-epoch")
+OLH_COMPACT = "frame: olh cannot use compact frames (its seed needs the drawing epoch): use compact-epoch"
 
 
 class OracleConfig:
