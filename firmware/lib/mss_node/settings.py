@@ -104,8 +104,7 @@ class Settings:
         if t not in LINKS:
             raise ValueError("device.transport must be serial, mqtt or lorawan")
         if self.params.frame == 1 and t != "lorawan":  # SPEC.md section 4: dated by arrival
-            raise ValueError("config field frame compact needs device.transport lorawan "
-                             "(the network server dates it); use full or compact-epoch")
+            raise ValueError("config field frame compact needs device.transport lorawan")
         link = __import__(LINKS[t], None, None, ["check"])
         dev[t] = link.check(_section(dev, t, link.DEFAULTS))
         if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
