@@ -18,6 +18,9 @@ class Mosquitto:
                 pytest.fail("mosquitto is missing under CI (make test installs it as root)")
             pytest.skip("mosquitto not installed (apt-get install mosquitto)")
         self.workdir = workdir
+        # A port we chose may be taken between free_port() and the broker's bind (parallel
+        # test workers, other processes): then the first start moves to another one.
+        self.movable = port is None and conf is None and "listener" not in extra
         self.port = port or free_port()
         self.extra = extra
         self.persistence = persistence
@@ -26,6 +29,17 @@ class Mosquitto:
         self.proc = None
 
     def start(self):
+        for attempt in range(5):
+            if self._start_once():
+                self.movable = False  # a restart must come back on the same port
+                return self
+            if not (self.movable and attempt < 4):
+                raise RuntimeError(f"mosquitto did not start on port {self.port}: "
+                                   f"{(self.workdir / 'mosquitto.log').read_bytes()[-1000:]!r}")
+            self.port = free_port()
+
+    def _start_once(self):
+        """Start the broker; True once it listens, False if it exited (its port taken)."""
         conf = self.workdir / "mosquitto.conf"
         persist = (f"persistence true\npersistence_location {self.workdir}/\nautosave_interval 1\n"
                    if self.persistence else "persistence false\n")
@@ -39,11 +53,19 @@ class Mosquitto:
         self.proc = subprocess.Popen([self.exe, "-c", str(conf)], stdout=self.log, stderr=self.log)
         deadline = time.time() + 10
         while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                self.log.close()
+                return False
+            if not listens(self.proc.pid, self.port):  # a port someone else listens on is not ours
+                time.sleep(0.05)
+                continue
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
+                return True
             except OSError:
                 time.sleep(0.05)
+        self.stop()
         raise RuntimeError("mosquitto did not start")
 
     def stop(self):
@@ -51,6 +73,35 @@ class Mosquitto:
             self.proc.terminate()
             self.proc.wait(10)
         self.proc = None
+
+
+def listens(pid, port):
+    """Whether process ``pid`` has a TCP socket listening on ``port`` (Linux's /proc;
+    where that cannot be read, True: the caller's connect decides)."""
+    tables = [t for t in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(t)]
+    if not tables:
+        return True
+    inodes = set()
+    for table in tables:
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except PermissionError:
+        return True
+    except FileNotFoundError:  # exited
+        return False
+    for fd in names:
+        try:
+            if os.readlink(os.path.join(fds, fd)) in inodes:
+                return True
+        except OSError:  # closed while we looked
+            pass
+    return False
 
 
 def password_file(path, users):

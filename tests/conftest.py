@@ -1,10 +1,57 @@
+import os
+
 import pytest
+
+# rich wraps at 80 columns, even inside a path, and the tests look for paths in the
+# commands' messages: under pytest-xdist tmp paths are longer (a popen-gw<N> folder),
+# enough to push some over.  One line per message: COLUMNS for every test (below; the
+# subprocesses inherit it and rich reads it when it prints) and, in an xdist worker,
+# already here: its environment has COLUMNS=80, which a console made at import (the
+# CLI's, run in-process by CliRunner) would keep.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["COLUMNS"] = "1000"
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _fresh_plan_cache(tmp_path_factory):
-    """Plans are computed afresh in every test session (no stale cache can hide a regression)."""
+    """Plans are computed afresh in every test session (no stale cache can hide a regression).
+    Under pytest-xdist every worker has its own (its own basetemp): the cache
+    tests doctor entries, so workers must not share one."""
     mp = pytest.MonkeyPatch()
     mp.setenv("MSS_CACHE_DIR", str(tmp_path_factory.mktemp("plans")))
     yield
     mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # see the top of this file
+
+
+# Modules whose tests share an expensive module-scoped fixture: under pytest-xdist
+# (make test) all of such a module's tests go to one worker, so the fixture is made
+# once; every other test is scheduled on its own (xdist's "load").  A module list
+# here, not xdist_group marks: pytest 9.2's structured node ids broke --dist
+# loadgroup, which silently ignores the marks (pytest-dev/pytest-xdist#1386).
+ONE_WORKER_MODULES = {
+    "tests/firmware/test_mcu_cost.py",  # one QEMU session measures every case
+    "tests/firmware/test_wire_distribution.py",  # 40,000 MicroPython reports
+    "tests/test_decoder.py",  # 12 decoded trials of 100,000 devices per epsilon
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduler(LoadGroupScheduling):
+        """xdist's loadgroup (the largest work units first), with each module of
+        ONE_WORKER_MODULES one unit."""
+
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+
+    return Scheduler(config, log)

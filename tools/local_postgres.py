@@ -40,12 +40,24 @@ class LocalPostgres:
         self.proc = None
 
     def start(self):
-        import psycopg
-
         data = os.path.join(self.root, "data")
         subprocess.run(self.as_user + [os.path.join(self.bindir, "initdb"), "-D", data, "-U", "mss",
                                        "-A", "trust", "--no-sync"], check=True, capture_output=True)
         log = os.path.join(self.root, "server.log")
+        for attempt in range(5):
+            if self._serve(data, log):
+                return self
+            # the port was taken between free_port() and the bind (parallel test workers, other
+            # processes): another one
+            if attempt == 4 or "already in use" not in open(log).read():
+                self.stop()
+                raise RuntimeError(f"PostgreSQL did not start: {open(log).read()[-2000:]}")
+            self.port = free_port()
+
+    def _serve(self, data, log):
+        """Start the server on self.port: True once it accepts connections, False if it exited."""
+        import psycopg
+
         self.proc = subprocess.Popen(
             self.as_user + [os.path.join(self.bindir, "postgres"), "-D", data, "-p", str(self.port),
                             "-h", "127.0.0.1", "-k", self.root, "-c", f"fsync={'on' if self.fsync else 'off'}",
@@ -53,14 +65,18 @@ class LocalPostgres:
             stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
         deadline = time.time() + 30
         while True:
+            if self.proc.poll() is not None:
+                return False
+            if time.time() > deadline:
+                self.stop()
+                raise RuntimeError(f"PostgreSQL did not start: {open(log).read()[-2000:]}")
             try:
-                psycopg.connect(self.url("postgres")).close()
-                return self
+                with psycopg.connect(self.url("postgres")) as c:  # ours, not another server on the port
+                    if os.path.samefile(c.execute("SHOW data_directory").fetchone()[0], data):
+                        return True
             except psycopg.OperationalError:
-                if time.time() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"PostgreSQL did not start: {open(log).read()[-2000:]}")
-                time.sleep(0.2)
+                pass
+            time.sleep(0.2)
 
     def url(self, db):
         return f"postgresql://mss@127.0.0.1:{self.port}/{db}"

@@ -6,6 +6,8 @@ from the vendored source archive, the firmware and tools/mcu_driver.py frozen
 in, run under ``qemu-system-arm -icount shift=0`` so that ``time.ticks_us()``
 reads executed instructions / 1000.
 """
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -104,12 +106,27 @@ def _frozen_sources():
     return sorted((FIRMWARE_LIB / "mss_device").rglob("*.py")) + [TOOLS / m for m in DRIVER_MODULES]
 
 
+@contextlib.contextmanager
+def _build_lock():
+    """One build at a time in build/mcu (parallel test workers, a benchmark
+    beside the tests): the others wait, then find the image cached."""
+    MCU_BUILD.mkdir(parents=True, exist_ok=True)
+    with open(MCU_BUILD / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def build(key):
     """firmware.elf of board ``key`` ("m0" or "m3"), built unless cached.
 
     Cached under build/mcu/<board>-<hash>, the hash over the frozen sources
     (mss_device, the driver), the source archive and the build flags.
     """
+    with _build_lock():
+        return _build(key)
+
+
+def _build(key):
     b = BOARDS[key]
     tree = source()
     cflags = f"{COMMON_CFLAGS} {b.cflags}".strip()
