@@ -7,11 +7,13 @@ Wald intervals raw +- z_{0.975} SE (clipped to [0, 1] when post-processed).
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from mss_protocol import postprocess
 
-Z95 = float(norm.ppf(0.975))
+# scipy.stats.norm.ppf(0.975) is this same ndtri(0.975); importing scipy.stats for it took
+# 0.3 s of every CLI start (a third of it)
+Z95 = float(ndtri(0.975))
 
 
 @dataclass
