@@ -15,8 +15,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/mss demo
 
+# pytest-xdist workers: most tests wait on brokers, subprocesses, ptys and TLS
+# retries, so more workers than cores pay (measured on 2 cores: 2, 3, 4 workers).
+# tests/conftest.py keeps the modules with expensive shared fixtures on one worker.
+TEST_WORKERS ?= 3
+
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist load
 
 # Mosquitto (MQTT tests), socat (serial pty tests), PostgreSQL (shared store
 # tests), Chromium (dashboard test, driven by Playwright), openssl (the TLS
