@@ -1,4 +1,6 @@
+import fcntl
 import os
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,7 @@ def _wide_console(monkeypatch):
 # here, not xdist_group marks: pytest 9.2's structured node ids broke --dist
 # loadgroup, which silently ignores the marks (pytest-dev/pytest-xdist#1386).
 ONE_WORKER_MODULES = {
+    "tests/firmware/test_end_to_end_matrix.py",  # the whole matrix runs at once (940 boards)
     "tests/firmware/test_mcu_cost.py",  # one QEMU session measures every case
     "tests/firmware/test_wire_distribution.py",  # 40,000 MicroPython reports
     "tests/test_decoder.py",  # 12 decoded trials of 100,000 devices per epsilon
@@ -55,3 +58,50 @@ def pytest_xdist_make_scheduler(config, log):
             return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
 
     return Scheduler(config, log)
+
+
+# Modules that keep real time with all of the CPU they get (the end-to-end matrix: 940
+# boards in a few MicroPython processes wake once a 2 s period, a wake that runs late is
+# skipped, and the test wants reports in most periods).  Under pytest-xdist the other
+# workers wait while such a module runs, as they would in a serial run: each test
+# holds a shared lock on "room" while it runs (its fixtures' setup and teardown
+# included), an exclusive module takes it exclusively from its first test to its last.
+# It first closes "gate", which every test passes on its way in, so that a stream of
+# short tests cannot keep it waiting for ever.
+EXCLUSIVE_MODULES = {"tests/firmware/test_end_to_end_matrix.py"}
+_held = {}  # the exclusive module being run on this worker -> its open lock files
+
+
+def _lock(config, name):
+    # in the session's folder, which its workers share (each has basetemp <it>/popen-gw<N>)
+    return open(Path(config.option.basetemp).parent / f"mss-{name}.lock", "a")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    module = item.nodeid.split("::", 1)[0]
+    if module in EXCLUSIVE_MODULES:
+        if module not in _held:
+            gate, room = _lock(item.config, "gate"), _lock(item.config, "room")
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(room, fcntl.LOCK_EX)
+            _held[module] = (gate, room)
+        try:
+            yield
+        finally:
+            if nextitem is None or nextitem.nodeid.split("::", 1)[0] != module:
+                for f in _held.pop(module):
+                    f.close()  # releases its lock
+        return
+    gate, room = _lock(item.config, "gate"), _lock(item.config, "room")
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)  # wait while an exclusive module waits or runs
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(room, fcntl.LOCK_SH)
+        yield
+    finally:
+        gate.close()
+        room.close()
