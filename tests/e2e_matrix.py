@@ -65,6 +65,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from collect_helpers import counters  # noqa: E402
 from micropython_runner import command  # noqa: E402
 from mss_aggregator.ports import free_port  # noqa: E402
 
@@ -549,7 +550,7 @@ def run_matrix(cells, workdir, boards_per_port=5, log=lambda m: None, configs=No
         deadline = time.time() + 15
         for cell in cells:
             while True:
-                c = _counters(runs[cell].store_path)
+                c = counters(runs[cell].store_path)
                 if c.get("accepted", 0) + c.get("rejected", 0) >= len(runs[cell].drawn):
                     break
                 if time.time() > deadline:
@@ -560,7 +561,7 @@ def run_matrix(cells, workdir, boards_per_port=5, log=lambda m: None, configs=No
         log(f"stores complete at {time.time() - started:.1f} s")
     log(f"stopped at {time.time() - started:.1f} s")
     for cell, run in runs.items():
-        run.rows, run.counters = _rows(run.store_path), _counters(run.store_path)
+        run.rows, run.counters = _rows(run.store_path), counters(run.store_path)
     return runs, {"t0": t0, "outage": outage, "t_end": t_end, "wall_s": time.time() - started}
 
 
@@ -583,16 +584,6 @@ def _sleep_until(t):
         if left <= 0:
             return
         time.sleep(min(left, 0.2))
-
-
-def _counters(path):
-    from mss_aggregator.collect.store import open_store
-
-    store = open_store(path)
-    try:
-        return store.counters()
-    finally:
-        store.close()
 
 
 def _rows(path):
