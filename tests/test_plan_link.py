@@ -174,3 +174,49 @@ def test_device_config_gets_the_budget_period(tmp_path):
     period = json.loads(path.read_text())["device"]["period_s"]
     assert period == math.ceil(86400 / d["reports_per_day"]) == d["link_budget"]["min_period_s"]
     assert 86400 / period <= d["reports_per_day"]
+
+
+def test_device_config_always_carries_the_campaign_clock(tmp_path):
+    """Issue 23 item 1: every config ``mss plan --device-config`` writes has
+    ``device.period_s`` (the aggregator refuses a config without one):
+    --period, else the link budget's minimum, else the firmware's 3600."""
+    def period(path):
+        return json.loads(path.read_text())["device"]["period_s"]
+
+    plain = tmp_path / "plain.json"
+    out = plan("--k", 16, "--epsilon", 2, "--device-config", plain)
+    assert out.exit_code == 0, out.output
+    assert period(plain) == 3600 and f"wrote {plain} (device.period_s 3600)" in " ".join(out.stdout.split())
+    d = plan_json("--k", 16, "--epsilon", 2, "--period", 600, "--device-config", tmp_path / "p.json")
+    assert period(tmp_path / "p.json") == d["period_s"] == 600
+    linked = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--device-config", tmp_path / "l.json")
+    least = linked["link_budget"]["min_period_s"]
+    assert period(tmp_path / "l.json") == linked["period_s"] == least
+    longer = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--period", least + 1,
+                       "--device-config", tmp_path / "l2.json")
+    assert period(tmp_path / "l2.json") == longer["period_s"] == least + 1
+    short = plan("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--period", least - 1,
+                 "--device-config", tmp_path / "short.json")
+    text = " ".join(short.output.split())
+    assert short.exit_code == 2 and "--period" in text and f"shorter than {least}" in text, text
+    assert not (tmp_path / "short.json").exists()
+    for bad in (0, -5, "x"):
+        assert plan("--k", 16, "--epsilon", 2, "--period", bad).exit_code == 2
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--mse-slack", "nan"], "--mse-slack"),
+    (["--device-config", "{tmp}/missing/cfg.json"], "--device-config"),
+])
+def test_bad_plan_arguments_exit_2_in_one_line(tmp_path, args, named):
+    """Issue 23 item 6 (plan's part): one line naming the flag, no traceback."""
+    import subprocess
+    import sys
+
+    args = [a.format(tmp=tmp_path) for a in args]
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "plan", "--k", "16", "--epsilon", "2", *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert named in out.stderr and "Traceback" not in out.stderr
+    if "missing" in args[-1]:
+        assert str(tmp_path / "missing") in " ".join(out.stderr.split())

@@ -1,5 +1,7 @@
 """``mss plan``: choose a protocol and its configuration for a domain, a budget and a link."""
 import json
+import math
+import os
 
 import click
 from click.core import ParameterSource
@@ -14,12 +16,29 @@ from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
+DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
+
 
 def _link(ctx, param, value):
     try:
         return None if value is None else lorawan.parse_link(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc))
+
+
+def _slack(ctx, param, value):
+    if math.isnan(value):  # click's FloatRange lets nan through (every comparison with it is false)
+        raise click.BadParameter("must be a number >= 0, not nan")
+    return value
+
+
+def _writable_in(ctx, param, value):
+    """--device-config: its folder must exist (checked before planning, which can take a while)."""
+    if value is not None:
+        folder = os.path.dirname(os.path.abspath(value))
+        if not os.path.isdir(folder):
+            raise click.BadParameter(f"no such folder {folder}")
+    return value
 
 
 @click.command("plan")
@@ -49,16 +68,21 @@ def _link(ctx, param, value):
               show_default=True,
               help="Per-report device time budget on an RP2040 (125 MHz), from Cortex-M0 instruction counts: "
                    "auto leaves out protocols above it; a protocol named with --protocol is warned about.")
-@click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True,
+@click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True, callback=_slack,
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
                    "fastest on the device wins (0: the most accurate, whatever its device time).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@click.option("--device-config", type=click.Path(dir_okay=False, writable=True),
-              help="Write the config file devices and the aggregator load (it names its protocol).")
+@click.option("--device-config", type=click.Path(dir_okay=False, writable=True), callback=_writable_in,
+              help="Write the config file devices and the aggregator load (it names its protocol, "
+                   "and its device.period_s is the campaign clock the aggregator needs).")
+@click.option("--period", type=click.IntRange(min=1), default=None, metavar="S",
+              help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
+                   "Default: with --link the shortest its budget allows (a shorter one is refused), "
+                   f"else the firmware's {DEFAULT_PERIOD_S}.")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
 def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, mse_slack, seed,
-             as_json, device_config, no_cache):
+             as_json, device_config, period, no_cache):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
     if link:
@@ -81,15 +105,23 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         fail(str(exc))
     except PlanError as exc:
         fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
-    extra = None
     if link:
         budget = lorawan.budget(link, result["frame_bytes"])
         result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
                       reports_per_day=budget.pop("reports_per_day"), link_budget=budget)
-        # the period only: a LoRaWAN transport also needs the modem's UART or path, which a plan cannot know
-        extra = {"device": {"period_s": budget["min_period_s"]}}
+        least = budget["min_period_s"]
+        if period is not None and period < least:
+            raise click.BadParameter(f"{period} s is shorter than {least} s, the shortest period {link.spec} "
+                                     f"allows a {result['frame_bytes']}-byte report (TTN fair use, duty cycle)",
+                                     param_hint="--period")
+        period = period or least
+    result["period_s"] = period = period or DEFAULT_PERIOD_S
     if device_config:
-        load_dict(result["config"]).save(device_config, extra)
+        # the period only: a LoRaWAN transport also needs the modem's UART or path, which a plan cannot know
+        try:
+            load_dict(result["config"]).save(device_config, {"device": {"period_s": period}})
+        except OSError as exc:
+            fail(f"--device-config {device_config}: cannot write it: {exc.strerror or exc}")
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
@@ -129,7 +161,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
     for note in notes:
         out.print(f"note: {note}")
     if device_config:
-        out.print(f"wrote {device_config}" + (f" (device.period_s {extra['device']['period_s']})" if link else ""))
+        out.print(f"wrote {device_config} (device.period_s {period})")
 
 
 def _print_budget(out, link, result):
