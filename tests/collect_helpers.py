@@ -8,6 +8,19 @@ import time
 
 from mss_aggregator.collect.store import open_store
 
+PERIOD = 3600
+
+
+def clocked(last_epoch=0, period=PERIOD):
+    """The ``device`` (and ``aggregator``) sections of a campaign clock half a
+    period into epoch ``last_epoch`` now, accepting every epoch from 0 on:
+    what reports of epochs 0..last_epoch (tools/loadgen.py) need, since
+    ``mss aggregate`` refuses a config without ``device.period_s``."""
+    out = {"device": {"period_s": period, "epoch_origin": int(time.time()) - period // 2 - last_epoch * period}}
+    if last_epoch > 32:  # the default window, device.queue_max's 32
+        out["aggregator"] = {"accept_past_epochs": last_epoch}
+    return out
+
 
 class AggregatorProcess:
     def __init__(self, tmp_path, config, store, broker=None, campaign="t", serial=(), extra=()):

@@ -200,9 +200,9 @@ def test_estimate_csv_plot_and_errors(tmp_path):
     out = mss("estimate", "--store", tmp_path / "s.sqlite", "--epoch", 1, "--all-epochs")
     assert out.returncode == 2 and "not both" in out.stderr
     out = mss("estimate", "--store", tmp_path / "s.sqlite")
-    assert out.returncode == 0 and "epoch 1: the latest epoch (50 devices" in " ".join(out.stdout.split())
+    assert out.returncode == 0 and "epoch 1: the epoch with the most devices (50;" in " ".join(out.stdout.split())
     other = tmp_path / "other.json"
-    MssConfig.build(64, 1.0, [59, 61, 63]).save(other)
+    MssConfig.build(64, 1.0, [59, 61, 63]).save(other, {"device": {"period_s": 3600}})
     out = mss("aggregate", "--config", other, "--store", tmp_path / "s.sqlite", "--broker",
               "mqtt://127.0.0.1:1")
     assert out.returncode == 3 and "holds reports of config" in out.stderr

@@ -11,7 +11,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from brokers import Mosquitto, any_broker, mosquitto  # noqa: F401 (fixtures)
-from collect_helpers import AggregatorProcess, counters, estimate_json, wait_for
+from collect_helpers import AggregatorProcess, clocked, counters, estimate_json, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.store import open_store
 from mss_protocol.mss.config import MssConfig
@@ -25,7 +25,7 @@ CFG = MssConfig.build(64, 2.0, [59, 61, 63])
 @pytest.fixture
 def config(tmp_path):
     path = tmp_path / "cfg.json"
-    CFG.save(path)
+    CFG.save(path, clocked(9))  # the reports' epochs 0..9 (make_reports), and mss fleet's: the current one, 9
     return path
 
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from collect_helpers import AggregatorProcess, counters, wait_for
+from collect_helpers import AggregatorProcess, clocked, counters, wait_for
 from micropython_runner import run
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
@@ -28,6 +28,7 @@ import sys
 from mss_node import app
 app.run(sys.argv[1], sys.argv[2], sensor=lambda: 11, ticks=3)
 """
+BOARD_CLOCK = {"device": {"period_s": 1}, "aggregator": {"accept_past_epochs": 3600}}  # the boards': see _board
 
 
 def _board(tmp_path, cfg, device_id, dev):
@@ -54,7 +55,7 @@ def _quarantine(store):
 def test_serial_reports_and_a_corrupted_line(tmp_path, pty_pair):
     dev, host = pty_pair
     cfg_path = tmp_path / "cfg.json"
-    CFG.save(cfg_path)
+    CFG.save(cfg_path, BOARD_CLOCK)
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start().ready()
     _board(tmp_path, CFG, "s1", dev)
@@ -79,7 +80,7 @@ def test_olh_over_serial_decodes_with_the_boards_seed(tmp_path, pty_pair):
     dev, host = pty_pair
     cfg = OracleConfig("olh", 16, 2.0)
     cfg_path = tmp_path / "cfg.json"
-    cfg_path.write_text(json.dumps(cfg.to_dict()))
+    cfg.save(cfg_path, BOARD_CLOCK)
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start().ready()
     _board(tmp_path, cfg, "olh-board.1", dev)
@@ -102,7 +103,7 @@ def test_two_devices_on_one_port_and_every_rejected_line(tmp_path, pty_pair):
     quarantined with its reason and the line it was; ``ignored`` lines are not counted."""
     dev, host = pty_pair
     cfg_path = tmp_path / "cfg.json"
-    CFG.save(cfg_path)
+    CFG.save(cfg_path, clocked(5))
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, cfg_path, store, serial=[host]).start().ready()
     report = WireCodec(CFG).encode(1, list(range(CFG.omegas[1])), epoch=5, seq=99)

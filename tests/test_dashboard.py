@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, estimate_json, wait_for
+from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.ports import free_port
@@ -46,7 +46,7 @@ def get_json(url, **kw):
 @pytest.fixture
 def dashboard(tmp_path, mosquitto):
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     port = free_port()
     store = tmp_path / "s.sqlite"
     broker = f"mqtt://127.0.0.1:{mosquitto.port}"
@@ -156,7 +156,7 @@ def test_loopback_names_ignore_case():
 
 def test_token_and_binding(tmp_path, mosquitto):
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     base = [sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config), "--store",
             str(tmp_path / "s.sqlite"), "--broker", f"mqtt://127.0.0.1:{mosquitto.port}", "--quiet"]
     out = subprocess.run(base + ["--http", "0.0.0.0:8080"], capture_output=True, text=True,
@@ -240,7 +240,7 @@ def test_page_shows_a_broker_it_cannot_reach(tmp_path):
     exe = _chromium()
     sync_api = pytest.importorskip("playwright.sync_api")
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     port, dead = free_port(), free_port()
     agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtt://127.0.0.1:{dead}",
                             extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
@@ -293,7 +293,7 @@ def test_clean_shutdown_with_the_live_console(tmp_path, mosquitto):
     import signal
 
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config),
                              "--store", str(tmp_path / "s.sqlite"), "--broker",

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from collect_helpers import AggregatorProcess, wait_for
+from collect_helpers import AggregatorProcess, clocked, wait_for
 from mss_aggregator.collect.embedded_broker import EmbeddedBroker
 from mss_protocol.mss.config import MssConfig
 
@@ -23,7 +23,7 @@ def test_cpython_fleet_through_embedded_broker(tmp_path):
     broker = EmbeddedBroker().start()
     try:
         cfg = tmp_path / "cfg.json"
-        MssConfig.build(64, 2.0, [59, 61, 63]).save(cfg)
+        MssConfig.build(64, 2.0, [59, 61, 63]).save(cfg, clocked())  # mss fleet dates its reports by it too
         store = tmp_path / "s.sqlite"
         agg = AggregatorProcess(tmp_path, cfg, store, broker=broker.url).start().ready()
         out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker", broker.url,

@@ -167,6 +167,87 @@ def test_default_epoch_follows_the_fuller_of_the_last_two(tmp_path):
     store.close()
 
 
+CRAFTED = (2 ** 32 - 1, 2 ** 32 - 2)  # the last two epochs a full frame can carry
+
+
+@pytest.mark.parametrize("clocked", [True, False], ids=["clock", "no-clock"])
+def test_two_crafted_epochs_do_not_make_the_default_estimate(tmp_path, clocked):
+    """Issue 23 item 1: one device id's two reports dated 2^32-1 and 2^32-2
+    against 200 honest devices in the current epoch, through the real ingest
+    path.  With the clock they are outside the window; without one (an old
+    store, a hand-written config) they are stored but the default is the
+    epoch with the most devices.  ``mss estimate`` and the dashboard's
+    /api/estimates decode the 200 (before: n = 1, item 3 = 2.17, without a clock)."""
+    from mss_aggregator.web.live import LiveView
+
+    origin = clock_config(tmp_path / "cfg.json")
+    current = int(time.time() - origin) // PERIOD
+    path = tmp_path / "s.sqlite"
+    store = open_store(path, GRR)
+    if clocked:
+        store.set_clock({"period_s": PERIOD, "epoch_origin": origin, "accept_past_epochs": PAST_EPOCHS})
+        ingest = Ingest(GRR, "t", PERIOD, origin)
+    else:
+        ingest = Ingest(GRR, "t")
+    c = codec(GRR)
+    attack = [("evil", e, 1, c.encode(ATTACKED_ITEM, epoch=e, seq=1)) for e in CRAFTED]
+    reports = honest_reports(current, np.random.default_rng(23)) + attack
+    outcomes = store.write_batch([ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p) for d, _, _, p in reports])
+    store.close()
+    assert outcomes == ["accepted"] * HONEST + ["quarantined" if clocked else "accepted"] * 2
+    got = estimate(path)
+    assert (got["epoch"], got["n"], got["devices"]) == (current, HONEST, HONEST), got["selection"]
+    view = LiveView(str(path), interval=60)
+    try:
+        api = view.estimates()
+    finally:
+        view.close()
+    assert (api["epoch"], api["n"], api["devices"]) == (current, HONEST, HONEST), api["selection"]
+    assert max(r["estimate"] for r in api["estimates"]) < 1  # not the lone report's 2.17
+
+
+def test_one_device_moves_the_default_epoch_by_at_most_one_report():
+    """The guarantee of :mod:`mss_aggregator.collect.scope`, over random honest
+    epoch sets and a random set of epochs one attacker reports in (any of
+    them, far ones included), with and without a clock: the epoch decoded
+    with the attacker holds at least the no-attacker default's devices - 1
+    honest devices, and at most one report of the attacker."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from mss_aggregator.collect import scope
+
+    C = 1000  # the clock's current epoch, when there is one
+    epochs = st.one_of(st.integers(C - 5, C + 2), st.sampled_from([0, C - 40, C + 40, *CRAFTED]))
+    c = codec(GRR)
+    ingest = Ingest(GRR, "t")  # the store's contents are the point here, not the window
+
+    def write(store, device, epoch):
+        out = store.write_batch([ingest.from_mqtt(f"mss/v1/t/{device}/report".encode(), c.encode(1, epoch=epoch))])
+        assert out == ["accepted"]
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(honest=st.dictionaries(epochs, st.integers(0, 6), max_size=6), attacker=st.sets(epochs, max_size=6),
+           clocked=st.booleans())
+    def check(honest, attacker, clocked):
+        store = open_store(":memory:", GRR)
+        if clocked:
+            store.set_clock({"period_s": 1, "epoch_origin": 0, "accept_past_epochs": 32})
+        now = C + 0.5
+        for e, n in honest.items():
+            for i in range(n):
+                write(store, f"h{i}", e)
+        before = scope.select(store, now=now)
+        for e in attacker:
+            write(store, "evil", e)
+        after = scope.select(store, now=now)
+        store.close()
+        honest_there = honest.get(after.epoch, 0) if after.epoch is not None else 0
+        assert honest_there >= before.devices - 1, (before.epoch, before.devices, after.epoch, after.selection)
+        assert after.devices - honest_there <= 1 and after.counts.total == after.devices
+
+    check()
+
+
 def test_replayed_lorawan_event_is_outside_the_window(tmp_path):
     """A compact frame is dated by the network server's time: an old uplink
     event replayed today is quarantined as ``epoch``; one inside the window is
@@ -207,14 +288,20 @@ def test_bad_aggregator_fields_are_named(tmp_path, aggregator, device, message):
     assert not (tmp_path / "s.sqlite").exists()
 
 
-def test_without_a_period_the_log_says_there_is_no_window(tmp_path, mosquitto):
+def test_a_config_without_a_period_is_refused(tmp_path):
+    """Issue 23 items 1 and 5: without device.period_s there is no epoch window
+    (one device id could store a report in each of 2^32 epochs) and no clock
+    for the default estimate, so ``mss aggregate`` refuses the config, before
+    any store or broker (before: it ran, logging "no epoch window")."""
     path = tmp_path / "cfg.json"
     GRR.save(path)
-    agg = AggregatorProcess(tmp_path, path, tmp_path / "s.sqlite", broker=f"mqtt://127.0.0.1:{mosquitto.port}")
-    agg.start().ready()
-    agg.stop()
-    log = " ".join(agg.log_path.read_text().split())  # the console wraps long lines
-    assert "no device.period_s: reports of any epoch are accepted (no epoch window)" in log
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "aggregate", "--config", str(path), "--store",
+                          str(tmp_path / "s.sqlite"), "--broker", "mqtt://127.0.0.1:1", "--quiet"],
+                         capture_output=True, text=True, timeout=60)
+    text = " ".join(out.stderr.split())
+    assert out.returncode == 3 and "Traceback" not in text, text
+    assert f"{path}: no device.period_s" in text and "--period S --device-config" in text
+    assert not (tmp_path / "s.sqlite").exists()
 
 
 BIG = 16 * 1024 * 1024

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, counters, wait_for
+from collect_helpers import AggregatorProcess, clocked, counters, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.collectors import Writer
 from mss_aggregator.collect.ingest import Ingest
@@ -43,7 +43,7 @@ def _wide_console(monkeypatch):
 @pytest.fixture
 def config(tmp_path):
     path = tmp_path / "cfg.json"
-    CFG.save(path)
+    CFG.save(path, clocked(9))  # the reports' epochs 0..9 (make_reports)
     return path
 
 

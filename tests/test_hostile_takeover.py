@@ -25,7 +25,7 @@ import pytest
 
 from brokers import Mosquitto, password_file
 from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
-from collect_helpers import AggregatorProcess, wait_for
+from collect_helpers import AggregatorProcess, clocked, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.service import default_client_id
 from mss_aggregator.collect.store import open_store
@@ -67,7 +67,8 @@ class Setup:
         self.broker = Mosquitto(tmp_path, port=port, conf=conf).start()
         self.port = port
         self.config, self.store = tmp_path / "cfg.json", tmp_path / "store.sqlite"
-        CFG.save(self.config)
+        self.clock = clocked(29)  # the reports' epochs 0..29 (make_reports)
+        CFG.save(self.config, self.clock)
         self.agg = AggregatorProcess(tmp_path, self.config, self.store,
                                      broker=f"mqtt://aggregator:pw-aggregator@127.0.0.1:{port}",
                                      campaign=CAMPAIGN, extra=VARIANTS[variant])
@@ -233,7 +234,8 @@ def test_firmware_device_reports_through_the_shipped_config(tmp_path):
         setup.agg.start().ready()
         device = DEVICES[0]
         results = run_fleet(CFG, f"mqtt://{device}:pw-{device}@127.0.0.1:{setup.port}", CAMPAIGN, [5],
-                            id_prefix=device[:-1], workdir=tmp_path)
+                            id_prefix=device[:-1], workdir=tmp_path,
+                            epoch_origin=setup.clock["device"]["epoch_origin"])
         (_, rc, out), = results.values()
         assert list(results) == [device] and rc == 0, out
         wait_for(setup.store, lambda c: c["accepted"] == 1)

@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from brokers import Mosquitto
-from collect_helpers import AggregatorProcess, wait_for
+from collect_helpers import AggregatorProcess, clocked, wait_for
 from loadgen import make_reports, publish
 from micropython_runner import require_micropython
 from mss_aggregator.collect.collectors import MqttCollector
@@ -316,7 +316,7 @@ def test_port_defaults_to_8883_with_tls():
 @pytest.mark.parametrize("mutual", [False, True], ids=["server-only", "mutual"])
 def test_aggregator_receives_reports_over_tls(tmp_path, broker, pki, mutual):
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     port = broker.mutual if mutual else broker.tls
     extra = ["--tls-ca", str(pki / "ca.pem")]
     if mutual:
@@ -335,7 +335,7 @@ def test_aggregator_receives_reports_over_tls(tmp_path, broker, pki, mutual):
 
 def test_aggregator_tls_flags_are_checked(tmp_path, pki):
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     base = [sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config), "--store",
             str(tmp_path / "s.sqlite"), "--broker", f"mqtts://127.0.0.1:{free_port()}", "--quiet"]
     for extra, code, message in [
@@ -421,7 +421,7 @@ def test_aggregator_keeps_retrying_until_the_broker_is_up(tmp_path, pki):
     is logged and counted in /metrics and the API; once Mosquitto listens
     there, the aggregator connects on its next try and stores reports."""
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked())  # the reports' epoch 0 is the current one
     tls_port, http = free_port(), free_port()
     agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtts://127.0.0.1:{tls_port}",
                             extra=["--tls-ca", str(pki / "ca.pem"), "--http", f"127.0.0.1:{http}"]).start()

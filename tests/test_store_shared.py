@@ -13,7 +13,7 @@ import time
 import pytest
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, counters, wait_for
+from collect_helpers import AggregatorProcess, clocked, counters, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import SCHEMA_VERSION, StoreError, open_store
@@ -172,7 +172,7 @@ def test_two_workers_share_the_stream_and_survive_kill_9(tmp_path, mosquitto, pg
     duplicates, through a $share subscription to two workers on one database;
     worker 1 is killed with SIGKILL mid-stream and restarted with its session."""
     config = tmp_path / "cfg.json"
-    CFG.save(config)
+    CFG.save(config, clocked(99))  # the reports' epochs 0..99
     broker = f"mqtt://127.0.0.1:{mosquitto.port}"
     reports = make_reports(CFG, devices=200, epochs=100, prefix="w")
     dupes = random.Random(1).sample(reports, 2000)

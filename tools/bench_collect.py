@@ -47,7 +47,8 @@ def run(args, rate=None):
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         cfg = MssConfig.from_dict(plan(args.k, args.epsilon)["config"])
-        cfg.save(tmp / "cfg.json")
+        # the campaign clock mss aggregate needs: loadgen's epochs 0..9 end in the current one
+        cfg.save(tmp / "cfg.json", {"device": {"period_s": 3600, "epoch_origin": int(time.time()) - 1800 - 9 * 3600}})
         url = f"mqtt://127.0.0.1:{port}"
         pg = LocalPostgres().start() if args.store == "postgresql" else None
         store = pg.new_database() if pg else str(tmp / "s.sqlite")

@@ -28,8 +28,9 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
                    "(device id: the DevEUI; FPort: the config's device.lorawan.fport, default 1).")
 @click.option("--campaign", default="default", show_default=True)
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
-              help="Campaign config (mss plan --device-config); its device.period_s bounds the epochs "
-                   "accepted, its aggregator section sets accept_past_epochs (default device.queue_max, "
+              help="Campaign config (mss plan --device-config); its device.period_s (required: the campaign "
+                   "clock) bounds the epochs accepted and dates the default estimate, its aggregator "
+                   "section sets accept_past_epochs (default device.queue_max, "
                    "32) and quarantine_max_rows (default 10000).")
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
               help="The campaign's store: an SQLite file (one worker) or "

@@ -95,7 +95,9 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
 @click.command("fleet")
 @click.option("--broker", required=True, help="mqtt://[user:pass@]host:port")
 @click.option("--campaign", default="default", show_default=True)
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Campaign config (mss plan --device-config); the devices date their reports by its "
+                   "device.period_s and epoch_origin (default the firmware's 3600 and 0), as the aggregator does.")
 @click.option("--devices", type=click.IntRange(min=1), required=True)
 @click.option("--dist", default="zipf:1.1", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -108,14 +110,18 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
 def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path,
               as_json):
     """Start DEVICES emulated devices running the firmware; each reports once."""
+    from mss_aggregator.collect.service import campaign_clock
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator.devices.runtime import RuntimeUnavailable
+    from mss_protocol.mss.config import read_json
 
     try:
         cfg = oracle_config.load(config_path)
+        clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0}
         values = draw_values(parse(dist, cfg.k), devices, seed)
         with console.status(f"{devices} devices on {runtime}"):
-            results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel)
+            results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel,
+                                period_s=clock["period_s"], epoch_origin=clock["epoch_origin"])
     except (ConfigError, DistributionError, ValueError, RuntimeUnavailable) as exc:
         fail(str(exc))
     failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)

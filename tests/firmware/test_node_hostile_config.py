@@ -145,7 +145,7 @@ def test_the_aggregator_signs_what_it_publishes(tmp_path, mosquitto, signed):
     its config; without one it publishes the plain config, says so, and the board refuses it."""
     from mss_aggregator.collect.service import Aggregator
 
-    NEW.save(tmp_path / "agg.json")
+    NEW.save(tmp_path / "agg.json", {"device": {"period_s": 3600}})  # mss aggregate needs the clock
     said = []
     agg = Aggregator(tmp_path / "agg.json", tmp_path / "s.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
                      log=said.append, fleet_key=KEY if signed else None).start()

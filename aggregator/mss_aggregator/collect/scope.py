@@ -3,14 +3,30 @@ honest about it (``mss estimate`` and the dashboard share this).
 
 A device has at most one accepted report per epoch, so the estimate of one
 epoch counts every device once: that is the default, and ``--epoch E``.
-The default epoch is the fuller of two: the last complete epoch (the latest
-with reports before the campaign clock's current epoch) and the current one
--- the current one once it holds at least as many devices.  Without a clock
-(no ``device.period_s``) the two are the latest two epochs with reports.
-One device adds at most one report to either, so it cannot choose which of
-them is decoded unless their device counts differ by at most one; reports
-dated after the current epoch (device clocks a little ahead) wait until the
-clock reaches them.
+The default epoch is the fullest of a set of epochs that the reports cannot
+choose:
+
+* with a campaign clock (``device.period_s``, recorded in the store by the
+  aggregator), the fuller of the clock's epochs current - 1 (the last
+  complete one) and current (ties: the current one).  Reports dated after
+  the current epoch (device clocks a little ahead) wait until the clock
+  reaches them.  When both are empty (the campaign is over, an outage) the
+  current epoch, empty, is decoded and the selection names the epoch with
+  the most devices, for ``--epoch``;
+* without a clock (a store of an older aggregator, a hand-written config:
+  ``mss aggregate`` refuses a config without one), the epoch with the most
+  devices (ties: the latest), never "the latest with reports", which a
+  device picks by dating a report.
+
+The guarantee: one device id adds at most one device to any epoch, so with
+its reports the decoded epoch holds at least (the devices of the default
+without them) - 1 honest devices, and at most one of its reports, whatever
+epochs it dates them (argmax over a fixed set: h(e*) + 1 >= h(e*) + a(e*) >=
+h(e0) + a(e0) >= h(e0), a(e) <= 1 its reports in e).  It also means that no
+rule can let a recent epoch win over a fuller old one, for example by
+falling back to the fullest epoch when the clock's two are empty: the device
+would fill them with one report and be the estimate
+(tests/test_hostile_epochs.py checks the guarantee over random epoch sets).
 
 Pooling every epoch (``--all-epochs``) counts a device once per epoch it
 reported in.  The estimate stays unbiased, but a device's reports are not
@@ -54,21 +70,31 @@ def current_epoch(clock, now=None):
     return int(((time.time() if now is None else now) - clock["epoch_origin"]) // clock["period_s"])
 
 
+GUARANTEE = "one device id adds at most one report to the epoch chosen"
+
+
 def default_epoch(store, now=None):
     """(epoch or None, current epoch or None, why): see the module docstring."""
     current = current_epoch(store.clock(), now)
-    latest = store.latest_epochs(until=current, last=2)  # [(epoch, devices)], latest first
-    if current is not None and (not latest or latest[0][0] != current):
-        latest.insert(0, (current, 0))
-    if not latest:
-        return None, None, "no reports"
-    (now_e, now_d), last = latest[0], (latest[1] if len(latest) > 1 else None)
-    here = "current" if current is not None else "latest"
-    if last is None or now_d >= last[1]:
-        other = f"; the one before, {last[0]}, has {last[1]}" if last else ""
-        return now_e, current, f"the {here} epoch ({now_d} devices{other})"
-    return last[0], current, (f"the last complete epoch ({last[1]} devices; the {here} one, {now_e}, "
-                              f"has {now_d} so far)")
+    if current is None:
+        fullest = store.fullest_epoch()
+        if fullest is None:
+            return None, None, "no reports"
+        epoch, devices = fullest
+        return epoch, None, (f"the epoch with the most devices ({devices}; the latest of the fullest: no "
+                             f"campaign clock; {GUARANTEE})")
+    have = store.epoch_devices([current - 1, current])
+    now_d, last_d = have.get(current, 0), have.get(current - 1, 0)
+    if now_d >= last_d:
+        if now_d == 0:
+            fullest = store.fullest_epoch(until=current)
+            hint = (f"; the epoch with the most devices is {fullest[0]} ({fullest[1]}): --epoch {fullest[0]}"
+                    if fullest else "")
+            return current, current, f"the current epoch (no reports in it or the one before{hint})"
+        return current, current, (f"the current epoch ({now_d} devices; the last complete one, {current - 1}, "
+                                  f"has {last_d}; {GUARANTEE})")
+    return current - 1, current, (f"the last complete epoch ({last_d} devices; the current one, {current}, "
+                                  f"has {now_d} so far; {GUARANTEE})")
 
 
 def select(store, epoch=None, all_epochs=False, now=None):

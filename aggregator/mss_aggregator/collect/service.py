@@ -33,7 +33,8 @@ def campaign_clock(raw):
     "accept_past_epochs"}`` from its ``device`` section (the boards' period)
     and its ``aggregator`` section (the window into the past; default the
     boards' ``device.queue_max``, else the firmware's 32), or None without
-    ``device.period_s``.  ValueError names a bad field."""
+    ``device.period_s`` (which :class:`Aggregator` refuses).  ValueError
+    names a bad field."""
     device, agg = raw.get("device") or {}, raw.get("aggregator") or {}
     for name, section in (("device", device), ("aggregator", agg)):
         if not isinstance(section, dict):
@@ -59,11 +60,13 @@ class Aggregator:
     """Collect one campaign's reports into ``store_path``.
 
     ``config_path`` is a file from ``mss plan --device-config``.  Its
-    optional ``device`` section gives the boards' reporting period, which
-    dates compact frames and bounds the epochs accepted to a window around
-    the current one (:func:`campaign_clock`; without it any epoch is
-    accepted, said in a log line at start), and ``lorawan.fport``, the FPort
-    of reports, default 1.  Its optional ``aggregator`` section:
+    ``device`` section must give the boards' reporting period
+    (``period_s``, with ``epoch_origin``): the campaign clock, which dates
+    compact frames, bounds the epochs accepted to a window around the
+    current one and picks the default estimate's epoch
+    (:func:`campaign_clock`, :mod:`.scope`).  A config without it is refused:
+    without a window one device id could store a report in each of 2^32
+    epochs.  ``device.lorawan.fport`` is the FPort of reports, default 1.  Its optional ``aggregator`` section:
     ``accept_past_epochs`` and ``quarantine_max_rows`` (default
     10,000).  With ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) ``broker`` is that
@@ -83,6 +86,11 @@ class Aggregator:
             clock = campaign_clock(raw)  # first: it checks that the sections are objects
         except ValueError as exc:
             raise ConfigError(f"{config_path}: {exc}") from None
+        if clock is None:
+            raise ConfigError(f"{config_path}: no device.period_s, the boards' reporting period in seconds: the "
+                              f"aggregator needs it to bound the epochs it accepts and to choose the default "
+                              f"estimate; add it (the firmware's default is 3600, with epoch_origin 0): "
+                              "mss plan ... --period S --device-config FILE writes it with the plan")
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
         if self.cfg.frame == 1 and (serial_ports or (broker and not lorawan)):  # SPEC.md section 4
@@ -101,13 +109,8 @@ class Aggregator:
             raise
         self.started = False
         self.store.set_clock(clock)
-        if clock:
-            self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
-                                 fport=fport, past_epochs=clock["accept_past_epochs"])
-        else:
-            self.ingest = Ingest(self.cfg, campaign, lorawan=lorawan, fport=fport)
-            log(f"{config_path}: no device.period_s: reports of any epoch are accepted (no epoch window) "
-                f"and compact frames are refused; give it the boards' period")
+        self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
+                             fport=fport, past_epochs=clock["accept_past_epochs"])
         self.writer = Writer(self.store, self.ingest)
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one

@@ -285,14 +285,23 @@ class Store:
         members = np.frombuffer(b"".join(blobs), dtype="<u4").astype(np.int64)
         return Counts(self.cfg).add_tally(j, members, sizes)
 
-    def latest_epochs(self, until=None, last=2):
-        """[(epoch, devices)] of the ``last`` latest epochs with accepted reports
-        (none after ``until`` if given), latest first."""
-        sql, args = "SELECT epoch, COUNT(*) FROM reports WHERE status='accepted'", ()
+    def epoch_devices(self, epochs):
+        """{epoch: devices with an accepted report} of the given ``epochs`` (absent: none)."""
+        epochs = [int(e) for e in epochs]
+        if not epochs:
+            return {}
+        rows = self._query("SELECT epoch, COUNT(*) FROM reports WHERE status='accepted' AND epoch IN "
+                           f"({', '.join('?' * len(epochs))}) GROUP BY epoch", tuple(epochs))
+        return {int(e): int(c) for e, c in rows}
+
+    def fullest_epoch(self, until=None):
+        """(epoch, devices) of the epoch with the most devices (ties: the latest;
+        none after ``until`` if given), or None without accepted reports."""
+        sql, args = "SELECT epoch, COUNT(*) AS c FROM reports WHERE status='accepted'", ()
         if until is not None:
             sql, args = sql + " AND epoch <= ?", (until,)
-        rows = self._query(sql + " GROUP BY epoch ORDER BY epoch DESC LIMIT ?", args + (last,))
-        return [(int(e), int(c)) for e, c in rows]
+        rows = self._query(sql + " GROUP BY epoch ORDER BY c DESC, epoch DESC LIMIT 1", args)
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
     def tally(self, epoch=None):
         """(reports, devices, sum over devices of their reports squared, epochs)

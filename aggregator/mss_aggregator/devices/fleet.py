@@ -19,27 +19,31 @@ from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_aggregator.devices.runtime import ensure_umqtt, run_module
 
 
-def device_config(cfg, broker, campaign, device_id, period_s=3600):
+def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0):
     host, port, user, password, _ = parse_broker(broker)
     d = cfg.to_dict()
-    d["device"] = {"campaign": campaign, "device_id": device_id, "period_s": period_s, "poll_s": 1,
+    d["device"] = {"campaign": campaign, "device_id": device_id, "period_s": period_s,
+                   "epoch_origin": epoch_origin, "poll_s": 1,
                    "transport": "mqtt",
                    "mqtt": {"host": host, "port": port, "user": user, "password": password,
                             "timeout_s": 5, "backoff_max_s": 2}}
     return d
 
 
-def lorawan_device_config(cfg, campaign, modem, period_s=3600):
+def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0):
     d = cfg.to_dict()
-    d["device"] = {"campaign": campaign, "period_s": period_s, "poll_s": 1, "transport": "lorawan",
+    d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
+                   "transport": "lorawan",
                    "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
                                "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 5, "tx_timeout_s": 5}}
     return d
 
 
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=3600, workdir=None, on_done=None, network=None):
+              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0):
     """Run one device per value; return {device_id: (value, returncode, output)}.
+    ``period_s`` and ``epoch_origin``: the campaign clock the devices date
+    their reports by (the aggregator's config must carry the same).
 
     With ``network`` (a :class:`~.modem.ChirpStackEmulator` on ``broker``)
     the devices report over LoRaWAN, each known by its modem's DevEUI."""
@@ -51,12 +55,12 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
             modem = None
             if network is None:
                 device_id = f"{id_prefix}{i}"
-                d = device_config(cfg, broker, campaign, device_id, period_s)
+                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin)
             else:
                 modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
                 modem.start()
-                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s)
+                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s, epoch_origin)
             folder = Path(tmp) / device_id
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(d))
