@@ -76,15 +76,27 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
 
 
 def test_duplicates_and_extra_reports(tmp_path, any_broker, config):
+    """Copies are duplicates; a device's further reports in an epoch (new
+    sequence numbers) are extras, at most EXTRA_MAX of them stored (issue 23
+    item 5: 100 new ones stored 100 rows before the cap)."""
+    from mss_aggregator.collect.store import EXTRA_MAX
+
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{any_broker.port}").start().ready()
     reports = make_reports(CFG, devices=5, epochs=1, prefix="d")
     codec = WireCodec(CFG)
-    extra = ("d0", 0, 7, codec.encode(0, list(range(CFG.omegas[0])), epoch=0, seq=7))  # same epoch, new seq
-    publish(reports + reports + reports + [extra], f"mqtt://127.0.0.1:{any_broker.port}", "t")
-    c = wait_for(store, lambda c: c["received"] >= 16)
+    extras = [("d0", 0, q, codec.encode(0, list(range(CFG.omegas[0])), epoch=0, seq=q))  # same epoch, new seq
+              for q in range(7, 107)]
+    publish(reports + reports + reports + extras, f"mqtt://127.0.0.1:{any_broker.port}", "t")
+    c = wait_for(store, lambda c: c["received"] >= 115)
     agg.stop()
-    assert c["accepted"] == 5 and c["duplicate"] == 10 and c["rejected_extra_in_epoch"] == 1
+    assert c["accepted"] == 5 and c["duplicate"] == 10 and c["rejected_extra_in_epoch"] == 100
+    assert c["extra_dropped"] == 100 - EXTRA_MAX and c["received"] == 115
+    s = open_store(store)
+    stored = s._query("SELECT seq FROM reports WHERE status = 'extra'")
+    s.close()
+    assert len(stored) == EXTRA_MAX and {q for (q,) in stored} <= set(range(7, 107))
+    assert estimate_json(store)["counters"]["extra_dropped"] == 100 - EXTRA_MAX
 
 
 def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitto, config):

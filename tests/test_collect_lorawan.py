@@ -176,6 +176,27 @@ def test_gateway_copies_count_once_and_a_rejoin_is_an_extra(tmp_path, mosquitto,
                                                  c0.decode(c0.encode(5), eui(1), epoch + 1)]).c.tolist()
 
 
+def test_new_fcnts_in_one_epoch_store_at_most_extra_max(tmp_path, mosquitto):
+    """Issue 23 item 5: one DevEUI sending 100 uplinks with new FCnts in one
+    epoch (compact frames, dated by the event's time) stores its accepted
+    report and EXTRA_MAX extras; the other 95 are counted, not stored
+    (before: 99 extra rows)."""
+    from mss_aggregator.collect.store import EXTRA_MAX
+
+    c0 = codec(GRR)
+    now = time.time()
+    start = (int(now) // PERIOD) * PERIOD + 1.0  # the current epoch, from its first second
+    events = [chirpstack_event(eui(7), fcnt, c0.encode(fcnt % GRR.k), start + fcnt * 0.01) for fcnt in range(100)]
+    c, online, keys, rows = run(tmp_path, mosquitto, "chirpstack", GRR, events, 100)
+    assert (c["received"], c["accepted"], c["rejected_extra_in_epoch"], c["extra_dropped"]) == (100, 1, 99, 95)
+    assert {key[:2] for key in keys} == {(eui(7), int(start) // PERIOD)} and online.total == 1 and rows == []
+    s = open_store(tmp_path / "s.sqlite")
+    try:
+        assert s._query("SELECT COUNT(*) FROM reports WHERE status = 'extra'")[0][0] == EXTRA_MAX
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("server", ["chirpstack", "tts"])
 def test_omitted_fields_and_every_quarantine_reason(tmp_path, mosquitto, server):
     """Omitted FCnt = 0 and omitted time = the aggregator clock are accepted;

@@ -238,3 +238,97 @@ def test_readers_need_no_write_rights(pg_url):
     reader = open_store(pg_url.replace("//mss@", "//reader@"))
     assert reader.counts().total == 5 and reader.counters()["accepted"] == 5
     reader.close()
+
+
+def _flood(device, epoch, seqs):
+    """Reports of one device id in one epoch, each with a new sequence number (full frames)."""
+    codec = WireCodec(CFG)
+    return [(device, epoch, q, codec.encode(q % 3, list(range(CFG.omegas[q % 3])), epoch=epoch, seq=q)) for q in seqs]
+
+
+def _extras(store, device=None):
+    sql, args = "SELECT COUNT(*) FROM reports WHERE status='extra'", ()
+    if device:
+        sql, args = sql + " AND device_id=?", (device,)
+    return store._query(sql, args)[0][0]
+
+
+def test_extras_are_capped_per_device_and_epoch(location):
+    """Issue 23 item 5: one device id sending 100 new sequence numbers in one
+    epoch (in two batches) stores its accepted report and EXTRA_MAX extras;
+    the other 95 are counted as rejected_extra_in_epoch and extra_dropped, not
+    stored (before: 99 extra rows, ~130 B each, without bound).  A redelivered
+    stored extra stays a duplicate; another epoch has its own cap; the
+    counters still sum up, and /metrics shows extra_dropped beside the outcomes."""
+    from prometheus_client.core import CollectorRegistry
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from mss_aggregator.collect.store import EXTRA_MAX
+    from mss_aggregator.web.live import LiveView
+    from mss_aggregator.web.server import MetricsCollector
+
+    assert EXTRA_MAX == 4
+    store = open_store(location, CFG)
+    flood = _flood("flood", 7, range(100))
+    assert store.write_batch(_items(flood[:50])) == ["accepted"] + ["extra"] * 49
+    assert store.write_batch(_items(flood[50:])) == ["extra"] * 50
+    assert _extras(store) == EXTRA_MAX
+    kept = {q for (q,) in store._query("SELECT seq FROM reports WHERE status='extra'")}
+    assert kept == set(range(1, 1 + EXTRA_MAX))  # the first ones to arrive
+    c = store.counters()
+    assert (c["received"], c["accepted"], c["rejected_extra_in_epoch"], c["extra_dropped"]) == (100, 1, 99, 95)
+    assert store.write_batch(_items(flood[1:2] + flood[60:61])) == ["duplicate", "extra"]
+    assert store.write_batch(_items(_flood("flood", 8, range(10)) + _flood("other", 7, range(3)))) == (
+        ["accepted"] + ["extra"] * 9 + ["accepted", "extra", "extra"])
+    assert (_extras(store, "flood"), _extras(store, "other")) == (2 * EXTRA_MAX, 2)
+    c = store.counters()
+    assert (c["received"], c["duplicate"], c["rejected_extra_in_epoch"], c["extra_dropped"]) == (115, 1, 111, 101)
+    assert c["received"] == c["accepted"] + c["duplicate"] + c["rejected"]
+    store.close()
+    view = LiveView(location, interval=60)
+    try:
+        registry = CollectorRegistry()
+        registry.register(MetricsCollector(view))
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for fam in text_string_to_metric_families(generate_latest(registry).decode()) for s in fam.samples}
+        assert view.counters()["counters"]["extra_dropped"] == 101
+    finally:
+        view.close()
+    assert samples[("mss_extra_dropped_total", ())] == 101
+    assert sum(v for (name, _), v in samples.items() if name == "mss_reports_total") == 115  # dropped is no outcome
+
+
+def test_the_extras_cap_holds_with_concurrent_writers(location):
+    """Four connections write 25 new sequence numbers each of one device and
+    epoch at once, in batches of 5: exactly EXTRA_MAX extras are stored (the
+    cap is exact: each worker locks the epoch's accepted row, or SQLite's write
+    transaction, before it counts)."""
+    from mss_aggregator.collect.store import EXTRA_MAX
+
+    store = open_store(location, CFG)
+    assert store.write_batch(_items(_flood("flood", 3, [0]))) == ["accepted"]
+    store.close()
+    start, results = threading.Barrier(4), []
+
+    def worker(w):
+        items = _items(_flood("flood", 3, range(1 + 25 * w, 26 + 25 * w)))
+        s = open_store(location, CFG)
+        start.wait()
+        out = []
+        for lo in range(0, len(items), 5):
+            out += s.write_batch(items[lo:lo + 5])
+        s.close()
+        results.append(out)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(o for r in results for o in r) == ["extra"] * 100
+    store = open_store(location)
+    c = store.counters()
+    assert _extras(store) == EXTRA_MAX
+    assert (c["rejected_extra_in_epoch"], c["extra_dropped"], c["received"]) == (100, 100 - EXTRA_MAX, 101)
+    store.close()

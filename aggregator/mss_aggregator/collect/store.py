@@ -9,7 +9,11 @@ transaction that updates the counters:
   (config, device, epoch);
 * ``reports`` with status ``extra`` -- a later, different report for an
   epoch that already has one (kept aside, counted as rejected: a device
-  cannot outvote the others);
+  cannot outvote the others); at most ``extra_max`` (EXTRA_MAX, 4) rows a
+  (config, device, epoch): past that a new one is still counted
+  (``rejected_extra_in_epoch``) but not stored, and counted as
+  ``extra_dropped``, so one device id cannot fill the disk with new sequence
+  numbers or FCnts;
 * ``quarantine`` -- anything invalid, with the reason, its length, SHA-256
   and at most its first 4 KiB (cut by the ingest); at most
   ``quarantine_max_rows`` rows: past that a quarantined message is still
@@ -21,9 +25,22 @@ transaction that updates the counters:
 The database enforces both rules with unique indexes, and a report is
 inserted with ``ON CONFLICT DO NOTHING``, so two workers that receive the
 same report can never both count it: the second one's insert waits for the
-first transaction and then does nothing.  A batch is committed before its
-messages are acknowledged to the broker, so an acknowledged report is
-stored.  The counts decoded by :meth:`counts` come only from accepted rows.
+first transaction and then does nothing.  The extras cap is exact with
+several workers too: a worker locks the epoch's accepted row (``SELECT ...
+FOR UPDATE``; SQLite: its write transaction) before it counts the extras.
+A batch is committed before its messages are acknowledged to the broker, so
+an acknowledged report is stored.  The counts decoded by :meth:`counts` come
+only from accepted rows.
+
+Growth from one device id is bounded: at most 1 + EXTRA_MAX = 5 rows per
+(config, device, epoch) (before the cap: one per new u16 sequence number or
+FCnt, 65,536 an epoch).  A row is ~85 bytes plus the report's frame and its
+subset (4 bytes a member): 160 B measured in SQLite with its indexes for a
+15-byte MSS report at k = 64, so ~0.8 kB per device and epoch.  The
+campaign clock bounds the epochs (``mss aggregate`` requires one): at most
+accept_past_epochs + 2 are open at once (34 by default: 170 rows, ~27 kB),
+one more each period, so over a campaign of T epochs one device id stores
+at most 5 (T + accept_past_epochs + 2) rows.
 
 The schema is versioned (``meta.schema``) and created or migrated on open
 (in one transaction, under an advisory lock on PostgreSQL so that workers
@@ -68,6 +85,7 @@ MIGRATIONS = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
 QUARANTINE_MAX_ROWS = 10_000  # default cap; a row is at most ~4.6 KB (4 KiB payload, 256 B topic)
+EXTRA_MAX = 4  # extra rows kept per (config, device, epoch); more are counted (extra_dropped), not stored
 ABANDONED = []  # SQLite connections left open on purpose (SqliteStore.close), alive until the exit
 
 
@@ -89,6 +107,7 @@ class Store:
 
     TYPES = {}
     quarantine_max_rows = QUARANTINE_MAX_ROWS
+    extra_max = EXTRA_MAX
 
     def _open(self, cfg):
         meta = self._read_meta()
@@ -145,6 +164,10 @@ class Store:
     def _lock(self, cur, key=None):
         """Serialise schema set-up, or (``key`` "quarantine") the quarantine cap,
         between processes (SQLite: the write transaction does)."""
+
+    def _lock_epoch(self, cur, cid, device, epoch):
+        """Serialise the extras of one (config, device, epoch) between
+        processes, for the extras cap (SQLite: the write transaction does)."""
 
     def _exec(self, cur, sql, args=()):
         cur.execute(sql, args)
@@ -215,16 +238,37 @@ class Store:
                            np.asarray(r.subset, dtype="<u4").tobytes(), it["payload"], it["source"], now)
                     if self._exec(cur, insert, row + ("accepted",)).rowcount == 1:
                         outcome = counter = "accepted"
-                    elif self._exec(cur, insert, row + ("extra",)).rowcount == 1:
-                        outcome, counter = "extra", "rejected_extra_in_epoch"
-                    else:  # this (config, device, epoch, seq) is stored already
-                        outcome = counter = "duplicate"
+                    else:  # the epoch has its accepted report
+                        outcome, counter, dropped = self._extra(cur, row, insert)
+                        if dropped:
+                            bump["extra_dropped"] = bump.get("extra_dropped", 0) + 1
                 outcomes[i] = outcome
                 bump[counter] = bump.get(counter, 0) + 1
             for name in sorted(bump):
                 self._exec(cur, "INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) "
                                 "DO UPDATE SET value = counters.value + excluded.value", (name, bump[name]))
         return [outcomes[i] for i in range(len(items))]
+
+    def _extra(self, cur, row, insert):
+        """(outcome, counter, dropped) of a report whose epoch has an accepted
+        one: a duplicate of a stored row, an extra stored while the epoch has
+        fewer than ``extra_max``, else an extra counted but not stored."""
+        cid, device, epoch, seq = row[:4]
+        stored = ("SELECT 1 FROM reports WHERE config_id = ? AND device_id = ? AND epoch = ? AND seq = ?",
+                  (cid, device, epoch, seq))
+        if self._exec(cur, *stored).fetchone():  # a redelivery: the common case, no lock needed
+            return "duplicate", "duplicate", False
+        self._lock_epoch(cur, cid, device, epoch)  # from here on no other worker adds extras to this epoch
+        have = self._exec(cur, "SELECT COUNT(*) FROM (SELECT 1 FROM reports WHERE config_id = ? AND device_id = ? "
+                               "AND epoch = ? AND status = 'extra' LIMIT ?) e",
+                          (cid, device, epoch, self.extra_max)).fetchone()[0]
+        if int(have) < self.extra_max:
+            if self._exec(cur, insert, row + ("extra",)).rowcount == 1:
+                return "extra", "rejected_extra_in_epoch", False
+            return "duplicate", "duplicate", False  # stored by another worker meanwhile
+        if self._exec(cur, *stored).fetchone():  # stored by another worker before we had the lock
+            return "duplicate", "duplicate", False
+        return "extra", "rejected_extra_in_epoch", True
 
     def _quarantine_room(self, cur):
         """Rows the quarantine table may still take (rows deleted by hand make
@@ -260,15 +304,17 @@ class Store:
 
     def counters(self):
         """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...,
-        "quarantine_dropped"}: the first four sum up (received = accepted +
-        duplicate + rejected); ``quarantine_dropped`` (present once non-zero)
-        counts rejected messages whose quarantine row the cap left out."""
+        "quarantine_dropped", "extra_dropped"}: the first four sum up (received =
+        accepted + duplicate + rejected); ``quarantine_dropped`` and
+        ``extra_dropped`` (each present once non-zero) count rejected messages
+        whose quarantine row, or extra row, a cap left out."""
         c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
         out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
         out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
         out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
-        if c.get("quarantine_dropped"):
-            out["quarantine_dropped"] = c["quarantine_dropped"]
+        for name in ("quarantine_dropped", "extra_dropped"):
+            if c.get(name):
+                out[name] = c[name]
         return out
 
     def counts(self, epoch=None):
@@ -438,6 +484,12 @@ class PostgresStore(Store):
 
     def _lock(self, cur, key=None):
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (self.LOCK_ID + (key == "quarantine"),))
+
+    def _lock_epoch(self, cur, cid, device, epoch):
+        # the epoch's accepted row, committed (or ours): a worker that waited here then counts, in a
+        # new statement (READ COMMITTED), the extras the other one committed
+        self._exec(cur, "SELECT 1 FROM reports WHERE config_id = ? AND device_id = ? AND epoch = ? "
+                        "AND status = 'accepted' FOR UPDATE", (cid, device, epoch))
 
     @contextmanager
     def _transaction(self):

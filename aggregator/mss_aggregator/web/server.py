@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from mss_aggregator import jsonout
+from mss_aggregator.collect.store import EXTRA_MAX
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -84,13 +85,16 @@ class MetricsCollector:
         reports = CounterMetricFamily("mss_reports", "Reports by outcome (they sum to received)",
                                       labels=["outcome"])
         for name, value in snap["counters"].items():
-            # rejected is the sum of the rejected_<reason> series; quarantine_dropped is no outcome
-            if name not in ("received", "rejected", "quarantine_dropped"):
+            # rejected is the sum of the rejected_<reason> series; the *_dropped counters are no outcomes
+            if name not in ("received", "rejected", "quarantine_dropped", "extra_dropped"):
                 reports.add_metric([name], value)
         yield reports
         yield CounterMetricFamily("mss_quarantine_dropped", "Rejected reports whose quarantine row the "
                                   "cap left out (aggregator.quarantine_max_rows)",
                                   value=snap["counters"].get("quarantine_dropped", 0))
+        yield CounterMetricFamily("mss_extra_dropped", "Extra reports (a device's further ones in an epoch) "
+                                  f"counted but not stored past the cap of {EXTRA_MAX} a device and epoch",
+                                  value=snap["counters"].get("extra_dropped", 0))
         est = self.live.estimates()
         yield GaugeMetricFamily("mss_estimate_reports", "Reports behind the current estimates", value=est["n"])
         if est["epoch"] is not None:
