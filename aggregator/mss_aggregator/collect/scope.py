@@ -22,11 +22,11 @@ The guarantee: one device id adds at most one device to any epoch, so with
 its reports the decoded epoch holds at least (the devices of the default
 without them) - 1 honest devices, and at most one of its reports, whatever
 epochs it dates them (argmax over a fixed set: h(e*) + 1 >= h(e*) + a(e*) >=
-h(e0) + a(e0) >= h(e0), a(e) <= 1 its reports in e).  It also means that no
-rule can let a recent epoch win over a fuller old one, for example by
-falling back to the fullest epoch when the clock's two are empty: the device
-would fill them with one report and be the estimate
-(tests/test_hostile_epochs.py checks the guarantee over random epoch sets).
+h(e0) + a(e0) >= h(e0), a(e) <= 1 its reports in e).  A set that depends on
+the reports does not keep it: falling back to the fullest epoch of all when
+the clock's two are empty would let one report in either of them be the
+estimate instead of the fleet's last epoch (tests/test_hostile_epochs.py
+checks the guarantee over random epoch sets).
 
 Pooling every epoch (``--all-epochs``) counts a device once per epoch it
 reported in.  The estimate stays unbiased, but a device's reports are not
