@@ -8,22 +8,24 @@ from mss_node.reporter import Reporter
 
 def adopt(node, d, what, issued=0):
     """Switch ``node`` to the config ``d`` (its own device section stays) if the loader
-    accepts it; the epochs the old config reported stay used."""
+    accepts it and its reporter can be built; only then is anything written (config.json,
+    state.json).  The epochs the old config reported stay used."""
     s = node.s
     merged = {}
     merged.update(d)
     merged["device"] = s.raw.get("device", {})
-    merged["issued"] = max(issued, s.issued)  # a held config keeps the counter
+    merged["issued"] = issued or s.issued  # a held config keeps the counter
     try:
         new = settings.Settings(merged)
-    except ValueError as exc:
+        new.device_id = s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
+        reporter = Reporter(new.params, node.rng, new.device_id)
+    except Exception as exc:  # ValueError naming the field; MemoryError: the board keeps its config
         log.warn("rejected %s: %s" % (what, exc))
         return
-    new.device_id = s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
     files.save(node.config_path, merged)
     node.state.carry(s.config_id, new.config_id)
     node.s = new
-    node.reporter = Reporter(new.params, node.rng, new.device_id)
+    node.reporter = reporter
     log.info("now using config %s" % new.config_id)
 
 
