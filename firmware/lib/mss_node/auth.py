@@ -18,6 +18,8 @@ from mss_node.switch import adopt
 
 _BLOCK = 64  # SHA-256's block size in bytes
 KEY_MIN_HEX = 32  # a fleet key of at least 16 bytes
+DEPTH_MAX = 8  # JSON nesting of a config message (an honest one nests 3 or 4 deep)
+SKEW_S = 3600  # how far ahead of the board's clock a push may be issued (SPEC.md section 5)
 
 
 def fleet_key(text):
@@ -42,6 +44,29 @@ def hmac_sha256(key, msg):
     return outer.digest()
 
 
+def shallow(text):
+    """Raise ValueError when the JSON ``text`` (bytes) nests deeper than DEPTH_MAX: one
+    linear scan that skips strings, before json.loads builds anything of it."""
+    depth = 0
+    quoted = escaped = False
+    for c in text:
+        if quoted:
+            if escaped:
+                escaped = False
+            elif c == 92:  # backslash
+                escaped = True
+            elif c == 34:  # "
+                quoted = False
+        elif c == 34:
+            quoted = True
+        elif c == 91 or c == 123:  # [ {
+            depth += 1
+            if depth > DEPTH_MAX:
+                raise ValueError("nested deeper than %d" % DEPTH_MAX)
+        elif c == 93 or c == 125:
+            depth -= 1
+
+
 def same(a, b):
     """a == b for two digests, looking at every byte (no early exit to time)."""
     if len(a) != len(b):
@@ -63,8 +88,10 @@ def unseal(msg, key, campaign):
         tag = bytes.fromhex(tag)
     except ValueError:
         raise ValueError("malformed signature")
-    if not same(hmac_sha256(key, text.encode()), tag):
+    text = text.encode()
+    if not same(hmac_sha256(key, text), tag):
         raise ValueError("bad hmac (not signed with this fleet's key)")
+    shallow(text)
     d = json.loads(text)
     if not isinstance(d, dict) or not isinstance(d.get("config"), dict):
         raise ValueError("signed document holds no config")
@@ -79,18 +106,32 @@ def unseal(msg, key, campaign):
 def pushed(node, msg):
     """Adopt the pushed ``msg`` on ``node`` (an mss_node.app.Node with a key and a cap) when
     the HMAC holds, it names this campaign, it was issued after the config in use (an old
-    signed config replayed is refused) and the loader accepts it, cap included.  The same
-    config issued again only moves the counter on."""
+    signed config replayed is refused) and at most SKEW_S after the board's clock (so a
+    far-future counter cannot freeze the board), and the loader accepts it, cap included.
+    The same config issued again only moves the counter on."""
+    from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET
+
     s = node.s
     try:
         d, issued = unseal(msg, s.fleet_key, s.campaign)
     except ValueError as exc:
         log.warn("rejected pushed config: %s" % exc)
         return
-    if issued <= s.issued:
-        if issued < s.issued:
+    now = int(node.clock()) + _UNIX_OFFSET
+    if now < _CLOCK_SANE:
+        log.warn("rejected pushed config: the clock is not set")
+        return
+    if issued > now + SKEW_S:
+        log.warn("rejected pushed config: issued %d is ahead of this board's clock %d by more than %d s"
+                 % (issued, now, SKEW_S))
+        return
+    # a counter in use that is itself that far ahead (stored by earlier firmware, or while
+    # the clock ran ahead) is not held against pushes issued within the skew of now
+    last = s.issued if s.issued <= now + SKEW_S else now - SKEW_S
+    if issued <= last:
+        if issued < last:
             log.warn("rejected pushed config: issued %d, before %d of the config in use (a replay?)"
-                     % (issued, s.issued))
+                     % (issued, last))
         return
     if d.get("config_id") == s.config_id:
         s.raw["issued"] = s.issued = issued

@@ -9,14 +9,25 @@
   with a fleet key and a cap; without, they are ignored, logged once);
 * reconnects with exponential back-off after Wi-Fi or broker loss;
 * with device.mqtt.tls, TLS with a pinned CA and the expected server name
-  (and a client certificate if given), see :mod:`mss_node.tls`.
+  (and a client certificate if given), see :mod:`mss_node.tls`;
+* no message stops the link: a config message above MAX_MESSAGE bytes is
+  read off the wire in small pieces and dropped (still acknowledged), a
+  shallow JSON nesting is checked before parsing, and nothing that handling
+  a message raises escapes before its QoS 1 PUBACK is sent.
 
-Only the API common to umqtt.simple 1.3.4 and the current 1.8 is used.
+Only the API common to umqtt.simple 1.3.4 and the current 1.8 is used;
+:func:`_bounded` replaces ``wait_msg`` and relies on what both share:
+``sock`` (read, readinto, write, setblocking), ``_recv_len()`` and ``cb``.
 """
 import json
 import time
 
 from mss_node import log
+
+MAX_MESSAGE = 4096  # bytes: the largest config message a board takes (SPEC.md section 5)
+_CHUNK = 256
+_buf = bytearray(_CHUNK)  # what an oversized message is drained into
+_ack = bytearray(b"\x40\x02\0\0")  # PUBACK
 
 # device.mqtt: port None is 1883, or 8883 with tls; ca, cert, key: files on the board
 # (PEM or DER); server_hostname: the name the broker's certificate must carry (default: host)
@@ -45,6 +56,64 @@ def check(m):
     return m
 
 
+def _skip(sock, n):
+    """Read ``n`` bytes off ``sock`` into the small buffer (never the whole message)."""
+    while n > 0:
+        got = sock.readinto(_buf, min(n, _CHUNK))
+        if not got:
+            raise OSError(-1)
+        n -= got
+
+
+def _drop(n):
+    log.warn("dropped %d-byte config message (limit %d)" % (n, MAX_MESSAGE))
+
+
+def _bounded(base):
+    """umqtt.simple's MQTTClient whose wait_msg reads a PUBLISH of more than MAX_MESSAGE
+    bytes (or with a topic longer than the buffer) in pieces, drops it with a log line and
+    still sends its PUBACK, so the broker does not redeliver it to the session for ever."""
+
+    class Client(base):
+        def wait_msg(self):
+            sock = self.sock
+            res = sock.read(1)
+            sock.setblocking(True)
+            if res is None:
+                return None
+            if res == b"":
+                raise OSError(-1)
+            if res == b"\xd0":  # PINGRESP
+                sock.read(1)
+                return None
+            op = res[0]
+            if op & 0xF0 != 0x30:
+                return op
+            sz = self._recv_len()
+            n = sock.read(2)
+            n = n[0] << 8 | n[1]
+            sz -= n + 2
+            topic = None
+            if n > _CHUNK:
+                _skip(sock, n)
+            else:
+                topic = sock.read(n)
+            if op & 6:
+                pid = sock.read(2)
+                sz -= 2
+            if topic is None or not 0 <= sz <= MAX_MESSAGE:
+                _skip(sock, sz)
+                _drop(sz)
+            else:
+                self.cb(topic, sock.read(sz))  # MqttLink._message raises nothing
+            if op & 6 == 2:
+                _ack[2], _ack[3] = pid[0], pid[1]
+                sock.write(_ack)
+            return op
+
+    return Client
+
+
 def make(node):
     """The link of the node (mss_node.app.Node)."""
     return MqttLink(node.s, node.new_config, node.clock)
@@ -54,7 +123,7 @@ class MqttLink:
     def __init__(self, settings, on_config, clock=time.time):
         from umqtt.simple import MQTTClient
 
-        self._cls = MQTTClient
+        self._cls = _bounded(MQTTClient)
         self.s = settings
         self.on_config = on_config
         self.clock = clock
@@ -137,13 +206,20 @@ class MqttLink:
             self._down("poll failed: %r" % (exc,))
 
     def _message(self, topic, msg):
+        if not msg:  # the retained config deleted: nothing to adopt
+            return
         if self.s.fleet_key is None or self.s.cap is None:
             if not self.told:
                 log.warn("pushed configs are ignored: this board has no device.fleet_key and "
                          "device.max_epsilon")
                 self.told = True
             return
+        if len(msg) > MAX_MESSAGE:  # a client that hands whole messages (the CPython one)
+            return _drop(len(msg))
         try:
+            from mss_node.auth import shallow
+
+            shallow(msg)
             self.on_config(json.loads(msg))
-        except ValueError as exc:
-            log.warn("ignored config message: %s" % exc)
+        except Exception as exc:  # ValueError, MemoryError, ...: the PUBACK must still go out
+            log.warn("ignored config message: %s" % (exc,))
