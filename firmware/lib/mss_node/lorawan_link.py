@@ -100,7 +100,10 @@ class LorawanLink:
         status, why, down = self.modem.send(self.cfg["fport"], report.hex(),
                                             self.cfg["tx_timeout_s"] * 1000)
         if down is not None:
-            self.on_downlink(down[0], down[1])
+            try:
+                self.on_downlink(down[0], down[1])
+            except Exception as exc:  # the uplink went: it must count as sent whatever the downlink does
+                log.warn("lorawan: downlink failed: %r" % (exc,))
         if status == SENT:
             self.backoff = self.cfg["retry_s"]
             if why != "sent":

@@ -75,7 +75,10 @@ class Port:
                 text = bytes(self.buf).strip()
                 self.buf = bytearray()
                 if text:
-                    return text.decode("utf-8", "replace")
+                    try:
+                        return text.decode()
+                    except UnicodeError:  # MicroPython has no "replace": garbled bytes become "?"
+                        return bytes([b if b < 128 else 63 for b in text]).decode()
             elif len(self.buf) < _MAX_LINE:
                 self.buf.extend(c)
 
