@@ -20,6 +20,8 @@ def adopt(node, d, what, issued=0):
         new.device_id = s.device_id  # as found at boot (a LoRaWAN modem's DevEUI)
         reporter = Reporter(new.params, node.rng, new.device_id)
     except Exception as exc:  # ValueError naming the field; MemoryError: the board keeps its config
+        if isinstance(exc, ImportError):  # a protocol the board was not flashed with
+            exc = "this board does not carry protocol %r" % (d.get("protocol"),)
         log.warn("rejected %s: %s" % (what, exc))
         return
     files.save(node.config_path, merged)
