@@ -11,8 +11,17 @@ time is within ``max_device_ms``, and returns the fastest on the device of
 those whose MSE is within ``mse_slack`` (default 2%) of the lowest: a 2%
 larger MSE is made good by 2% more devices, while the device time decides
 a battery's life (at k = 1024, eps = 1 SubsetSelection takes 48 ms a
-report, OLH 1.5 ms at 1.005x its MSE).  A protocol asked for by name is
-planned whatever its device time (``device_ok`` says).
+report, OLH 1.5 ms at 1.005x its MSE).  Given a LoRaWAN ``link``, those
+within the slack are ranked by energy per report instead
+(:func:`mss_protocol.energy.report` on the ``board`` and ``modem``; ties: the
+lower device time): a longer frame costs airtime and UART time, and on
+LoRaWAN airtime costs more than the device's milliseconds (k = 256, eps = 5:
+SubsetSelection's 3-byte frame, lower MSE, beats a 4-byte MSS frame 0.005 ms
+faster on the device).  The energy is compared at ``period_s`` (default
+energy.RANK_PERIOD_S): the sleep over a period common to all candidates
+adds the same to each but for their awake times, so the order does not
+depend on it.  A protocol asked for by name is planned whatever its device
+time (``device_ok`` says).
 Under a budget above k = QUICK_K, ``auto`` plans MSS with the quick search
 (greedy moduli sets only: the full search takes minutes there and has never
 come near the one-output protocols); ``--protocol mss`` searches fully.
@@ -31,7 +40,7 @@ Two figures are models:
 import math
 
 from mss_device.frame import HEADER, KINDS
-from mss_protocol import device_cost
+from mss_protocol import device_cost, energy
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.mss.variance import ss_mse
@@ -42,7 +51,7 @@ CHOICES = ("auto", "mss", "ss") + NAMES
 DECODE_CELLS_PER_S = 1e8
 QUICK_K = 256
 MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
-MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time decides
+MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
 
 
 def decode_cells(cfg, n):
@@ -90,11 +99,15 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 
 
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=10000, prior=None,
-           prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK):
+           prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
+           link=None, board="rp2040", modem="rak3172", period_s=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` and ``device_ok`` (within
     ``max_device_ms``, None: no budget), and ``candidates`` (every protocol
-    considered, with why it was left out where it was)."""
+    considered, with why it was left out where it was).  With a ``link``
+    (:class:`mss_protocol.lorawan.Link`) each candidate that fits also has
+    ``energy_mj_per_report`` on ``board`` + ``modem`` at ``period_s``, and
+    ``auto`` ranks by it (module docstring)."""
     if protocol not in CHOICES:
         raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
     try:
@@ -138,13 +151,22 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         if protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
             row["excluded"] = f"{row['device_ms']:.3g} ms a report on an RP2040 > --max-device-ms {max_device_ms:g}"
         else:
+            if link is not None:
+                row["energy_mj_per_report"] = energy.report(
+                    link, row["frame_bytes"], row["device_ms"], board, modem,
+                    period_s or energy.RANK_PERIOD_S)["energy_mj_per_report"]
             found.append((float(mse), row["device_ms"], len(found), cfg, res, row))
         rows.append(row)
     if not found:
         raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
     least = min(t[0] for t in found)
     near = [t for t in found if t[0] <= least * (1 + mse_slack)]
-    _, _, _, cfg, res, best = min(near, key=lambda t: (t[1], t[0], t[2]))
+
+    def rank(t):  # the fastest on the device; with a link the least energy a report, then the fastest
+        fastest = (t[1], t[0], t[2])
+        return fastest if link is None else (t[5]["energy_mj_per_report"],) + fastest
+
+    _, _, _, cfg, res, best = min(near, key=rank)
     res = _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
     res.update(max_device_ms=max_device_ms, mse_slack=mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms)
