@@ -11,12 +11,14 @@ from rich.table import Table
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
-from mss_protocol import lorawan
+from mss_protocol import energy, lorawan
 from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
+DEFAULT_BOARD = "rp2040"  # with --link: the energy model's board and modem unless given
+DEFAULT_MODEM = "rak3172"
 
 
 def _link(ctx, param, value):
@@ -47,7 +49,7 @@ def _writable_in(ctx, param, value):
               help="Privacy budget per report (epsilon-LDP).")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: of the protocols whose whole frame fits the budget, the fastest on the device among "
-                   "the most accurate (--mse-slack); or one protocol "
+                   "the most accurate (--mse-slack; with --link the least energy per report); or one protocol "
                    "(mss: the best MSS configuration, compared honestly with SubsetSelection).")
 @click.option("--max-bytes", type=click.IntRange(min=1), default=None,
               help="Largest whole report (header + body) in bytes, e.g. 11 for LoRaWAN US915 DR0.")
@@ -70,7 +72,8 @@ def _writable_in(ctx, param, value):
                    "auto leaves out protocols above it; a protocol named with --protocol is warned about.")
 @click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True, callback=_slack,
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
-                   "fastest on the device wins (0: the most accurate, whatever its device time).")
+                   "fastest on the device wins, with --link the least energy per report "
+                   "(0: the most accurate, whatever its device time).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True), callback=_writable_in,
@@ -80,12 +83,29 @@ def _writable_in(ctx, param, value):
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
                    "Default: with --link the shortest its budget allows (a shorter one is refused), "
                    f"else the firmware's {DEFAULT_PERIOD_S}.")
+@click.option("--board", type=click.Choice(tuple(energy.BOARDS)), default=None,
+              help=f"With --link: the MicroPython board of the energy model (default {DEFAULT_BOARD}: a Pico W; "
+                   "docs/energy.md).")
+@click.option("--modem", type=click.Choice(tuple(energy.MODEMS)), default=None,
+              help=f"With --link: the LoRaWAN AT modem of the energy model (default {DEFAULT_MODEM}).")
+@click.option("--battery", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MAH",
+              help="With --link: battery capacity in mAh; the plan states the days it lasts (docs/energy.md).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
 def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, mse_slack, seed,
-             as_json, device_config, period, no_cache):
+             as_json, device_config, period, board, modem, battery, no_cache):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
+    if not link:
+        for flag, value in (("--board", board), ("--modem", modem), ("--battery", battery)):
+            if value is not None:
+                raise click.BadParameter("needs --link lorawan:REGION:DR (the energy model is of a LoRaWAN "
+                                         "board)", param_hint=flag)
     if link:
+        board, modem = board or DEFAULT_BOARD, modem or DEFAULT_MODEM
+        try:
+            energy.check(link, board, modem)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--modem")
         if max_bytes is not None and max_bytes != link.max_payload:
             notes.append(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
                          f"the smaller, {min(max_bytes, link.max_payload)}, is used")
@@ -100,7 +120,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
                         prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
-                        max_device_ms=max_device_ms, mse_slack=mse_slack)
+                        max_device_ms=max_device_ms, mse_slack=mse_slack, link=link, board=board or DEFAULT_BOARD,
+                        modem=modem or DEFAULT_MODEM, period_s=period)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
@@ -115,6 +136,15 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                                      f"allows a {result['frame_bytes']}-byte report (TTN fair use, duty cycle)",
                                      param_hint="--period")
         period = period or least
+        # the energy at the plan's period (the candidates' too: auto's order does not depend on it)
+        for row in result["candidates"]:
+            if "energy_mj_per_report" in row:
+                row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["device_ms"], board,
+                                                            modem, period)["energy_mj_per_report"]
+        e = energy.report(link, result["frame_bytes"], result["device_ms"], board, modem, period, battery)
+        result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
+                      battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
+                      energy_times_s=e["times_s"], energy_model=e["energy_model"])
     result["period_s"] = period = period or DEFAULT_PERIOD_S
     if device_config:
         # the period only: a LoRaWAN transport also needs the modem's UART or path, which a plan cannot know
@@ -158,6 +188,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                   f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
     if link:
         _print_budget(out, link, result)
+        _print_energy(out, result)
     for note in notes:
         out.print(f"note: {note}")
     if device_config:
@@ -177,3 +208,36 @@ def _print_budget(out, link, result):
         out.print(f"dwell time: {result['airtime_ms']:.1f} ms " + ("<= 400 ms, ok" if b["dwell_ok"] else
                   "[red]exceeds the 400 ms limit: this report cannot be sent at this data rate[/red]"))
     out.print(f"reports/day: {result['reports_per_day']} (a report every {b['min_period_s']} s or longer)")
+
+
+_LABELS = {"mcu_awake": "MCU awake: device time {device_ms:.3g} ms + boot {boot_ms:.4g} ms + modem handshake "
+                        "{handshake_ms:.3g} ms",
+           "mcu_wait": "MCU waiting for the modem: airtime + RX2 delay + RX2 ({wait_ms:.1f} ms)",
+           "tx": "TX at {tx_dbm} dBm for the airtime ({air_ms:.1f} ms)",
+           "rx1": "RX1 window, empty ({rx1_ms:.1f} ms)",
+           "rx2": "RX2 window, empty ({rx2_ms:.1f} ms)",
+           "modem_idle": "modem awake, radio off ({modem_idle_ms:.0f} ms)",
+           "sleep": "sleep over the period ({period_s} s, {sleep})"}
+
+
+def _print_energy(out, result):
+    """The energy lines of the human output: the breakdown of one report and the battery life."""
+    m, t, e = result["energy_model"], result["energy_times_s"], result["energy_breakdown"]
+    board, modem = energy.BOARDS[m["board"]], energy.MODEMS[m["modem"]]
+    fields = {f"{key}_ms": value * 1e3 for key, value in t.items()}
+    fields.update(device_ms=t["device"] * 1e3, air_ms=t["air"] * 1e3, tx_dbm=m["tx_dbm"],
+                  period_s=result["period_s"], sleep=f"{m['sleep']} sleep")
+    table = Table(title=f"energy per report: {board['name']} + {modem['name']} (docs/energy.md)")
+    for col in ("part", "mJ", "share"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    total = result["energy_mj_per_report"]
+    for key in energy.COMPONENTS:
+        table.add_row(_LABELS[key].format(**fields), f"{e[key]:.4g}", f"{100 * e[key] / total:.1f} %")
+    out.print(table)
+    out.print(f"energy per report: {total:.4g} mJ; per day: {result['energy_mj_per_day'] / 1e3:.4g} J "
+              f"({86400 / result['period_s']:.4g} reports)")
+    if result["battery_days"] is None:
+        out.print("battery: --battery MAH states the days it lasts")
+    else:
+        out.print(f"battery {m['battery_mah']:g} mAh (at {m['battery_volts']:g} V): {result['battery_days']:.1f} days "
+                  f"(no self-discharge, temperature or regulator losses: docs/energy.md)")
