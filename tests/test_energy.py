@@ -1,0 +1,261 @@
+"""Issue 24 item 3: the energy model of a LoRaWAN battery board (mss_protocol.energy, docs/energy.md).
+
+Every figure of the breakdown is recomputed here from the cited datasheet numbers, copied below
+from docs/energy.md (not read from the module), with the airtime that ``mss plan --link`` verifies
+(tests/test_plan_link.py's AN1200.13 symbol count)."""
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from mss_cli.main import main
+from mss_protocol import energy, lorawan
+from mss_protocol.choose import choose
+from test_plan_link import reference_ms
+
+# docs/energy.md, "The figures": (volts, active mA, idle mA, sleep mA, boot s, device-time scale)
+M3_SCALE = (0.65 * 1.3 / 160e6) / (1.55 / 125e6)  # Cortex-M3 count at 1.3 CPI, 160 MHz over the RP2040's
+CITED_BOARDS = {
+    "rp2040": (5.0, 21.0, 21.0, 1.2, 0.0, 1.0),
+    "esp32": (3.3, 44.0, 27.0, 0.010, 0.635, M3_SCALE),
+    "esp32c3": (3.3, 23.0, 16.0, 0.005, 0.635, M3_SCALE),
+}
+# (volts, baud, TX mA by dBm, RX mA, idle mA, sleep mA)
+CITED_MODEMS = {
+    "rak3172": (3.3, 115200, {14: 87.0, 20: 87.0}, 5.22, 0.072 * 48, 0.00169),
+    "wio-e5": (3.3, 9600, {14: 86.8, 20: 87.0}, 5.65, 0.072 * 48, 0.0021),
+    "rn2483": (3.3, 57600, {14: 38.0}, 2.8 + 9.9, 2.8, 0.0018),
+}
+TX_DBM = {"eu868": 14, "us915": 20, "au915": 20, "au915-nodwell": 20}
+
+
+def handshake_text(modem, frame_bytes, period_s):
+    """The UART bytes of one report, written out: wake, send and sleep lines and their answers."""
+    hexdata, ms = "00" * frame_bytes, int(period_s * 1000)
+    lines = {
+        "rak3172": ["AT", "OK", f"AT+SEND=1:{hexdata}", "OK", f"AT+SLEEP={ms}", "OK"],
+        "wio-e5": ["AT", "+LOWPOWER: WAKEUP", f'AT+MSGHEX="{hexdata}"', "+MSGHEX: Start", f"AT+LOWPOWER={ms}",
+                   "+LOWPOWER: SLEEP"],
+        "rn2483": ["\x00\x55\r\nsys get ver", "RN2483 1.0.5 Oct 31 2018 15:06:52", f"mac tx uncnf 1 {hexdata}", "ok",
+                   f"sys sleep {ms}", "ok"],
+    }[modem]
+    return "".join(line + "\r\n" for line in lines)
+
+
+# empty-window lengths (ms): n = max(ceil(4 + 20 ms / Ts), 6) symbols of Ts = 2^SF / BW
+# (the research table's 24.6 / 36.9 / 57.3 / 196.6 ms at SF7 / SF9 / SF10 / SF12, 125 kHz)
+WINDOW_MS = {(7, 125): 24 * 1.024, (8, 125): 14 * 2.048, (9, 125): 9 * 4.096, (10, 125): 7 * 8.192,
+             (11, 125): 6 * 16.384, (12, 125): 6 * 32.768,
+             (7, 500): 83 * 0.256, (8, 500): 44 * 0.512, (9, 500): 24 * 1.024,
+             (10, 500): 14 * 2.048, (11, 500): 9 * 4.096, (12, 500): 7 * 8.192}
+# (RX1 SF, BW), (RX2 SF, BW) per (region, uplink DR): RX1DROffset 0, RX2 at the region's default
+WINDOWS = {
+    ("eu868", 0): ((12, 125), (12, 125)), ("eu868", 3): ((9, 125), (12, 125)), ("eu868", 5): ((7, 125), (12, 125)),
+    ("us915", 0): ((10, 500), (12, 500)), ("us915", 3): ((7, 500), (12, 500)), ("us915", 4): ((7, 500), (12, 500)),
+    ("au915", 2): ((10, 500), (12, 500)), ("au915", 6): ((7, 500), (12, 500)),
+    ("au915-nodwell", 0): ((12, 500), (12, 500)),
+}
+
+
+def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah):
+    """The model's figures recomputed from the cited numbers (mA x V x s = mJ)."""
+    link = lorawan.parse_link(spec)
+    vb, i_act, i_idle, i_sleep, boot, scale = CITED_BOARDS[board]
+    vm, baud, tx, i_rx, i_midle, i_msleep = CITED_MODEMS[modem]
+    air = reference_ms(frame_bytes, link.sf, link.bw_khz) / 1e3
+    rx1, rx2 = (WINDOW_MS[w] / 1e3 for w in WINDOWS[(link.region, link.dr)])
+    hs = len(handshake_text(modem, frame_bytes, period_s)) * 10 / baud
+    dev = rp2040_ms * scale / 1e3
+    wait = air + 2.0 + rx2  # RX2 opens 2 s after the end of the uplink
+    mcu_awake, modem_awake = boot + dev + hs + wait, hs + wait
+    e = {"mcu_awake": vb * i_act * (boot + dev + hs), "mcu_wait": vb * i_idle * wait,
+         "tx": vm * tx[TX_DBM[link.region]] * air, "rx1": vm * i_rx * rx1, "rx2": vm * i_rx * rx2,
+         "modem_idle": vm * i_midle * (hs + 2.0 - rx1),
+         "sleep": vb * i_sleep * (period_s - mcu_awake) + vm * i_msleep * (period_s - modem_awake)}
+    total = sum(e.values())
+    per_day = total * 86400 / period_s
+    days = None if battery_mah is None else battery_mah * 3.6 * 3.3 * 1000 / per_day
+    return e, total, per_day, days, air
+
+
+CASES = [("lorawan:eu868:0", 4, 1.2, "rp2040", "rak3172", 3928, 2000),
+         ("lorawan:eu868:5", 3, 1.2, "esp32", "wio-e5", 600, 2600),
+         ("lorawan:eu868:3", 11, 48.0, "esp32c3", "rn2483", 3600, None),
+         ("lorawan:us915:0", 11, 5.0, "rp2040", "wio-e5", 1000, 1200),
+         ("lorawan:us915:3", 2, 0.3, "esp32c3", "rak3172", 300, 800),
+         ("lorawan:us915:4", 8, 0.3, "esp32", "rak3172", 86400, 3000),
+         ("lorawan:au915:2", 9, 2.0, "esp32", "wio-e5", 7200, 2000),
+         ("lorawan:au915:6", 20, 0.1, "rp2040", "rak3172", 120, None),
+         ("lorawan:au915-nodwell:0", 5, 1.0, "esp32c3", "wio-e5", 3600, 5000)]
+
+
+@pytest.mark.parametrize("spec,frame_bytes,rp2040_ms,board,modem,period_s,battery", CASES)
+def test_every_figure_is_its_formula_with_the_cited_numbers(spec, frame_bytes, rp2040_ms, board, modem, period_s,
+                                                              battery):
+    e, total, per_day, days, air = expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery)
+    got = energy.report(lorawan.parse_link(spec), frame_bytes, rp2040_ms, board, modem, period_s, battery)
+    assert set(got["energy_breakdown"]) == set(energy.COMPONENTS) == set(e)
+    for part, mj in e.items():
+        assert got["energy_breakdown"][part] == pytest.approx(mj, rel=1e-12, abs=1e-12), part
+    assert got["energy_mj_per_report"] == pytest.approx(total, rel=1e-12)
+    assert got["energy_mj_per_report"] == pytest.approx(sum(got["energy_breakdown"].values()), rel=1e-12)
+    assert got["energy_mj_per_day"] == pytest.approx(per_day, rel=1e-12)
+    assert (got["battery_days"] is None) == (days is None)
+    if days is not None:
+        assert got["battery_days"] == pytest.approx(days, rel=1e-12)
+        # battery_days is the battery's energy over a day's: the same figure from the report's energy
+        assert got["battery_days"] * got["energy_mj_per_report"] * 86400 / period_s == pytest.approx(
+            battery * 3.6 * 3.3 * 1e3, rel=1e-12)
+    assert got["times_s"]["air"] * 1e3 == pytest.approx(air * 1e3, abs=1e-9)
+    link = lorawan.parse_link(spec)
+    assert got["energy_model"]["airtime_ms"] == lorawan.airtime_ms(frame_bytes, link.sf, link.bw_khz)
+
+
+def test_the_part_tables_hold_the_cited_numbers():
+    """The module's tables are the ones docs/energy.md cites (a changed figure must change both)."""
+    for board, (volts, active, idle, sleep, boot, scale) in CITED_BOARDS.items():
+        b = energy.BOARDS[board]
+        assert [b[key][0] for key in ("volts", "active_ma", "idle_ma", "sleep_ma", "boot_s")] == [
+            volts, active, idle, sleep, boot]
+        assert b["device_scale"][0] == pytest.approx(scale, rel=1e-12)
+    for modem, (volts, baud, tx, rx, idle, sleep) in CITED_MODEMS.items():
+        m = energy.MODEMS[modem]
+        assert (m["volts"][0], m["baud"][0], m["rx_ma"][0], m["sleep_ma"][0]) == (volts, baud, rx, sleep)
+        assert m["idle_ma"][0] == pytest.approx(idle, rel=1e-12)
+        assert {dbm: f[0] for dbm, f in m["tx_ma"].items()} == tx
+    assert energy.REGION_TX_DBM == TX_DBM
+    figures = [f for b in energy.BOARDS.values() for f in b.values() if isinstance(f, tuple) and len(f) == 2]
+    figures += [f for m in energy.MODEMS.values() for key, f in m.items() if key in ("volts", "baud", "rx_ma",
+                                                                                     "idle_ma", "sleep_ma")]
+    figures += [f for m in energy.MODEMS.values() for f in m["tx_ma"].values()]
+    assert figures and all(isinstance(source, str) and len(source) > 20 for _, source in figures)
+
+
+@pytest.mark.parametrize("region_dr,windows", WINDOWS.items())
+def test_receive_windows(region_dr, windows):
+    link = lorawan.parse_link("lorawan:%s:%d" % region_dr)
+    assert [t * 1e3 for t in energy.rx_windows_s(link)] == pytest.approx([WINDOW_MS[w] for w in windows],
+                                                                         abs=1e-9)
+
+
+@pytest.mark.parametrize("modem", energy.MODEMS)
+@pytest.mark.parametrize("frame_bytes,period_s", [(1, 60), (11, 3600), (51, 86400)])
+def test_handshake_is_the_uart_bytes_at_the_baud_rate(modem, frame_bytes, period_s):
+    text = handshake_text(modem, frame_bytes, period_s)
+    assert energy.handshake_bytes(modem, frame_bytes, period_s) == len(text)
+    assert energy.handshake_s(modem, frame_bytes, period_s) == pytest.approx(
+        len(text) * 10 / CITED_MODEMS[modem][1], rel=1e-12)
+
+
+def test_a_longer_frame_never_costs_less():
+    link = lorawan.parse_link("lorawan:eu868:0")
+    costs = [energy.report(link, n, 1.0, period_s=3600)["energy_mj_per_report"] for n in range(1, 52)]
+    assert costs == sorted(costs) and costs[-1] > costs[0]
+
+
+def test_refusals():
+    eu, us = lorawan.parse_link("lorawan:eu868:0"), lorawan.parse_link("lorawan:us915:0")
+    with pytest.raises(ValueError, match="rn2483 has no us915"):
+        energy.report(us, 4, 1.0, modem="rn2483", period_s=3600)
+    with pytest.raises(ValueError, match="unknown board"):
+        energy.report(eu, 4, 1.0, board="nrf52", period_s=3600)
+    with pytest.raises(ValueError, match="shorter than"):
+        energy.report(eu, 4, 1.0, board="esp32", period_s=2)
+
+
+def plan(*args):
+    return CliRunner().invoke(main, ["plan", *map(str, args)])
+
+
+def plan_json(*args):
+    out = plan(*args, "--json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def test_plan_json_fields_and_defaults():
+    d = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--battery", 2000)
+    assert {"energy_mj_per_report", "battery_days", "energy_breakdown"} <= set(d)
+    assert set(d["energy_breakdown"]) == set(energy.COMPONENTS)
+    assert (d["energy_model"]["board"], d["energy_model"]["modem"]) == ("rp2040", "rak3172")
+    e, total, _, days, air = expected("lorawan:eu868:0", d["frame_bytes"], d["device_ms"], "rp2040", "rak3172",
+                                      d["period_s"], 2000)
+    assert d["energy_mj_per_report"] == pytest.approx(total, rel=1e-12)
+    assert d["battery_days"] == pytest.approx(days, rel=1e-12)
+    # the airtime of the energy model is the one mss plan --link states and test_plan_link verifies
+    assert d["energy_model"]["airtime_ms"] == d["airtime_ms"] == pytest.approx(air * 1e3, abs=1e-9)
+    assert d["period_s"] == d["link_budget"]["min_period_s"]
+    chosen = [c for c in d["candidates"] if c["protocol"] == d["protocol"]][0]
+    assert chosen["energy_mj_per_report"] == pytest.approx(d["energy_mj_per_report"], rel=1e-12)
+    no_battery = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:us915:1", "--board", "esp32",
+                           "--modem", "wio-e5", "--period", 900)
+    assert no_battery["battery_days"] is None and no_battery["period_s"] == 900
+    assert no_battery["energy_model"] == dict(no_battery["energy_model"], board="esp32", modem="wio-e5",
+                                              tx_dbm=20, sleep="deep")
+    assert not {"energy_mj_per_report", "battery_days", "energy_breakdown"} & set(
+        plan_json("--k", 12, "--epsilon", 2))
+
+
+def test_plan_prints_the_breakdown():
+    out = plan("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", "rp2040", "--modem", "rak3172",
+               "--battery", 2000)
+    assert out.exit_code == 0, out.output
+    d = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--battery", 2000)
+    text = " ".join(out.stdout.split())
+    for words in ("MCU awake", "TX at 14 dBm", "RX1 window", "RX2 window", "sleep over the period",
+                  f"energy per report: {d['energy_mj_per_report']:.4g} mJ",
+                  f"battery 2000 mAh (at 3.3 V): {d['battery_days']:.1f} days"):
+        assert words in text, words
+    text = " ".join(plan("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0").stdout.split())
+    assert "energy per report" in text and "--battery MAH states the days" in text
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--battery", 2000], "--battery"), (["--board", "esp32"], "--board"), (["--modem", "rn2483"], "--modem"),
+    (["--link", "lorawan:us915:0", "--modem", "rn2483"], "--modem"),
+    (["--link", "lorawan:eu868:0", "--battery", 0], "--battery"),
+    (["--link", "lorawan:eu868:0", "--board", "nrf52"], "--board"),
+])
+def test_bad_energy_flags_exit_2_naming_the_flag(args, flag):
+    out = plan("--k", 12, "--epsilon", 2, *args)
+    assert out.exit_code == 2 and flag in out.output, out.output
+
+
+@pytest.mark.parametrize("spec", ["lorawan:eu868:0", "lorawan:eu868:5", "lorawan:us915:0"])
+def test_auto_ranks_by_energy_k256_eps5(spec):
+    """The 0.005 ms device-time tie-break used to pick a 4-byte MSS frame over SubsetSelection's 3-byte
+    frame with the lower MSE; ranked by energy a report, the 3-byte frame wins (the same airtime here,
+    airtime blocks being 4-5 bytes wide, but fewer bytes on the UART), and without a link the
+    device-time rule is unchanged."""
+    link = lorawan.parse_link(spec)
+    linked = choose(256, 5, max_bytes=link.max_payload, frame="compact", link=link)
+    rows = {c["protocol"]: c for c in linked["candidates"]}
+    assert (linked["protocol"], linked["frame_bytes"]) == ("ss", 3) and rows["mss"]["frame_bytes"] == 4
+    assert rows["ss"]["predicted_mse"] < rows["mss"]["predicted_mse"] <= rows["ss"]["predicted_mse"] * 1.02
+    assert rows["mss"]["device_ms"] < rows["ss"]["device_ms"]  # the old tie-break's winner
+    assert rows["ss"]["energy_mj_per_report"] < rows["mss"]["energy_mj_per_report"]
+    air = {p: lorawan.airtime_ms(rows[p]["frame_bytes"], link.sf, link.bw_khz) for p in ("ss", "mss")}
+    assert air["ss"] <= air["mss"]
+    plain = choose(256, 5, max_bytes=link.max_payload, frame="compact")
+    assert (plain["protocol"], plain["frame_bytes"]) == ("mss", 4)
+    assert "energy_mj_per_report" not in plain["candidates"][0]
+
+
+def test_the_cli_picks_subset_selection_on_lorawan():
+    d = plan_json("--k", 256, "--epsilon", 5, "--link", "lorawan:eu868:0")
+    assert (d["protocol"], d["frame_bytes"]) == ("ss", 3)
+
+
+def test_the_ranking_does_not_depend_on_the_period():
+    """Sleep over a period common to all candidates adds the same to each (but for their awake times)."""
+    link = lorawan.parse_link("lorawan:us915:1")
+    by = {}
+    for period in (None, 600, 86400 * 7):
+        res = choose(12, 2, max_bytes=link.max_payload, frame="compact", link=link, period_s=period)
+        rows = [c for c in res["candidates"] if "energy_mj_per_report" in c]
+        by[period] = (res["protocol"], sorted(rows, key=lambda c: c["energy_mj_per_report"]))
+    orders = {p: [c["protocol"] for c in rows] for p, (_, rows) in by.items()}
+    assert len({tuple(o) for o in orders.values()}) == 1 and len({v[0] for v in by.values()}) == 1
+    gaps = {p: rows[1]["energy_mj_per_report"] - rows[0]["energy_mj_per_report"] for p, (_, rows) in by.items()}
+    assert math.isclose(gaps[600], gaps[86400 * 7], rel_tol=1e-6)
