@@ -259,3 +259,14 @@ def test_the_ranking_does_not_depend_on_the_period():
     assert len({tuple(o) for o in orders.values()}) == 1 and len({v[0] for v in by.values()}) == 1
     gaps = {p: rows[1]["energy_mj_per_report"] - rows[0]["energy_mj_per_report"] for p, (_, rows) in by.items()}
     assert math.isclose(gaps[600], gaps[86400 * 7], rel_tol=1e-6)
+
+
+def test_the_worked_example_of_docs_energy_md():
+    import pathlib
+
+    d = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", "rp2040", "--modem", "rak3172",
+                  "--battery", 2000)
+    assert (d["protocol"], d["frame_bytes"], d["period_s"]) == ("grr", 2, 3456)
+    assert round(d["energy_mj_per_report"]) == 21447 and round(d["battery_days"], 1) == 44.3
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "energy.md").read_text()
+    assert "**21 447**" in text and "**44.3 days**" in text
