@@ -11,11 +11,24 @@ Routes (described by ``/api/openapi.json``):
 Served by the standard library's threading HTTP server: a handful of routes
 on loopback need no framework.  Loopback is the default; binding anywhere
 else requires a token, accepted as ``Authorization: Bearer <token>`` or as
-the password of HTTP basic auth (so a browser can log in).
+the password of HTTP basic auth (so a browser can log in).  A token is one or
+more visible ASCII characters (no spaces): an empty or blank one is refused,
+wherever it comes from.  Whatever the token, a request is served only under a
+Host name the server answers to (no DNS rebinding): on loopback the loopback
+names, elsewhere also IP addresses and this machine's name; ``hosts`` adds
+names (e.g. the one a reverse proxy passes on).
+
+A client that resets its connection (or breaks the pipe, or fails TLS) is
+counted (``connection_resets`` in ``/api/counters``' ``http``,
+``mss_http_connection_resets_total``), not logged; any other error in a
+request is counted as ``errors`` and logged in one line.
 """
 import base64
 import hmac
 import ipaddress
+import socket
+import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -56,13 +69,52 @@ def is_loopback(host):
         return host.lower() == "localhost"  # host names are case-insensitive
 
 
+def check_token(token, source="--http-token"):
+    """``token`` if it is one (None: no token); HttpError naming ``source`` if it is empty,
+    blank or holds anything but visible ASCII (it travels in an HTTP header)."""
+    if token is None:
+        return None
+    if not token.strip():
+        raise HttpError(f"{source}: the token is empty or blank; give one, e.g. "
+                        f"python -c 'import secrets; print(secrets.token_urlsafe(24))'")
+    if not all("!" <= c <= "~" for c in token):
+        raise HttpError(f"{source}: a token is visible ASCII characters, without spaces")
+    return token
+
+
 def check_bind(bind, token):
-    """(host, port) for --http, refusing an address beyond loopback without a token."""
+    """(host, port) for --http, refusing a bad token anywhere and an address beyond
+    loopback without one."""
     host, port = parse_bind(bind)
-    if not is_loopback(host) and not token:
+    check_token(token)
+    if not is_loopback(host) and token is None:
         raise HttpError(f"--http {bind} is reachable from other hosts: give --http-token "
-                        f"(or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
+                        f"(or --http-token-file, or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
     return host, port
+
+
+def host_names(bind_host, hosts=()):
+    """The test of a request's Host header (name, no port) for a server bound to
+    ``bind_host``: loopback names and ``hosts`` always; off loopback also IP
+    addresses, the bind name and this machine's name.  Never the token's business:
+    a page on another name (DNS rebinding) is refused either way."""
+    names = {n.lower().rstrip(".") for n in (*LOOPBACK_NAMES, *hosts)}
+    anywhere = not is_loopback(bind_host)
+    if anywhere:
+        names |= {bind_host.lower(), socket.gethostname().lower()}
+
+    def allowed(host):
+        host = host.lower().rstrip(".")
+        if host in names:
+            return True
+        if anywhere:
+            try:
+                ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+                return True
+            except ValueError:
+                pass
+        return False
+    return allowed
 
 
 class MetricsCollector:
@@ -109,6 +161,20 @@ class MetricsCollector:
         yield from broker_metrics(snap["brokers"])
 
 
+class HttpMetrics:
+    """The HTTP server's own counters (:meth:`WebServer.stats`)."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def collect(self):
+        stats = self.stats()
+        yield CounterMetricFamily("mss_http_connection_resets", "HTTP connections the client reset, "
+                                  "broke or failed TLS on", value=stats["connection_resets"])
+        yield CounterMetricFamily("mss_http_errors", "HTTP requests that failed otherwise (logged)",
+                                  value=stats["errors"])
+
+
 def broker_metrics(brokers):
     """Per broker: connected (0/1), failed connection attempts by cause, when the last one failed."""
     up = GaugeMetricFamily("mss_broker_connected", "1 while connected to the broker", labels=["broker"])
@@ -125,19 +191,20 @@ def broker_metrics(brokers):
     yield from (up, failures, last)
 
 
-def make_handler(live, token, registry):
-    api = {"/api/estimates": live.estimates, "/api/counters": live.counters, "/api/config": live.config_doc}
+def make_handler(live, token, registry, host_ok, stats):
+    api = {"/api/estimates": live.estimates, "/api/config": live.config_doc,
+           "/api/counters": lambda **query: dict(live.counters(**query), http=stats())}
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "mss-aggregate"
         timeout = 30  # an idle client does not hold a thread for ever
 
         def _host_ok(self):
-            """Without a token only loopback names are served (no DNS rebinding)."""
-            if token is not None:
-                return True
-            host = self.headers.get("Host", "").rsplit(":", 1)[0]
-            return host.lower() in LOOPBACK_NAMES  # host names are case-insensitive
+            """Only the names the server answers to (:func:`host_names`), token or not."""
+            host = self.headers.get("Host", "")
+            if host.startswith("["):  # [v6] or [v6]:port
+                return host_ok(host.partition("]")[0] + "]")
+            return host_ok(host.rpartition(":")[0] if ":" in host else host)
 
         def log_message(self, fmt, *args):  # quiet: the operator's console shows the counters
             pass
@@ -199,25 +266,73 @@ def make_handler(live, token, registry):
     return Handler
 
 
-class WebServer:
-    """The dashboard/API server in a background thread."""
+# a client that went away mid-request: counted, not logged
+CLIENT_GONE = (ConnectionError, ssl.SSLError, TimeoutError)  # ConnectionError: reset, aborted, broken pipe
 
-    def __init__(self, live, bind, token=None):
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64  # socketserver's 5 turns a browser's parallel requests into SYN retries
+
+    def __init__(self, address, handler, log):
+        self.log, self.lock = log, threading.Lock()
+        self.counts = {"connection_resets": 0, "errors": 0}
+        super().__init__(address, handler)
+
+    def handle_error(self, request, client_address):
+        """Called in the handler's thread with the exception being handled (instead of
+        socketserver's traceback on stderr)."""
+        exc = sys.exc_info()[1]
+        kind = "connection_resets" if isinstance(exc, CLIENT_GONE) else "errors"
+        with self.lock:
+            self.counts[kind] += 1
+        if kind == "errors":
+            who = ":".join(map(str, client_address[:2])) if client_address else "?"
+            self.log(f"http: {who}: {type(exc).__name__}: {exc}")
+
+
+def _stderr(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+class WebServer:
+    """The dashboard/API server in a background thread.  ``hosts``: more Host names to
+    answer to (:func:`host_names`); ``log``: where a failed request's one line goes;
+    ``on_death(thread, exc)``: told if the serving thread ends on an exception."""
+
+    def __init__(self, live, bind, token=None, hosts=(), log=_stderr, on_death=None):
         host, port = check_bind(bind, token)
+        self.on_death = on_death
         registry = CollectorRegistry()
         registry.register(MetricsCollector(live))
+        registry.register(HttpMetrics(self.stats))
         try:
-            self.httpd = ThreadingHTTPServer((host, port), make_handler(live, token, registry))
+            self.httpd = Server((host, port), make_handler(live, token, registry, host_names(host, hosts),
+                                                           self.stats), log)
         except OSError as exc:  # the port is taken, the address is not ours, ...
             raise HttpError(f"--http {bind}: {exc.strerror or exc}") from None
-        self.httpd.daemon_threads = True
-        self.url = f"http://{host}:{self.httpd.server_address[1]}/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://{host}:{self.port}/"
+        self.thread = threading.Thread(target=self._serve, name="mss-http", daemon=True)
+
+    def _serve(self):
+        try:
+            self.httpd.serve_forever()
+        except Exception as exc:
+            if self.on_death is None:
+                raise
+            self.on_death("http server", exc)
+
+    def stats(self):
+        """{"connection_resets", "errors"}: requests that ended in an exception, by kind."""
+        with self.httpd.lock:
+            return dict(self.httpd.counts)
 
     def start(self):
         self.thread.start()
         return self
 
     def stop(self):
-        self.httpd.shutdown()
+        if self.thread.is_alive():  # shutdown() waits for serve_forever, which a dead thread never ends
+            self.httpd.shutdown()
         self.httpd.server_close()
