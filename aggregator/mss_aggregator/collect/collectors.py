@@ -25,6 +25,71 @@ from mss_device.gateway import MARK
 BATCH = 500
 BATCH_SECONDS = 0.02
 RECONNECT_DELAY = (1, 30)  # seconds: paho's back-off, first and longest wait
+LEVEL_MAX = 64  # characters of a campaign or share-group name
+MAX_BAUD = 2**31 - 1  # the kernel's termios speed is a C int
+
+
+def check_topic_level(value, flag):
+    """``value`` if it can be one MQTT topic level (the campaign in ``mss/v1/<campaign>/...``,
+    the group in ``$share/<group>/...``): 1 to 64 printable characters (no control character,
+    NUL included, and valid UTF-8), none of them ``/``, ``+`` or ``#``; else ValueError naming
+    ``flag``."""
+    if not isinstance(value, str) or not 1 <= len(value) <= LEVEL_MAX:
+        raise ValueError(f"{flag} {value!r}: a topic level is 1 to {LEVEL_MAX} characters")
+    for c in value:
+        if c in "/+#":
+            raise ValueError(f"{flag} {value!r}: a topic level may not hold {c!r} "
+                             f"({'a level separator' if c == '/' else 'an MQTT wildcard'})")
+        if not c.isprintable():  # control characters, NUL, a byte that is not UTF-8 (a surrogate)
+            raise ValueError(f"{flag} {value!r}: a topic level holds printable UTF-8 characters only")
+    return value
+
+
+def check_client_id(value, flag="--client-id"):
+    """An MQTT client id: at least one character, printable UTF-8; else ValueError naming ``flag``."""
+    if not value or not value.isprintable():
+        raise ValueError(f"{flag} {value!r}: a client id is one or more printable characters")
+    return value
+
+
+def parse_serial(spec, flag="--serial"):
+    """(port, baud) of ``PORT[,BAUD]`` (default 115200 baud); ValueError naming ``flag``."""
+    port, comma, baud = spec.partition(",")
+    if not port:
+        raise ValueError(f"{flag} {spec!r}: give a port, e.g. /dev/ttyUSB0,115200")
+    if not comma:
+        return port, 115200
+    if not baud.isdigit() or not 1 <= int(baud) <= MAX_BAUD:  # isdigit: no sign, no spaces
+        raise ValueError(f"{flag} {spec!r}: the baud rate is a whole number from 1 to {MAX_BAUD}")
+    return port, int(baud)
+
+
+class ThreadDied(RuntimeError):
+    """A service thread ended on an unexpected exception; the message is ``<thread>: <cause>``."""
+
+    def __init__(self, thread, exc):
+        super().__init__(f"{thread}: {type(exc).__name__}: {exc}")
+        self.thread, self.cause = thread, exc
+
+
+class Failures:
+    """The first unexpected end of a service thread (collector, writer, HTTP server), reported
+    by that thread: the main loop waits on ``event`` and stops with :meth:`error`."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self.first = None  # (thread, exception)
+
+    def report(self, thread, exc):
+        with self._lock:
+            if self.first is None:
+                self.first = (thread, exc)
+        self.event.set()
+
+    def error(self):
+        """The first failure as a :class:`ThreadDied`, or None."""
+        return None if self.first is None else ThreadDied(*self.first)
 
 
 def parse_broker(url):
@@ -56,11 +121,12 @@ def tls_context(ca=None, cert=None, key=None):
 
 
 class Writer(threading.Thread):
-    """Drains (kind, payload..., ack) tuples into store batches; acks after commit."""
+    """Drains (kind, payload..., ack) tuples into store batches; acks after commit.  An
+    exception stops it (``error``; told to ``failures``, a :class:`Failures`)."""
 
-    def __init__(self, store, ingest, on_batch=None):
+    def __init__(self, store, ingest, on_batch=None, failures=None):
         super().__init__(name="mss-writer", daemon=True)
-        self.store, self.ingest, self.on_batch = store, ingest, on_batch
+        self.store, self.ingest, self.on_batch, self.failures = store, ingest, on_batch, failures
         self.inbox = queue.Queue()
         self.stopping = threading.Event()
         self.error = None
@@ -79,6 +145,8 @@ class Writer(threading.Thread):
                         self.on_batch(items, outcomes)
         except Exception as exc:  # a store failure stops acknowledging: nothing is lost
             self.error = exc
+            if self.failures is not None:
+                self.failures.report("writer", exc)
 
     def _next_batch(self):
         try:
@@ -105,19 +173,23 @@ class MqttCollector:
     ``retained`` = (topic, payload) is published on every connect: the
     campaign config that MQTT devices read.  ``tls_ca``/``tls_cert``/
     ``tls_key``: see :func:`tls_context`; any of them means TLS.  Connection
-    failures are logged, counted and retried (``health``)."""
+    failures are logged, counted and retried (``health``); an exception that
+    ends paho's network thread (e.g. in a callback) is told to ``failures``."""
 
     def __init__(self, url, writer, topic, classify, client_id, qos=1, retained=None, share_group=None,
-                 tls_ca=None, log=print, tls_cert=None, tls_key=None):
+                 tls_ca=None, log=print, tls_cert=None, tls_key=None, failures=None):
         host, port, user, password, tls = parse_broker(url)
+        if share_group is not None:
+            check_topic_level(share_group, "--share-group")
         self.host, self.port = host, port
         self.writer, self.classify, self.qos, self.retained, self.log = writer, classify, qos, retained, log
         self.topic = f"$share/{share_group}/{topic}" if share_group else topic
         self.source = f"mqtt:{client_id}"  # which worker stored a report
         tls = bool(tls or tls_ca or tls_cert)
         self.health = LinkHealth(f"{host}:{port}", tls, log, *RECONNECT_DELAY)
-        c = Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
-                   protocol=mqtt.MQTTv311, manual_ack=True, health=self.health)
+        died = (lambda exc: failures.report(f"mqtt collector {host}:{port}", exc)) if failures else None
+        c = Client(mqtt.CallbackAPIVersion.VERSION2, client_id=check_client_id(client_id), clean_session=False,
+                   protocol=mqtt.MQTTv311, manual_ack=True, health=self.health, died=died)
         if user:
             c.username_pw_set(user, password)
         if tls:
@@ -163,17 +235,25 @@ class MqttCollector:
 
 
 class SerialCollector(threading.Thread):
-    """Reads report lines from one serial port (``/dev/ttyUSB0[,baud]``); each
-    line is parsed and classified by ``Ingest.from_serial`` in the writer."""
+    """Reads report lines from one serial port (``/dev/ttyUSB0[,baud]``, :func:`parse_serial`);
+    each line is parsed and classified by ``Ingest.from_serial`` in the writer.  A port that
+    fails is retried; any other exception ends the thread and is told to ``failures``."""
 
-    def __init__(self, spec, writer, log=print):
+    def __init__(self, spec, writer, log=print, failures=None):
         super().__init__(name=f"mss-serial-{spec}", daemon=True)
-        port, _, baud = spec.partition(",")
-        self.port, self.baud = port, int(baud or 115200)
-        self.writer, self.log = writer, log
+        self.port, self.baud = parse_serial(spec)
+        self.writer, self.log, self.failures = writer, log, failures
         self.stopping = threading.Event()
 
     def run(self):
+        try:
+            self._read()
+        except Exception as exc:
+            if self.failures is None:
+                raise
+            self.failures.report(f"serial collector {self.port}", exc)
+
+    def _read(self):
         while not self.stopping.is_set():
             try:
                 with serial.Serial(self.port, self.baud, timeout=0.2) as ser:

@@ -98,11 +98,21 @@ class LinkHealth:
 
 class Client(mqtt.Client):
     """paho's client, telling ``health`` of every connection attempt and of the
-    exception that ends one: paho's own on_connect_fail is given none."""
+    exception that ends one: paho's own on_connect_fail is given none.  ``died``
+    (a callable, or None) is given the exception that ends the network thread
+    (paho re-raises a callback's), instead of a traceback and a silent end."""
 
-    def __init__(self, *args, health, **kw):
+    def __init__(self, *args, health, died=None, **kw):
         super().__init__(*args, **kw)
-        self.health = health
+        self.health, self.died = health, died
+
+    def loop_forever(self, *args, **kw):  # loop_start's thread runs it
+        try:
+            return super().loop_forever(*args, **kw)
+        except Exception as exc:
+            if self.died is None:
+                raise
+            self.died(exc)
 
     def reconnect(self):  # paho's loop calls it for the first connection and every retry
         self.health.attempt()

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from mss_aggregator.collect.collectors import MqttCollector, SerialCollector, Writer
+from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCollector, Writer, check_topic_level
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
@@ -74,12 +74,17 @@ class Aggregator:
     is published, LoRaWAN devices do not read it.  ``fleet_key`` (bytes)
     signs the published config; boards adopt nothing unsigned.  ``tls_cert``/``tls_key``:
     a client certificate for a broker that requires one.  The store is checked
-    writable here, before anything subscribes.
+    writable here, before anything subscribes; ``campaign`` and ``share_group``
+    are checked to be MQTT topic levels (ValueError).  A collector, the writer or
+    the HTTP server that dies tells ``failures`` (:func:`serve` stops on it).
     """
 
     def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
                  share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None,
                  tls_cert=None, tls_key=None):
+        check_topic_level(campaign, "--campaign")
+        if share_group is not None:
+            check_topic_level(share_group, "--share-group")
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         try:
@@ -111,7 +116,8 @@ class Aggregator:
         self.store.set_clock(clock)
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
                              fport=fport, past_epochs=clock["accept_past_epochs"])
-        self.writer = Writer(self.store, self.ingest)
+        self.log, self.failures = log, Failures()
+        self.writer = Writer(self.store, self.ingest, failures=self.failures)
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
             topic, classify, qos, retained = (
@@ -120,8 +126,10 @@ class Aggregator:
                  (f"mss/v1/{campaign}/config", config_message(self.cfg, campaign, fleet_key, log))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or default_client_id(self.store, campaign),
-                                                 qos, retained, share_group, tls_ca, log, tls_cert, tls_key))
-        self.collectors += [SerialCollector(spec, self.writer, log=log) for spec in serial_ports]
+                                                 qos, retained, share_group, tls_ca, log, tls_cert, tls_key,
+                                                 failures=self.failures))
+        self.collectors += [SerialCollector(spec, self.writer, log=log, failures=self.failures)
+                            for spec in serial_ports]
         if not self.collectors:
             raise ValueError("give --broker and/or --serial")
 
@@ -178,9 +186,12 @@ def counters_table(counters, title):
     return table
 
 
-def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
-    """Run until SIGINT/SIGTERM; show live counters unless ``quiet``; with
-    ``http`` ("host:port") serve the dashboard, JSON API and /metrics."""
+def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
+    """Run until SIGINT/SIGTERM or until a thread dies; show live counters unless
+    ``quiet``; with ``http`` ("host:port") serve the dashboard, JSON API and
+    /metrics (``hosts``: more names its Host header may give, see WebServer).  A
+    store failure raises StoreError, any other thread's death
+    :class:`~mss_aggregator.collect.collectors.ThreadDied` ("<thread>: <cause>")."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -192,19 +203,20 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
             from mss_aggregator.web.server import WebServer
 
             view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers)
-            web = WebServer(view, http, token).start()
+            web = WebServer(view, http, token, hosts=hosts, log=agg.log, on_death=agg.failures.report).start()
             view.start()
             console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
         agg.start()
         title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
         reader = open_store(agg.store.location)  # a second connection: the display never blocks the writer
+        died = agg.failures.event
         if quiet:
-            while not stop.wait(0.5) and agg.writer.error is None:
+            while not stop.is_set() and not died.wait(0.5):
                 pass
         else:
             with Live(counters_table(reader.counters(), title), console=console,
                       refresh_per_second=2) as display:
-                while not stop.wait(0.5) and agg.writer.error is None:
+                while not stop.is_set() and not died.wait(0.5):
                     display.update(counters_table(reader.counters(), title))
     finally:
         agg.stop()
@@ -222,5 +234,5 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0):
     if isinstance(error, StoreError):  # the writer stopped at the batch it could not commit
         raise StoreError(f"{error}; stopped, and nothing unstored was acknowledged (an MQTT broker "
                          f"redelivers it to the next run)")
-    if error is not None:
-        raise error
+    if agg.failures.first is not None:
+        raise agg.failures.error()
