@@ -7,7 +7,7 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail
+from mss_cli.common import AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail, output_file, writing
 from mss_protocol import registry
 from mss_protocol import oracle_config
 from mss_protocol.mss.config import ConfigError
@@ -33,7 +33,8 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
               help="Devices in the empirical attack run (0: exact values only).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="PNG: success vs epsilon with the ceilings.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
+              help="PNG: success vs epsilon with the ceilings.")
 @click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list)
 @click.option("--longitudinal", is_flag=True, help="Also attack T repeated reports (fresh and memoized).")
 @click.option("--horizons", default=AUDIT_HORIZONS, show_default=True,
@@ -96,8 +97,9 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
             from mss_aggregator.plotting import plot_audit
 
             grid = sorted(set(plot_epsilons) | {epsilon})
-            plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
-                       f"k={k}, prior {prior_spec}", report.get("longitudinal"))
+            with writing("--plot", plot):
+                plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
+                           f"k={k}, prior {prior_spec}", report.get("longitudinal"))
     except ConfigError as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...
         fail(str(exc))
     problems = privacy_audit.problems(report)

@@ -5,7 +5,7 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import console, csv_list, epsilon_list, fail
+from mss_cli.common import console, csv_list, epsilon_list, fail, output_file, writing
 from mss_protocol import postprocess
 from mss_protocol.mss.config import ConfigError
 
@@ -22,9 +22,9 @@ from mss_protocol.mss.config import ConfigError
               callback=csv_list(str), help="mss, ss, pgr, grr, rappor (OUE), sue, olh, hr.")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), callback=output_file,
               help="Write {\"rows\": [...]} to this file (- prints it instead of the table).")
-@click.option("--plot", "plot_prefix", help="Write <prefix>-mse/decode/bits-*.png.")
+@click.option("--plot", "plot_prefix", callback=output_file, help="Write <prefix>-mse/decode/bits-*.png.")
 def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot_prefix):
     """Accuracy, bits and decode time of every protocol on the same data."""
     from rich.progress import Progress
@@ -53,7 +53,7 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot
         click.echo(jsonout.dumps({"rows": rows}))
         return
     if json_path:
-        with open(json_path, "w") as fh:
+        with writing("--json", json_path), open(json_path, "w") as fh:
             fh.write(jsonout.dumps({"rows": rows}, indent=1))
     table = Table(title=f"mss bench: n={n}, {trials} trials, post={post}")
     for col in ("protocol", "k", "eps", "dist", "MSE", "± std", "vs SS", "bits max", "client s",
@@ -69,5 +69,6 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot
     if plot_prefix:
         from mss_aggregator.plotting import plot_bench
 
-        for path in plot_bench(rows, plot_prefix):
-            wide.print(f"plot: {path}")
+        with writing("--plot", plot_prefix):
+            for path in plot_bench(rows, plot_prefix):
+                wide.print(f"plot: {path}")

@@ -1,10 +1,24 @@
 """``mss aggregate``: collect reports from MQTT, a LoRaWAN network server and
 serial ports into a store."""
 import click
+from click.core import ParameterSource
 
-from mss_cli.common import console, fail
+from mss_cli.common import TOPIC_LEVEL, broker_password_option, broker_url, checked, console, fail, topic_level
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.sealed import load_key
+
+
+def check_id(value, flag):
+    from mss_aggregator.collect.collectors import check_client_id
+
+    return check_client_id(value, flag)
+
+
+def serial_spec(value, flag):
+    from mss_aggregator.collect.collectors import parse_serial
+
+    parse_serial(value, flag)
+    return value
 
 
 def lorawan_spec(ctx, param, value):
@@ -23,10 +37,12 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.command("aggregate")
 @click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
                                "network server's broker (TTS: user APP@TENANT, password an API key).")
+@broker_password_option
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
               help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application "
                    "(device id: the DevEUI; FPort: the config's device.lorawan.fport, default 1).")
-@click.option("--campaign", default="default", show_default=True)
+@click.option("--campaign", default="default", show_default=True, callback=checked(topic_level),
+              help=f"The campaign: its topics are mss/v1/<campaign>/...; {TOPIC_LEVEL}.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config); its device.period_s (required: the campaign "
                    "clock) bounds the epochs accepted and dates the default estimate, its aggregator "
@@ -41,11 +57,15 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Client certificate (PEM) for a broker that requires one; implies TLS.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
               help="The client certificate's key (PEM; default: in the --tls-cert file).")
-@click.option("--share-group", help="Share the stream with other workers ($share/<group>/...).")
-@click.option("--client-id", help="MQTT client id; keep it stable (default mss-agg-<campaign>-<random "
-                                  "hex>, generated once and kept in the store).")
+@click.option("--share-group", callback=checked(topic_level),
+              help=f"Share the stream with other workers ($share/<group>/...); {TOPIC_LEVEL}.")
+@click.option("--client-id", callback=checked(check_id),
+              help="MQTT client id; keep it stable (default mss-agg-<campaign>-<random "
+                   "hex>, generated once and kept in the store).")
 @click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]",
-              help="Serial port with framed reports; repeat for several.")
+              callback=checked(serial_spec),
+              help="Serial port with framed reports (BAUD 1 to 2147483647, default 115200); "
+                   "repeat for several.")
 @click.option("--fleet-key-file", type=click.Path(dir_okay=False),
               help="Sign the published config with this fleet key (hex; the key tools/deploy.py "
                    "gave the boards). Default: $MSS_FLEET_KEY; without either the config is "
@@ -54,17 +74,38 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
 @click.option("--http-token", envvar="MSS_HTTP_TOKEN",
-              help="Token the dashboard/API require (Bearer, or basic-auth password); needed "
-                   "when --http is not on loopback. Default: $MSS_HTTP_TOKEN.")
+              help="Token the dashboard/API require (Bearer, or basic-auth password; visible ASCII, "
+                   "no spaces); needed when --http is not on loopback. Default: $MSS_HTTP_TOKEN "
+                   "(an argument is readable by every local user: prefer the variable or the file).")
+@click.option("--http-token-file", type=click.Path(exists=True, dir_okay=False), metavar="PATH",
+              help="Read the --http-token from this file instead.")
+@click.option("--http-host", "http_hosts", multiple=True, metavar="NAME",
+              help="Another name the dashboard is reached by (its Host header, e.g. through a "
+                   "reverse proxy); repeat for several. Always served: loopback names, and off "
+                   "loopback IP addresses and this machine's name.")
 @click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
-                  client_id, serial_ports, fleet_key_file, quiet, http_bind, http_token, refresh):
-    """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM."""
+                  client_id, serial_ports, fleet_key_file, quiet, http_bind, http_token, http_token_file, http_hosts,
+                  refresh, broker_password_file):
+    """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
+
+    A thread that dies (a collector, the writer, the HTTP server) stops the command with exit 3
+    and "error: <thread>: <cause>"."""
+    from mss_aggregator.collect.collectors import ThreadDied
     from mss_aggregator.collect.service import Aggregator, serve
     from mss_aggregator.collect.store import ABANDONED, StoreError
-    from mss_aggregator.web.server import HttpError, check_bind
+    from mss_aggregator.credentials import SecretError, http_token as resolve_token
+    from mss_aggregator.web.server import HttpError, check_bind, check_token
 
+    broker = broker_url(broker, broker_password_file)
+    env = click.get_current_context().get_parameter_source("http_token") == ParameterSource.ENVIRONMENT
+    try:
+        http_token, source = resolve_token(http_token, http_token_file, "$MSS_HTTP_TOKEN" if env else "--http-token")
+        if http_bind or source != "$MSS_HTTP_TOKEN":  # a blank token is refused on loopback too
+            check_token(http_token, source)
+    except (SecretError, HttpError) as exc:
+        raise click.UsageError(str(exc))
     if http_bind:
         try:
             check_bind(http_bind, http_token)  # before connecting anything
@@ -92,6 +133,6 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     try:
-        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh)
-    except (HttpError, StoreError) as exc:  # the --http port is taken; the store failed a write
+        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts)
+    except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
         fail(str(exc), now=bool(ABANDONED))

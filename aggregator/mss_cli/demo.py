@@ -4,7 +4,7 @@ import numpy as np
 from rich.console import Console
 
 from mss_aggregator.distributions import parse
-from mss_cli.common import EPSILON, fail, top_table
+from mss_cli.common import EPSILON, broker_password_option, broker_url, fail, output_file, top_table, writing
 from mss_protocol import registry
 from mss_protocol.choose import CHOICES, choose
 from mss_protocol.lorawan import budget, parse_link
@@ -15,7 +15,8 @@ PERIOD_S = 3600
 
 
 @click.command("demo")
-@click.option("--broker", help="Use this broker instead of the embedded one (mqtt://host:port).")
+@click.option("--broker", help="Use this broker instead of the embedded one (mqtt://[user@]host:port).")
+@broker_password_option
 @click.option("--devices", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
 @click.option("--protocol", type=click.Choice(CHOICES), default="mss", show_default=True,
@@ -23,13 +24,14 @@ PERIOD_S = 3600
 @click.option("--epsilon", type=EPSILON, default=3.0, show_default=True)
 @click.option("--dist", default="zipf:1.1", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False),
+              callback=output_file)
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
 @click.option("--lorawan", type=click.Choice(["chirpstack"]),
               help="Report over LoRaWAN: emulated modems on ptys (RAK3172, Wio-E5, RN2483 in turn), uplinks "
                    "published in ChirpStack v4's JSON, reports planned for US915 DR0's 11 bytes.")
-def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan):
+def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     import signal
     import tempfile
@@ -48,6 +50,7 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind,
     from mss_aggregator.collect.store import open_store
     from mss_aggregator.web.server import HttpError, check_bind
 
+    broker = broker_url(broker, broker_password_file)
     if http_bind:
         try:
             check_bind(http_bind, None)
@@ -120,8 +123,9 @@ def demo_cmd(broker, devices, k, protocol, epsilon, dist, seed, plot, http_bind,
             out.print(top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
                                  truth, est, 8))
             out.print(counters_table(counters, "counters"))
-            plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
-                           + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
+            with writing("--plot", plot):
+                plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
+                               + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
             out.print(f"plot: {plot}")
             if web is not None:
                 stop = threading.Event()

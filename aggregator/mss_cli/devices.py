@@ -8,7 +8,8 @@ import numpy as np
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import console, fail
+from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, fail, output_file,
+                            topic_level, writing)
 from mss_protocol import oracle_config
 from mss_protocol.mss.config import ConfigError
 
@@ -94,7 +95,9 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
 
 @click.command("fleet")
 @click.option("--broker", required=True, help="mqtt://[user:pass@]host:port")
-@click.option("--campaign", default="default", show_default=True)
+@broker_password_option
+@click.option("--campaign", default="default", show_default=True, callback=checked(topic_level),
+              help=f"The devices publish under mss/v1/<campaign>/; {TOPIC_LEVEL}.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config); the devices date their reports by its "
                    "device.period_s and epoch_origin (default the firmware's 3600 and 0), as the aggregator does.")
@@ -105,16 +108,18 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
 @click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
               show_default=True)
 @click.option("--parallel", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--truth", "truth_path", type=click.Path(dir_okay=False), help="Write the devices' values.")
+@click.option("--truth", "truth_path", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write the devices' values.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel, truth_path,
-              as_json):
+def fleet_cmd(broker, broker_password_file, campaign, config_path, devices, dist, seed, id_prefix, runtime, parallel,
+              truth_path, as_json):
     """Start DEVICES emulated devices running the firmware; each reports once."""
     from mss_aggregator.collect.service import campaign_clock
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator.devices.runtime import RuntimeUnavailable
     from mss_protocol.mss.config import read_json
 
+    broker = broker_url(broker, broker_password_file)
     try:
         cfg = oracle_config.load(config_path)
         clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0}
@@ -126,7 +131,7 @@ def fleet_cmd(broker, campaign, config_path, devices, dist, seed, id_prefix, run
         fail(str(exc))
     failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)
     if truth_path:
-        with open(truth_path, "w") as fh:
+        with writing("--truth", truth_path), open(truth_path, "w") as fh:
             json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
                        "values": {d: v for d, (v, _, _) in sorted(results.items())},
                        "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)

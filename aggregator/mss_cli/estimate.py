@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator import jsonout
-from mss_cli.common import console, fail
+from mss_cli.common import console, fail, output_file, writing
 from mss_protocol import postprocess, registry
 from mss_protocol.mss.config import ConfigError
 
@@ -15,16 +15,18 @@ from mss_protocol.mss.config import ConfigError
               help="SQLite file or postgresql:// URL of a campaign's store.")
 @click.option("--counts", "counts_path", type=click.Path(exists=True, dir_okay=False),
               help="Decode a counts file (mss estimate --export-counts, mss merge) instead of a store.")
-@click.option("--export-counts", type=click.Path(dir_okay=False),
+@click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write estimates as CSV.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the top estimates.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write estimates as CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write a PNG of the top estimates.")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--epoch", type=click.IntRange(min=0), default=None,
-              help="Only this epoch's reports. Default: the fuller of the last complete epoch and "
-                   "the current one (each device counts once).")
+@click.option("--epoch", type=click.IntRange(0, 2**32 - 1), default=None,
+              help="Only this epoch's reports (an epoch is a u32, SPEC.md section 4). Default: the fuller "
+                   "of the last complete epoch and the current one (each device counts once).")
 @click.option("--all-epochs", is_flag=True,
               help="Pool every epoch's reports; standard errors widened by the reports per device.")
 def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch, all_epochs):
@@ -53,19 +55,21 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
         fail(str(exc))
     cfg = counts.cfg
     if export_counts:
-        counts.save(export_counts)
+        with writing("--export-counts", export_counts):
+            counts.save(export_counts)
     protocol = registry.from_config(cfg)
     est = protocol.decode(counts, post=post) if scope is None else scopes.decode(protocol, scope, post)
     rows = est.rows()
     if csv_path:
-        with open(csv_path, "w") as fh:
+        with writing("--csv", csv_path), open(csv_path, "w") as fh:
             fh.write("item,estimate,stderr,ci_low,ci_high\n")
             for r in rows:
                 fh.write(f"{r['item']},{r['estimate']!r},{r['stderr']!r},{r['ci_low']!r},{r['ci_high']!r}\n")
     if plot:
         from mss_aggregator.plotting import plot_estimates
 
-        plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
+        with writing("--plot", plot):
+            plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
     if as_json:
         where = scope.document() if scope else {"epoch": None, "pooled": None}  # a counts file: unknown
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
@@ -89,7 +93,7 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
 
 @click.command("merge")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Where to write the summed counts.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def merge_cmd(inputs, output, as_json):
@@ -106,7 +110,8 @@ def merge_cmd(inputs, output, as_json):
                 raise ConfigError(f"{path}: {exc} ({inputs[0]}); only one config merges") from None
     except ConfigError as exc:
         fail(str(exc))
-    total.save(output)
+    with writing("--output", output):
+        total.save(output)
     if as_json:
         click.echo(jsonout.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
                                "config_id": total.cfg.config_id_hex}))

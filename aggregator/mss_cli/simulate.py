@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import EPSILON, console, fail, top_table
+from mss_cli.common import EPSILON, console, fail, output_file, top_table, writing
 from mss_protocol import oracle_config, postprocess, registry
 from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.planner import PlanError, plan
@@ -29,7 +29,8 @@ from mss_protocol.mss.planner import PlanError, plan
 @click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of truth vs estimates.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write a PNG of truth vs estimates.")
 def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, trials, post,
                  as_json, plot):
     """Simulate N devices, decode their reports and print the accuracy."""
@@ -66,8 +67,9 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     if plot:
         from mss_aggregator.plotting import plot_estimates
 
-        plot_estimates(sim.truth, sim.estimate, plot,
-                       f"{protocol.upper()} k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
+        with writing("--plot", plot):
+            plot_estimates(sim.truth, sim.estimate, plot,
+                           f"{protocol.upper()} k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return

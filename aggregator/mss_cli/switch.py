@@ -9,7 +9,7 @@ import threading
 import click
 
 from mss_cli.collect import LORAWAN_SPEC, lorawan_spec
-from mss_cli.common import console, fail
+from mss_cli.common import broker_password_option, broker_url, console, fail
 from mss_protocol.mss.config import ConfigError
 
 TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
@@ -21,13 +21,14 @@ TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
 @click.option("--broker", required=True,
               help="The network server's MQTT broker, mqtt[s]://[user:pass@]host:port "
                    "(TTS: user APP@TENANT, password an API key).")
+@broker_password_option
 @click.option("--to-config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="The config to switch to (mss plan --device-config).")
 @click.option("--device", "devices", multiple=True, required=True, metavar="ID",
               help="ChirpStack: the DevEUI; TTS: the end-device id.  Repeat for several.")
 @click.option("--fport", type=click.IntRange(1, 223),
               help="Downlink FPort [default: the config's device.lorawan.config_fport, else 2].")
-def switch_cmd(lorawan, broker, config_path, devices, fport):
+def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, fport):
     """Schedule a downlink naming --to-config's id (2 bytes) to each --device."""
     import paho.mqtt.client as mqtt
 
@@ -36,6 +37,7 @@ def switch_cmd(lorawan, broker, config_path, devices, fport):
     from mss_protocol.mss.config import read_json
     from mss_protocol.oracle_config import load_dict
 
+    broker = broker_url(broker, broker_password_file)
     try:
         ids = [lorawan.device(d) for d in devices]
     except ValueError as exc:
