@@ -35,6 +35,7 @@ from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.planner import plan
 from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.privacy import ONE
+from mss_protocol import sealed
 from mss_protocol.sealed import seal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -266,6 +267,17 @@ def test_unseal_names_why_a_message_is_refused(msg, why):
     with pytest.raises(ValueError, match=why):
         auth.unseal(msg, KEY, "t")
     assert auth.unseal(json.loads(seal(GOOD, KEY, "t", 5)), KEY, "t") == (GOOD, 5)
+
+
+def test_a_config_message_longer_than_a_board_takes_is_never_signed():
+    """Boards drop a config message above MAX_MESSAGE bytes unread (SPEC.md section 5), so
+    the aggregator refuses to publish one rather than have the fleet ignore it."""
+    from mss_node.mqtt_link import MAX_MESSAGE as BOARD_MAX
+
+    assert sealed.MAX_MESSAGE == BOARD_MAX
+    seal(GOOD, KEY, "t", 5)
+    with pytest.raises(ConfigError, match=f"boards drop any above {BOARD_MAX}"):
+        seal(dict(GOOD, labels=["x" * 40] * 100), KEY, "t", 5)
 
 
 class _Link:

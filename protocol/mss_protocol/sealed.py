@@ -15,12 +15,18 @@ from mss_protocol.mss.config import ConfigError
 
 KEY_MIN_BYTES = 16
 ENV = "MSS_FLEET_KEY"
+MAX_MESSAGE = 4096  # bytes: the largest config message a board takes (SPEC.md section 5)
 
 
 def seal(config, key, campaign, issued):
-    """The message text for ``config`` (a config dict, section 5)."""
+    """The message text for ``config`` (a config dict, section 5).  ConfigError if it
+    is longer than a board takes: it would drop it, unread."""
     text = json.dumps({"campaign": campaign, "issued": int(issued), "config": config}, sort_keys=True)
-    return json.dumps({"signed": text, "hmac": hmac.new(key, text.encode(), "sha256").hexdigest()})
+    message = json.dumps({"signed": text, "hmac": hmac.new(key, text.encode(), "sha256").hexdigest()})
+    if len(message.encode()) > MAX_MESSAGE:
+        raise ConfigError(f"the signed config message is {len(message.encode())} bytes; boards drop any "
+                          f"above {MAX_MESSAGE} (SPEC.md section 5)")
+    return message
 
 
 def parse_key(text, source):
