@@ -37,6 +37,7 @@ OPTIONS = (
     (lambda dev: bool(dev.get("configs")), ("mss_node.switch",)),
     (lambda dev: dev.get("memoize") is True, ("mss_node.memo",)),
     (lambda dev: dev.get("max_epsilon") is not None or dev.get("max_ratio") is not None, ("mss_node.cap",)),
+    (lambda dev: dev.get("sleep") in ("light", "deep"), ("mss_node.power",)),
 )
 EXTERNAL = {"mqtt": ("umqtt.simple",)}  # from micropython-lib: mpremote mip install
 

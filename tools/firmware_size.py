@@ -32,7 +32,8 @@ TRANSPORTS = {
     "lorawan:rn2483": {"transport": "lorawan", "lorawan": {"modem": "rn2483"}},
 }
 OPTION_MODULES = (("fleet_key: auth", "mss_node/auth.py"), ("+ switch (also with held configs)", "mss_node/switch.py"),
-                  ("memoize: memo", "mss_node/memo.py"), ("max_epsilon: cap", "mss_node/cap.py"))
+                  ("memoize: memo", "mss_node/memo.py"), ("max_epsilon: cap", "mss_node/cap.py"),
+                  ("sleep light/deep: power", "mss_node/power.py"))
 UMQTT = Path(__file__).resolve().parent.parent / "build" / "mplib" / "umqtt" / "simple.py"
 
 

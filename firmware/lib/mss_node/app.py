@@ -5,7 +5,10 @@ the active config, read the sensor, privatise the value (with
 device.memoize: re-send the value's memoized draw) and queue the report
 in flash; send queued reports oldest first; poll the transport (a new
 retained config may arrive).  A missing or corrupt config leaves the
-board idle, logging why and re-reading the file every minute.
+board idle, logging why and re-reading the file every minute.  Between
+ticks the board waits ``poll_s`` with the CPU on (``device.sleep`` none) or,
+once nothing is left to do, sleeps until the next thing due (light or deep:
+:mod:`mss_node.power`).
 """
 import time
 
@@ -19,9 +22,14 @@ _UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 IDLE_RETRY_S = 60
 _COMPACT = kind_index("compact")
 _CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
+_MIN_REST_MS = 1000  # a shorter wait is a poll_s one: not worth a modem sleep
 
 
 def _idle():
+    pass
+
+
+def _skip(s):
     pass
 
 
@@ -115,7 +123,9 @@ class Node:
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
         clock=time.time, sleep=time.sleep, ticks=None, link=None, until_sent=False):
     """Run the node; ``ticks`` bounds the loop (tests, emulators), None runs
-    forever.  ``until_sent`` stops once this epoch's report has been sent."""
+    forever.  ``until_sent`` stops once this epoch's report has been sent (with
+    ``device.sleep``, after the board went to sleep: an emulated ``machine``
+    records it; waits of a port without lightsleep are skipped)."""
     feed = None  # the watchdog's, armed with the first config that loads
     n = 0
     while ticks is None or n < ticks:
@@ -133,6 +143,11 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
         if feed is None:
             feed = watchdog(node.s.device["watchdog_ms"])
         node.link.feed = feed  # links that wait on a modem keep the watchdog fed
+        rest = None
+        if node.s.device["sleep"] != "none":
+            from mss_node.power import Rest
+
+            rest = Rest(node, feed, _skip if until_sent else sleep, _UNIX_OFFSET, _CLOCK_SANE)
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
         n -= 1  # the attempt that built the node is not a tick
@@ -143,9 +158,14 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
                 node.tick()
             except Exception as exc:  # flash or link trouble: log, keep going (the watchdog backs this)
                 log.error("tick failed: %r" % (exc,))
-            if until_sent and not node.state.queue and not node.state.due(node.s.config_id, node.epoch()):
+            done = until_sent and not node.state.queue and not node.state.due(node.s.config_id, node.epoch())
+            ms = rest.due_ms() if rest else 0
+            if ms >= _MIN_REST_MS:
+                rest(ms)
+            elif not done:
+                sleep(node.s.device["poll_s"])
+            if done:
                 break
-            sleep(node.s.device["poll_s"])
         return node
 
 

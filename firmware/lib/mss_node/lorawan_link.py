@@ -7,7 +7,10 @@
   after a data-rate fall back) keeps the report queued in flash for a later
   try; "not joined" also forces a rejoin;
 * a downlink that arrives in the answer to an uplink goes to
-  ``on_downlink(fport, data)`` (data None if the modem's line was garbled).
+  ``on_downlink(fport, data)`` (data None if the modem's line was garbled);
+* with ``device.sleep``, ``sleep(ms)`` puts the modem to sleep with its
+  dialect's command between uplinks, and the link wakes it before its next
+  command (also after a boot: a deep sleep may have left it asleep).
 
 Class A: downlinks come only after an uplink, so ``poll`` has nothing to do.
 """
@@ -66,12 +69,25 @@ class LorawanLink:
         self.joined = False
         self.backoff = self.cfg["retry_s"]
         self.next_try = 0
+        self.asleep = settings.device["sleep"] != "none"  # may be, after a deep sleep
 
     def _feed(self):
         if self.feed is not None:
             self.feed()
 
+    def _awake(self):
+        if self.asleep:
+            self.asleep = False
+            if not self.modem.wake():
+                log.warn("lorawan: the modem did not answer its wake-up")
+
+    def sleep(self, ms):
+        """The modem sleeps ``ms`` (or until woken before the next command)."""
+        self._awake()  # it may still sleep from an earlier rest
+        self.asleep = self.modem.sleep(ms)
+
     def dev_eui(self):
+        self._awake()
         return self.modem.dev_eui()
 
     def _later(self, why):
@@ -85,6 +101,7 @@ class LorawanLink:
             return True
         if self.clock() < self.next_try:
             return False
+        self._awake()
         ok, why = self.modem.join(self.cfg["join_timeout_s"] * 1000)
         if not ok:
             self._later("join failed (%s)" % why)
@@ -97,6 +114,7 @@ class LorawanLink:
     def send(self, report):
         if not self._up() or self.clock() < self.next_try:
             return False
+        self._awake()
         status, why, down = self.modem.send(self.cfg["fport"], report.hex(),
                                             self.cfg["tx_timeout_s"] * 1000)
         if down is not None:

@@ -10,6 +10,9 @@
 * reconnects with exponential back-off after Wi-Fi or broker loss;
 * with device.mqtt.tls, TLS with a pinned CA and the expected server name
   (and a client certificate if given), see :mod:`mss_node.tls`;
+* with ``device.sleep`` light or deep, ``sleep(ms)`` disconnects before the
+  board sleeps (a DISCONNECT: no ``offline`` will) and the next send
+  reconnects; a config pushed meanwhile is retained and arrives then;
 * no message stops the link: a config message above MAX_MESSAGE bytes is
   read off the wire in small pieces and dropped (still acknowledged), a
   shallow JSON nesting is checked before parsing, and nothing that handling
@@ -195,6 +198,16 @@ class MqttLink:
         except Exception as exc:  # any link failure: back off and retry later
             self._down("publish failed: %r" % (exc,))
             return False
+
+    def sleep(self, ms):
+        if self.client is None:
+            return
+        try:
+            self.client.disconnect()
+        except Exception:  # OSError, a TLS error: the broker times the session out
+            pass
+        self.client = None
+        self.backoff = 1
 
     def poll(self):
         if not self._up():

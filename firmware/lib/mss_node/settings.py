@@ -25,7 +25,8 @@ DEVICE_DEFAULTS = {
     "memoize": False,  # re-send one draw per value (SPEC.md, Memoized reports)
     "memo_max": 16,  # values memoized per config; the least recently used goes
     "configs": [],  # config files this board holds: a downlink can switch to one of them
-    "wifi": {"ssid": None, "password": None},
+    "wifi": {"ssid": None, "password": None, "off_between_reports": False},
+    "sleep": "none",  # between reports: "none" (CPU on), "light" or "deep" (mss_node.power)
     "fleet_key": None,  # hex; signs pushed configs (mss_node.auth); never sent
     "max_epsilon": None,  # the cap on a config's privacy loss, with its exact form:
     "max_ratio": None,  # e^max_epsilon as a decimal string (tools/deploy.py writes both)
@@ -96,6 +97,12 @@ class Settings:
                 raise ValueError("device.%s must be at least 1" % key)
         if type(dev["memoize"]) is not bool:
             raise ValueError("device.memoize must be true or false")
+        if dev["sleep"] not in ("none", "light", "deep"):
+            raise ValueError("device.sleep must be none, light or deep")
+        w = dev["wifi"]["off_between_reports"]  # Wi-Fi off while the board sleeps
+        if w is not False and (w is not True or dev["sleep"] == "none"):
+            raise ValueError("device.wifi.off_between_reports must be false, or true with device.sleep "
+                             "light or deep")
         if dev["memoize"]:
             from mss_node.memo import check as check_memo
 

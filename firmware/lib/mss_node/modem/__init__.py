@@ -10,7 +10,10 @@ one unconfirmed uplink.  One module per command dialect, each with a
 * ``join(timeout_ms)``: (True, "joined") or (False, why);
 * ``send(fport, hexdata, timeout_ms)``: (status, why, downlink) with
   status SENT, RETRY (refused, keep the report) or UNJOINED (rejoin,
-  then keep the report), and downlink None or (fport, bytes).
+  then keep the report), and downlink None or (fport, bytes);
+* ``sleep(ms)``: True if the modem went to sleep for ``ms`` with its
+  dialect's command; ``wake()``: True once it answers again (called
+  before the next command after a sleep, and after a boot).
 
 :class:`Port` reads and writes lines on a ``machine.UART`` or (tests, the
 emulated fleet) a pty path, with deadlines, never blocking past them.

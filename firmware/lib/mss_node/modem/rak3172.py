@@ -8,7 +8,11 @@ v3.2.0 moved event lines to colon-separated fields; both forms are read:
 * new: ``+EVT:JOIN_FAILED_RX_TIMEOUT``, ``+EVT:TX_DONE``,
   ``+EVT:RX_1:-52:9:UNICAST:3:4321``.
 
-A command answers ``OK`` or an ``AT_...`` error code.
+A command answers ``OK`` or an ``AT_...`` error code.  ``AT+SLEEP=<ms>``
+(1 to 2**32 - 1 ms) answers ``OK`` and sleeps; UART traffic wakes it early
+(Stop1, RUI3's default low-power level; Stop2, ``AT+LPMLVL=2``, would not
+wake on the UART): the wake-up is an ``AT``, answered ``OK`` (RUI3 AT
+Command Manual, "Low Power").
 """
 from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
 
@@ -44,6 +48,15 @@ class Modem:
         if event == "+EVT:JOINED":
             return True, "joined"
         return False, event[5:] if event else "no join answer"
+
+    def sleep(self, ms):
+        return self._ask("AT+SLEEP=%d" % ms)[1] == "OK"
+
+    def wake(self):
+        for _ in range(3):
+            if self._ask("AT", 500)[1] == "OK":
+                return True
+        return False
 
     def send(self, fport, hexdata, timeout_ms):
         _, end = self._ask("AT+SEND=%d:%s" % (fport, hexdata))

@@ -7,6 +7,10 @@ handled by jpmeijers/RN2483-Arduino-Library.  ``mac tx uncnf <port>
 ``frame_counter_err_rejoin_needed``), then after the receive windows one
 of ``mac_tx_ok``, ``mac_rx <port> <hex>`` (a downlink), ``mac_err`` (not
 sent), ``invalid_data_len`` (too long after a data-rate fall back).
+``sys sleep <ms>`` (100 to 2**32 ms) answers ``ok`` only when the module
+wakes; a break then 0x55 (auto-baud) wakes it early, answering that ``ok``
+(command reference, ``sys sleep``; TheThingsNetwork/arduino-device-lib
+``wake()``).  After either, ``sys get ver`` checks that it listens.
 """
 from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
 
@@ -33,6 +37,24 @@ class Modem:
         if line == "accepted":
             return True, "joined"
         return False, line or "no join answer"
+
+    def sleep(self, ms):
+        if ms < 100:
+            return False
+        return self._ask("sys sleep %d" % ms, 50) is None  # a line now is a refusal
+
+    def wake(self):
+        s = self.port.stream
+        for _ in range(3):
+            if hasattr(s, "sendbreak"):  # a UART: a real break
+                s.sendbreak()
+            else:
+                s.write(b"\x00")  # a pty: a NUL stands for it
+            s.write(b"\x55\r\n")
+            self.port.command("sys get ver")
+            if self.port.until(500, "RN")[1]:
+                return True
+        return False
 
     def send(self, fport, hexdata, timeout_ms):
         first = self._ask("mac tx uncnf %d %s" % (fport, hexdata))

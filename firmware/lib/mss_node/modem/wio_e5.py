@@ -7,6 +7,9 @@ tutorial ``wio-lora-e5/AT.md``.  Answers repeat the command's name:
 public firmware: ``Please join network first``, ``Length error N`` (N is
 the current maximum, often after a fall back to DR0), ``No free channel``,
 ``No band in N ms`` (duty cycle), ``LoRaWAN modem is busy``.
+``AT+LOWPOWER=<ms>`` answers ``+LOWPOWER: SLEEP`` and sleeps; UART traffic
+wakes it early with ``+LOWPOWER: WAKEUP`` (the wake-up ``AT`` itself is not
+run; an awake modem answers it ``+AT: OK``).
 """
 from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
 
@@ -32,6 +35,17 @@ class Modem:
             if line != "+JOIN: Done":
                 why = line[7:]
         return False, why
+
+    def sleep(self, ms):
+        self.port.command("AT+LOWPOWER=%d" % ms)
+        return self.port.until(3000, "+LOWPOWER:")[1] == "+LOWPOWER: SLEEP"
+
+    def wake(self):
+        for _ in range(3):
+            self.port.command("AT")
+            if self.port.until(500, "+LOWPOWER: WAKEUP", "+AT: OK")[1]:
+                return True
+        return False
 
     def send(self, fport, hexdata, timeout_ms):
         if fport != self.fport:
