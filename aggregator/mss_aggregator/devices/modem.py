@@ -21,6 +21,20 @@ the next uplink, as in LoRaWAN class A.  A modem runs its own thread
 Every uplink that went on air is passed to ``on_uplink(modem, fport, fcnt,
 data)``; the frame counter restarts at 0 on every join, as in LoRaWAN 1.0.
 
+Sleep between uplinks, each dialect's own (see the firmware's dialects for
+the sources): RAK3172 ``AT+SLEEP=<ms>`` answers ``OK``, and any line wakes
+it early and is answered; Wio-E5 ``AT+LOWPOWER=<ms>`` answers ``+LOWPOWER:
+SLEEP``, and a line while it sleeps wakes it with ``+LOWPOWER: WAKEUP``
+without being run; RN2483 ``sys sleep <ms>`` answers ``ok`` when it wakes,
+at the end of the sleep or early on a break then 0x55 (a NUL then ``U`` on
+the pty: auto-baud), and lines while it sleeps are lost.  The modem keeps,
+on its ``clock`` (the board's time: an emulated board's sleeps take no real
+time, see :mod:`.runtime`), the time it was awake and asleep, and the time
+its radio transmitted (each uplink's and join request's airtime on
+``link``, :func:`mss_protocol.lorawan.airtime_ms`) and listened (both
+receive windows, empty: :func:`mss_protocol.energy.rx_windows_s`, or the
+downlink's airtime in RX1): :meth:`ModemEmulator.stats`.
+
 :class:`ChirpStackEmulator` publishes those uplinks as ChirpStack v4
 ``event/up`` JSON on an MQTT broker (zero fields omitted, as ChirpStack's
 proto3 JSON does) and feeds ``command/down`` documents back to the
@@ -40,12 +54,18 @@ import tty
 import uuid
 from datetime import datetime, timezone
 
+from mss_protocol import energy, lorawan
+
 DIALECTS = ("rak3172", "rak3172-old", "wio-e5", "rn2483")
+RN_VERSION = "RN2483 1.0.5 Oct 31 2018 15:06:52"  # as field modules print it (sys get ver)
+SLEEP_COMMANDS = {"rak3172": "AT+SLEEP=", "rak3172-old": "AT+SLEEP=", "wio-e5": "AT+LOWPOWER=",
+                  "rn2483": "sys sleep "}
+_JOIN_REQUEST, _JOIN_ACCEPT = 23, 17  # PHYPayload bytes (LoRaWAN 1.0.x, no CFList)
 
 
 class ModemEmulator(threading.Thread):
     def __init__(self, dialect, dev_eui, on_uplink=None, faults=None, max_payload=51,
-                 join_delay_s=0.05, tx_delay_s=0.05):
+                 join_delay_s=0.05, tx_delay_s=0.05, clock=None, link="lorawan:us915:0"):
         super().__init__(name=f"modem-{dev_eui}", daemon=True)
         if dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}")
@@ -68,6 +88,14 @@ class ModemEmulator(threading.Thread):
         self._slave = slave  # held open so the pty lives while the device reconnects
         self._halt = threading.Event()
         self._lock = threading.Lock()
+        self.clock = clock or time.monotonic
+        self.link = lorawan.parse_link(link)
+        self.sleeps = []  # (clock time, ms) of every sleep command taken
+        self.woken = 0  # sleeps ended early by UART traffic
+        self.lost = 0  # lines sent while it slept that it could not hear (RN2483)
+        self._first = None  # clock time of the first line
+        self._asleep = None  # (since, until) while asleep; until may be inf
+        self._asleep_s = self._tx_s = self._rx_s = 0.0
 
     # -- control -------------------------------------------------------------
     def downlink(self, fport, data):
@@ -88,12 +116,68 @@ class ModemEmulator(threading.Thread):
             except OSError:
                 pass
 
+    def stats(self):
+        """Times (s, on ``clock``) since the first command: ``awake_s``, ``asleep_s`` (a sleep
+        still running counts to its end), ``tx_s``, ``rx_s`` (radio on, within the awake time),
+        with ``sleeps`` commands taken and ``uplinks`` on air."""
+        with self._lock:
+            now, asleep = self.clock(), self._asleep_s
+            end = now
+            if self._asleep is not None:
+                since, until = self._asleep
+                end = max(now, until) if until != float("inf") else now
+                asleep += end - since
+            span = 0.0 if self._first is None else end - self._first
+            return {"awake_s": max(0.0, span - asleep), "asleep_s": asleep, "tx_s": self._tx_s,
+                    "rx_s": self._rx_s, "sleeps": len(self.sleeps), "uplinks": len(self.uplinks)}
+
+    def poll(self):
+        """End a timed sleep that is over (an RN2483 then says ``ok``); the serving loops call it."""
+        self._wake_due(self.clock())
+
+    def _sleep(self, ms):
+        now = self.clock()
+        with self._lock:
+            self.sleeps.append((now, ms))
+            self._asleep = (now, now + ms / 1000 if ms is not None else float("inf"))
+
+    def _woke(self, at):
+        with self._lock:
+            since, _ = self._asleep
+            self._asleep_s += max(0.0, at - since)
+            self._asleep = None
+
+    def _wake_due(self, now):
+        if self._asleep is not None and now >= self._asleep[1]:
+            self._woke(self._asleep[1])
+            if self.dialect == "rn2483":
+                self._say("ok")  # the answer to sys sleep
+
+    def _join_radio(self, accepted):
+        """A join request on air, then a join-accept in RX1 or two empty windows."""
+        self._radio(_JOIN_REQUEST, _JOIN_ACCEPT if accepted else None)
+
+    def _air(self, phy_bytes, sf, bw_khz):
+        return lorawan.airtime_ms(phy_bytes - lorawan.OVERHEAD_BYTES, sf, bw_khz) / 1000
+
+    def _radio(self, up_bytes, down_bytes):
+        """An uplink of ``up_bytes`` (PHYPayload) on air, then RX1 and RX2 empty or RX1 with a
+        downlink of ``down_bytes``."""
+        link, rx = self.link, energy.DOWNLINK_DRS[self.link.region]
+        with self._lock:
+            self._tx_s += self._air(up_bytes, link.sf, link.bw_khz)
+            if down_bytes is None:
+                self._rx_s += sum(energy.rx_windows_s(link))
+            else:
+                self._rx_s += self._air(down_bytes, *rx[energy.RX1_DR[link.region][link.dr]])
+
     # -- the serial line -----------------------------------------------------
     def run(self):
         while not self._halt.is_set():
             try:
                 ready, _, _ = select.select([self.master], [], [], 0.1)
                 if not ready:
+                    self.poll()
                     continue
                 data = os.read(self.master, 1024)
             except OSError:  # the device closed its end; it may open it again
@@ -109,7 +193,26 @@ class ModemEmulator(threading.Thread):
             text = line.strip().decode("ascii", "replace")
             if text:
                 self.commands.append(text)
-                self._answer(text)
+                now = self.clock()
+                if self._first is None:
+                    self._first = now
+                self._wake_due(now)
+                if self._asleep is None or self._while_asleep(text, now):
+                    self._answer(text)
+
+    def _while_asleep(self, text, now):
+        """True if ``text``, heard while asleep, is to be answered as usual (it woke the modem)."""
+        if self.dialect == "rn2483" and not (text.startswith("\x00") and text.lstrip("\x00").startswith("U")):
+            self.lost += 1  # asleep, an RN2483 hears nothing but a break
+            return False
+        self.woken += 1
+        self._woke(now)
+        if self.dialect == "wio-e5":
+            self._say("+LOWPOWER: WAKEUP")  # the line that woke it is not run
+            return False
+        if self.dialect == "rn2483":
+            self._say("ok")  # the answer to sys sleep
+        return True  # RAK3172 in Stop1: the UART wakes it and the command runs
 
     def _say(self, *lines, delay=0.0):
         if delay:
@@ -163,11 +266,20 @@ class ModemEmulator(threading.Thread):
         self.fcnt += 1
         with self._lock:
             down = self.pending.pop(0) if self.pending else None
+        self._radio(len(data) + lorawan.OVERHEAD_BYTES,
+                    None if down is None else len(down[1]) // 2 + lorawan.OVERHEAD_BYTES)
         return ("silent" if fault == "silent" else "sent"), down
 
     # -- RAK3172, RUI3 -------------------------------------------------------
     def _rak(self, text, old):
         if text == "AT":
+            self._say("OK")
+        elif text == "AT+SLEEP" or text.startswith("AT+SLEEP="):
+            ms = text[9:]
+            if text != "AT+SLEEP" and not (ms.isdigit() and 1 <= int(ms) < 2 ** 32):
+                self._say("AT_PARAM_ERROR")
+                return
+            self._sleep(int(ms) if ms else None)  # from now: the board may sleep on the answer
             self._say("OK")
         elif text == "AT+DEVEUI=?":
             self._say(self.dev_eui.upper() if old else f"AT+DEVEUI={self.dev_eui.upper()}", "OK")
@@ -178,6 +290,7 @@ class ModemEmulator(threading.Thread):
             if fault == "busy":
                 self._say("AT_BUSY_ERROR")
                 return
+            self._join_radio(ok)
             self._say("OK")
             self._say("+EVT:JOINED" if ok else ("+EVT:JOIN FAILED" if old else "+EVT:JOIN_FAILED_RX_TIMEOUT"),
                       delay=self.join_delay_s)
@@ -206,6 +319,13 @@ class ModemEmulator(threading.Thread):
     def _e5(self, text):
         if text == "AT":
             self._say("+AT: OK")
+        elif text == "AT+LOWPOWER" or text.startswith("AT+LOWPOWER="):
+            ms = text[12:]
+            if text != "AT+LOWPOWER" and not ms.isdigit():
+                self._say("+LOWPOWER: ERROR(-1)")
+                return
+            self._sleep(int(ms) if ms else None)
+            self._say("+LOWPOWER: SLEEP")
         elif text == "AT+ID=DevEui":
             eui = ":".join(self.dev_eui[i:i + 2].upper() for i in range(0, 16, 2))
             self._say(f"+ID: DevEui, {eui}")
@@ -220,6 +340,7 @@ class ModemEmulator(threading.Thread):
             if fault == "busy":
                 self._say("+JOIN: LoRaWAN modem is busy")
                 return
+            self._join_radio(ok)
             self._say("+JOIN: Start", "+JOIN: NORMAL")
             if ok:
                 self._say("+JOIN: Network joined", "+JOIN: NetID 000013 DevAddr 26:01:1B:2C", "+JOIN: Done",
@@ -249,13 +370,27 @@ class ModemEmulator(threading.Thread):
 
     # -- Microchip RN2483 / RN2903 ------------------------------------------
     def _rn(self, text):
+        if text.startswith("\x00"):  # a break (a NUL on the pty) then 0x55: auto-baud, not a command
+            text = text.lstrip("\x00")
+            text = text[1:] if text.startswith("U") else text
+            if not text:
+                return
         if text == "mac get deveui":
             self._say(self.dev_eui.upper())
+        elif text == "sys get ver":
+            self._say(RN_VERSION)
+        elif text.startswith("sys sleep "):
+            ms = text[10:]
+            if not (ms.isdigit() and 100 <= int(ms) <= 2 ** 32):
+                self._say("invalid_param")
+                return
+            self._sleep(int(ms))  # "ok" when it wakes
         elif text == "mac join otaa":
             ok, fault = self._join()
             if fault == "busy":
                 self._say("busy")
                 return
+            self._join_radio(ok)
             self._say("ok")
             self._say("accepted" if ok else "denied", delay=self.join_delay_s)
         elif text.startswith("mac tx uncnf "):
@@ -291,12 +426,16 @@ class ModemPool(threading.Thread):
 
     def run(self):
         while not self._halt.is_set():
-            for key, _ in self._selector.select(0.1):
+            events = self._selector.select(0.1)
+            for key, _ in events:
                 try:
                     data = os.read(key.fd, 1024)
                 except OSError:  # the device closed its end; it may open it again
                     continue
                 key.data.feed(data)
+            if not events:
+                for m in self.modems:
+                    m.poll()
 
     def stop(self):
         self._halt.set()

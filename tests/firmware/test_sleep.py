@@ -1,0 +1,234 @@
+"""device.sleep light and deep (issue 24 item 2) under MicroPython with the modem emulator.
+
+Each board is the real firmware (``mss_node.app.run``) on the unix port with
+the emulated board's ``machine`` (``mss_aggregator/devices/emulated_board``):
+its sleeps take no real time and move its clock ahead, so ten-minute periods
+pass in a fraction of a second while everything the board does awake runs in
+real time.  What is measured, per board:
+
+* the MCU: awake = the real time its processes ran, asleep = the sleeps it
+  logged (:func:`mss_aggregator.devices.runtime.board_times`);
+* the modem (the emulator, on the board's clock): awake and asleep, the sleep
+  commands it took, and its radio's TX and RX time (airtime on us915:0);
+* the reports, counted where the network server sees them (each uplink dated
+  by its arrival on the board's clock, as a compact frame is).
+
+The emulated modem answers an uplink in 50 ms: the Class A receive windows
+(RX2 ends about 2 s after the uplink at DR0), during which a real board waits
+awake, are not in the measured MCU time (the energy model, ``mss plan
+--link``, counts them); the modem's RX time is.
+"""
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from micropython_runner import FIRMWARE, command
+from mss_aggregator.devices.modem import DIALECTS, SLEEP_COMMANDS, ModemEmulator
+from brokers import mosquitto  # noqa: F401 (fixture)
+from mss_aggregator.devices.runtime import BOARD, BoardClock, board_sleeps, board_times
+from mss_protocol import energy, lorawan
+from mss_protocol.choose import choose
+from mss_protocol.oracle_config import load_dict
+
+PERIOD_S = 600  # ten minutes
+EPOCHS = 4
+MAX_AWAKE = 0.005  # the MCU is awake less than 0.5 % of the period
+NODE = r"""
+import sys, machine
+from mss_node import app
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=machine.clock, ticks=int(sys.argv[3]))
+"""
+
+
+@pytest.fixture(scope="module")
+def compact():
+    return load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"])
+
+
+class Board:
+    """One emulated board with its modem (``dialect``, or none: ``device`` gives the
+    transport), its folder and its log."""
+
+    def __init__(self, folder, cfg, dialect, sleep, eui=1, **device):
+        folder.mkdir()
+        self.folder, self.dialect, self.sleep = folder, dialect, sleep
+        self.log = folder / "board.log"
+        self.clock = BoardClock(self.log)
+        self.arrivals = []  # (board time, data) of every uplink the network server got
+        d = cfg.to_dict()
+        d["device"] = dict({"campaign": "t", "period_s": PERIOD_S, "poll_s": 1, "sleep": sleep}, **device)
+        self.modem = None
+        if dialect:
+            self.modem = ModemEmulator(dialect, "70b3d57ed0%06x" % eui, clock=self.clock,
+                                       on_uplink=lambda m, fport, fcnt, data: self.arrivals.append((self.clock(),
+                                                                                                   data)))
+            d["device"].update(transport="lorawan", lorawan={
+                "modem": dialect.replace("-old", ""), "path": self.modem.path, "retry_s": 1, "backoff_max_s": 2,
+                "join_timeout_s": 2, "tx_timeout_s": 1})
+        (folder / "config.json").write_text(json.dumps(d))
+        self.awake_s = 0.0
+        self.boots = 0
+        self.output = ""
+
+    def boot(self, ticks):
+        """Run the firmware once (until its ticks end or it sleeps deep); the real time it ran."""
+        argv, env = command(NODE, ["config.json", "state.json", str(ticks)],
+                            micropythonpath=[BOARD, FIRMWARE / "lib"])
+        env["MSS_BOARD_LOG"] = str(self.log)
+        start = time.time()
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.folder, env=env)
+        self.awake_s += time.time() - start
+        self.boots += 1
+        self.output += out.stdout + out.stderr
+        assert out.returncode == 0, self.output
+
+    def run(self, epochs=EPOCHS):
+        if self.modem:
+            self.modem.start()
+        try:
+            if self.sleep == "deep":  # a boot a period: each ends in machine.deepsleep
+                while len(self.arrivals) < epochs and self.boots < 2 * epochs:
+                    self.boot(epochs)
+            else:
+                self.boot(epochs)
+        finally:
+            if self.modem:
+                self.modem.stop()
+        return self
+
+    def epochs(self):
+        return [int(t) // PERIOD_S for t, _ in self.arrivals]
+
+    def state(self):
+        return json.loads((self.folder / "state.json").read_text())
+
+    def mcu(self):
+        return board_times(self.log, self.awake_s)
+
+
+def run_all(boards):
+    with ThreadPoolExecutor(len(boards)) as pool:
+        return list(pool.map(Board.run, boards))
+
+
+def radio_s(modem, frame_bytes):
+    """(TX, RX) seconds the modem's radio should have been on: each join request (23 bytes)
+    and uplink on air, then a join-accept (17 bytes) in RX1 or two empty receive windows."""
+    link = lorawan.parse_link("lorawan:us915:0")
+    sf, bw = energy.DOWNLINK_DRS["us915"][energy.RX1_DR["us915"][0]]
+    tx = (modem.joins * lorawan.airtime_ms(23 - 13, link.sf, link.bw_khz)
+          + len(modem.uplinks) * lorawan.airtime_ms(frame_bytes, link.sf, link.bw_khz)) / 1000
+    rx = modem.joins * lorawan.airtime_ms(17 - 13, sf, bw) / 1000 + len(modem.uplinks) * sum(energy.rx_windows_s(link))
+    return tx, rx
+
+
+@pytest.mark.parametrize("sleep", ["light", "deep"])
+def test_sleeping_boards_are_mostly_asleep_and_report_once_an_epoch(tmp_path, compact, sleep):
+    """Each dialect, EPOCHS ten-minute periods: the MCU and the modem awake less than
+    MAX_AWAKE of the time, the modem's sleep command once between any two uplinks, and
+    every epoch reported exactly once (with deep, across a restart every period)."""
+    boards = run_all([Board(tmp_path / d, compact, d, sleep, eui=i) for i, d in enumerate(DIALECTS)])
+    for b in boards:
+        why = f"{b.dialect}, {sleep}: {b.output[-3000:]}"
+        # one report an epoch, none lost, none twice, across the deep-sleep restarts
+        epochs = b.epochs()
+        assert epochs == list(range(epochs[0], epochs[0] + EPOCHS)), why
+        st = b.state()
+        assert st["queue"] == [] and st["seq"] == EPOCHS and len(b.modem.uplinks) == EPOCHS, why
+        # the MCU: awake less than MAX_AWAKE of the time, a sleep a period
+        mcu = b.mcu()
+        assert mcu[sleep] == EPOCHS and mcu["watchdog"] == 0, (mcu, why)
+        assert mcu["awake_fraction"] < MAX_AWAKE, (mcu, why)
+        assert mcu["asleep_s"] > (EPOCHS - 1) * PERIOD_S, (mcu, why)
+        if sleep == "deep":
+            assert b.boots == EPOCHS and mcu["light"] == 0, why
+        # the modem: its dialect's sleep command once between any two uplinks, awake little
+        cmd = SLEEP_COMMANDS[b.dialect]
+        assert sum(1 for c in b.modem.commands if c.startswith(cmd)) == EPOCHS, b.modem.commands
+        sleeps, ups = [t for t, _ in b.modem.sleeps], [t for t, _ in b.arrivals]
+        for t0, t1 in zip(ups, ups[1:]):
+            assert sum(1 for t in sleeps if t0 < t < t1) == 1, (sleeps, ups, why)
+        m = b.modem.stats()
+        assert m["sleeps"] == EPOCHS and m["awake_s"] < MAX_AWAKE * (m["awake_s"] + m["asleep_s"]), (m, why)
+        tx, rx = radio_s(b.modem, len(b.arrivals[0][1]))
+        assert m["tx_s"] == pytest.approx(tx) and m["rx_s"] == pytest.approx(rx), (m, tx, rx)
+        print(f"{b.dialect:12} {sleep}: MCU awake {mcu['awake_s']:.3f} s of {mcu['awake_s'] + mcu['asleep_s']:.0f} s "
+              f"({mcu['awake_fraction']:.3%}); modem awake {m['awake_s']:.3f} s, asleep {m['asleep_s']:.0f} s, "
+              f"TX {m['tx_s']:.3f} s, RX {m['rx_s']:.3f} s, {m['sleeps']} sleep commands, {b.modem.joins} joins")
+
+
+def test_no_sleep_outlasts_half_the_watchdog(tmp_path, compact):
+    """device.watchdog_ms 8000 (about the RP2040's maximum): the board sleeps in slices of at
+    most 4 s, fed between them (the emulated WDT would reset it otherwise), while its modem
+    still takes one sleep command a period."""
+    b = Board(tmp_path / "b", compact, "rak3172", "light", watchdog_ms=8000).run(3)
+    mcu = b.mcu()
+    assert mcu["watchdog"] == 0 and len(b.epochs()) == 3 and b.epochs() == sorted(set(b.epochs())), (mcu, b.output)
+    lights = [ms for kind, ms, _ in board_sleeps(b.log) if kind == "light"]
+    assert max(lights) <= 4000 and len(lights) > 2 * PERIOD_S / 4, lights[:5]
+    assert b.modem.stats()["sleeps"] == 3
+    assert mcu["awake_fraction"] < MAX_AWAKE, mcu
+
+
+def test_wifi_off_between_reports(tmp_path, compact):
+    """device.wifi.off_between_reports: Wi-Fi goes off before every light sleep and on after it
+    (the emulated board's network module records the switches)."""
+    b = Board(tmp_path / "b", compact, "wio-e5", "light",
+              wifi={"ssid": "field", "password": "x", "off_between_reports": True}).run(3)
+    kinds = [kind + (str(ms) if kind == "wifi" else "") for kind, ms, _ in board_sleeps(b.log)]
+    assert kinds == ["wifi0", "light", "wifi1"] * 3, kinds
+    assert b.mcu()["wifi_off"] == 3 and len(b.epochs()) == 3
+
+
+def test_mqtt_board_disconnects_to_sleep_and_reports_each_wake(tmp_path, mosquitto):
+    """Over MQTT a sleeping board disconnects (a DISCONNECT: its retained status stays
+    online, no offline will) and reconnects on every wake; one report an epoch."""
+    import paho.mqtt.client as mqtt
+
+    from mss_aggregator.devices.runtime import ensure_umqtt
+    from mss_protocol.oracle_config import codec
+
+    ensure_umqtt()
+    cfg = load_dict(choose(16, 2.0, "auto", frame="full")["config"])
+    got, status = [], []
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="watch")
+    c.on_message = lambda cl, u, msg: (got if msg.topic.endswith("report") else status).append(msg.payload)
+    c.connect("127.0.0.1", mosquitto.port)
+    c.subscribe("mss/v1/t/dev1/#", qos=1)
+    c.loop_start()
+    try:
+        b = Board(tmp_path / "b", cfg, None, "light", device_id="dev1", transport="mqtt",
+                  mqtt={"host": "127.0.0.1", "port": mosquitto.port, "timeout_s": 5, "backoff_max_s": 2}).run(3)
+        deadline = time.time() + 10
+        while len(got) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    assert len(got) == 3, b.output
+    epochs = [codec(cfg).decode(r, "dev1").epoch for r in got]  # full frames carry their epoch
+    assert epochs == list(range(epochs[0], epochs[0] + 3)), epochs
+    assert b.output.count("mqtt connected") == 3 and "mqtt down" not in b.output, b.output
+    assert b"offline" not in status and status[-1:] == [b"online"], status
+    mcu = b.mcu()
+    assert mcu["light"] == 3 and mcu["awake_fraction"] < MAX_AWAKE, mcu
+
+
+def test_device_sleep_is_checked():
+    from mss_node import settings
+
+    base = load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"]).to_dict()
+    lw = {"transport": "lorawan", "lorawan": {"path": "/dev/x"}}
+    for device, why in [({"sleep": "hibernate"}, "device.sleep must be none, light or deep"),
+                        ({"sleep": None}, "device.sleep must be none, light or deep"),
+                        ({"wifi": {"off_between_reports": True}}, "device.wifi.off_between_reports must be"),
+                        ({"sleep": "light", "wifi": {"off_between_reports": 1}},
+                         "device.wifi.off_between_reports must be")]:
+        with pytest.raises(ValueError, match=why):
+            settings.Settings(dict(base, device=dict(lw, **device)))
+    for sleep in ("none", "light", "deep"):
+        assert settings.Settings(dict(base, device=dict(lw, sleep=sleep))).device["sleep"] == sleep
+    assert settings.Settings(dict(base, device=lw)).device["sleep"] == "none"
