@@ -1,6 +1,7 @@
 """`mss demo` (embedded broker, aggregator, firmware fleet) and a CPython fleet
 through the embedded broker: the path taken on a machine without Mosquitto
 or without the MicroPython binary."""
+import json
 import subprocess
 import sys
 import time
@@ -78,6 +79,25 @@ def test_demo_over_lorawan(tmp_path):
     assert "link lorawan:us915:0" in out.stdout and "/event/up" in out.stdout
     assert "24 reports from 24 of 24 devices" in out.stdout
     assert (tmp_path / "demo.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_demo_over_lorawan_json_says_how_long_each_board_slept(tmp_path):
+    """--json: per device, the MCU's and the modem's time awake and asleep (the boards sleep
+    light until their next report) and the radio's TX and RX time; nothing else on stdout."""
+    out = subprocess.run([sys.executable, "-m", "mss_cli", "demo", "--lorawan", "chirpstack", "--devices", "4",
+                          "--json", "--plot", str(tmp_path / "demo.png")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["link"] == "lorawan:us915:0" and doc["sent"] == 4 and doc["counters"]["accepted"] == 4
+    rows = doc["per_device"]
+    assert [r["modem"] for r in rows] == ["rak3172", "rak3172-old", "wio-e5", "rn2483"]
+    for r in rows:
+        assert r["sent"] and r["sleeps"] == 1 and r["modem_sleeps"] == 1, r
+        assert 0 < r["awake_s"] < 30 and r["asleep_s"] > 0 and r["awake_fraction"] < 0.01, r
+        assert 0 < r["modem_awake_s"] < 30 and r["modem_asleep_s"] > 0 and r["tx_s"] > 0 and r["rx_s"] > 0, r
+        assert doc["awake_fraction"][r["device_id"]] == r["awake_fraction"]
+    assert "4 reports from 4 of 4 devices" in out.stderr
 
 
 def test_cpython_fleet_over_lorawan(tmp_path):

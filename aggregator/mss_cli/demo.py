@@ -1,4 +1,6 @@
 """``mss demo``: the main job end to end on embedded defaults."""
+import json
+
 import click
 import numpy as np
 from rich.console import Console
@@ -12,6 +14,24 @@ from mss_protocol.oracle_config import load_dict
 
 LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
 PERIOD_S = 3600
+
+
+def device_rows(results, times):
+    """--json's per_device: each device's outcome and, where measured (LoRaWAN boards), the
+    MCU's awake/asleep time (runtime.board_times: real run time / emulated sleeps, which
+    take no real time) and its modem's (ModemEmulator.stats, TX and RX from airtime)."""
+    rows = []
+    for device_id, (value, rc, _) in sorted(results.items()):
+        row = {"device_id": device_id, "sent": rc == 0}
+        t = times.get(device_id)
+        if t:
+            mcu, radio = t["mcu"], t["radio"]
+            row.update(modem=t["modem"], awake_s=mcu["awake_s"], asleep_s=mcu["asleep_s"],
+                       awake_fraction=mcu["awake_fraction"], sleeps=mcu["light"] + mcu["deep"],
+                       modem_awake_s=radio["awake_s"], modem_asleep_s=radio["asleep_s"],
+                       modem_sleeps=radio["sleeps"], tx_s=radio["tx_s"], rx_s=radio["rx_s"])
+        rows.append(row)
+    return rows
 
 
 @click.command("demo")
@@ -30,8 +50,13 @@ PERIOD_S = 3600
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
 @click.option("--lorawan", type=click.Choice(["chirpstack"]),
               help="Report over LoRaWAN: emulated modems on ptys (RAK3172, Wio-E5, RN2483 in turn), uplinks "
-                   "published in ChirpStack v4's JSON, reports planned for US915 DR0's 11 bytes.")
-def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan):
+                   "published in ChirpStack v4's JSON, reports planned for US915 DR0's 11 bytes; the boards "
+                   "sleep light between reports (device.sleep).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the outcome as JSON on stdout (the rest goes to stderr); with --lorawan, per device "
+                   "the MCU's and the modem's time awake and asleep and the radio's TX and RX time.")
+def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan,
+             as_json):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     import signal
     import tempfile
@@ -56,7 +81,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             check_bind(http_bind, None)
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
-    out = Console()
+    out = Console(stderr=as_json)
     runtime = "micropython" if micropython_path() else "cpython"
     if runtime == "cpython":
         out.print("note: no MicroPython binary; the devices run the firmware under CPython")
@@ -105,8 +130,9 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 values = draw_values(parse(dist, k), devices, seed)
                 with out.status(f"{devices} devices running the firmware on {runtime}"
                                 + (" with emulated LoRaWAN modems" if link else "")):
+                    times = {}
                     results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=PERIOD_S,
-                                        network=network)
+                                        network=network, times=times)
                 sent = sum(1 for _, rc, _ in results.values() if rc == 0)
                 deadline = time.time() + 30
                 while agg.store.counters()["accepted"] < sent and time.time() < deadline:
@@ -127,6 +153,14 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
                                + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
             out.print(f"plot: {plot}")
+            if as_json:
+                click.echo(json.dumps({"campaign": campaign, "config_id": cfg.config_id_hex,
+                                       "protocol": result["protocol"], "link": link and link.spec,
+                                       "runtime": runtime, "period_s": PERIOD_S, "devices": devices, "sent": sent,
+                                       "reports": counts.total, "counters": counters,
+                                       "per_device": device_rows(results, times),
+                                       "awake_fraction": {d: t["mcu"]["awake_fraction"] for d, t in times.items()}},
+                                      indent=1))
             if web is not None:
                 stop = threading.Event()
                 for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,10 +5,13 @@ Each device is its own process of the firmware's emulator entry point
 its own config.json and state.json in a scratch folder, so devices share
 nothing but the broker.  On LoRaWAN each device drives its own emulated
 modem (:mod:`.modem`, the dialects in turn) and a network-server emulator
-publishes the uplinks.
+publishes the uplinks; those boards sleep light between reports
+(``device.sleep``, as ``mss plan --link`` writes for an RP2040), and
+``times`` gets what each spent awake and asleep, its modem's too.
 """
 import json
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from mss_aggregator.collect.collectors import parse_broker
 from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
-from mss_aggregator.devices.runtime import ensure_umqtt, run_module
+from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
 
 
 def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0):
@@ -30,23 +33,26 @@ def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=
     return d
 
 
-def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0):
+def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, sleep="light"):
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
-                   "transport": "lorawan",
+                   "transport": "lorawan", "sleep": sleep,
                    "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
                                "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 5, "tx_timeout_s": 5}}
     return d
 
 
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0):
+              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0, times=None):
     """Run one device per value; return {device_id: (value, returncode, output)}.
     ``period_s`` and ``epoch_origin``: the campaign clock the devices date
     their reports by (the aggregator's config must carry the same).
 
     With ``network`` (a :class:`~.modem.ChirpStackEmulator` on ``broker``)
-    the devices report over LoRaWAN, each known by its modem's DevEUI."""
+    the devices report over LoRaWAN, each known by its modem's DevEUI, and
+    then sleep until their next report (emulated: no real time passes).
+    ``times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
+    :func:`.runtime.board_times`, "radio": :meth:`.modem.ModemEmulator.stats`}}."""
     if runtime == "micropython" and network is None:
         ensure_umqtt()
     results = {}
@@ -64,12 +70,17 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
             folder = Path(tmp) / device_id
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(d))
+            log = folder / "board.log" if modem is not None else None
+            start = time.time()
             try:
                 out = run_module(runtime, "mss_node.app", ["config.json", "state.json", int(values[i])],
-                                 cwd=folder, timeout=300)
+                                 cwd=folder, timeout=300, board_log=log)
             finally:
                 if modem is not None:
                     modem.stop()
+            if modem is not None and times is not None:
+                times[device_id] = {"modem": modem.dialect, "mcu": board_times(log, time.time() - start),
+                                    "radio": modem.stats()}
             results[device_id] = (int(values[i]), out.returncode, out.stdout + out.stderr)
             if on_done:
                 on_done()
