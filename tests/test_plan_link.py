@@ -176,6 +176,26 @@ def test_device_config_gets_the_budget_period(tmp_path):
     assert 86400 / period <= d["reports_per_day"]
 
 
+def test_device_config_gets_the_boards_sleep(tmp_path):
+    """device.sleep (issue 24 item 2): with --link the board's best mode between reports (an
+    rp2040 light: its deepsleep is lightsleep then a reset; an esp32 deep), without none; the
+    firmware's loader takes the file."""
+    from mss_node.settings import Settings
+
+    for args, sleep in ((("--link", "lorawan:eu868:0"), "light"),
+                        (("--link", "lorawan:eu868:0", "--board", "esp32"), "deep"),
+                        (("--link", "lorawan:us915:0", "--board", "esp32c3"), "deep"), ((), "none")):
+        path = tmp_path / f"{sleep}-{len(args)}.json"
+        d = plan_json("--k", 16, "--epsilon", 2, *args, "--device-config", path)
+        written = json.loads(path.read_text())
+        assert written["device"]["sleep"] == d["device_sleep"] == sleep, args
+        dev = dict(written["device"], device_id="b1", transport="lorawan" if args else "serial",
+                   lorawan={"path": "/dev/x"})
+        assert Settings(dict(written, device=dev)).device["sleep"] == sleep
+    out = plan("--k", 16, "--epsilon", 2, "--link", "lorawan:eu868:0", "--device-config", tmp_path / "h.json")
+    assert "device.sleep light" in " ".join(out.stdout.split())
+
+
 def test_device_config_always_carries_the_campaign_clock(tmp_path):
     """Issue 23 item 1: every config ``mss plan --device-config`` writes has
     ``device.period_s`` (the aggregator refuses a config without one):

@@ -78,7 +78,9 @@ def _writable_in(ctx, param, value):
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True), callback=_writable_in,
               help="Write the config file devices and the aggregator load (it names its protocol, "
-                   "and its device.period_s is the campaign clock the aggregator needs).")
+                   "and its device.period_s is the campaign clock the aggregator needs; device.sleep: with "
+                   "--link what the board sleeps best in between reports, light on an rp2040, deep on an "
+                   "esp32/esp32c3, else none).")
 @click.option("--period", type=click.IntRange(min=1), default=None, metavar="S",
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
                    "Default: with --link the shortest its budget allows (a shorter one is refused), "
@@ -146,10 +148,14 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
                       battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
                       energy_times_s=e["times_s"], energy_model=e["energy_model"])
     result["period_s"] = period = period or DEFAULT_PERIOD_S
+    # a battery (LoRaWAN) board sleeps between reports in its port's best mode (rp2's deepsleep is
+    # lightsleep then a reset: no lower, and a boot a report); a board on mains or Wi-Fi polls
+    result["device_sleep"] = sleep = energy.BOARDS[board]["sleep"] if link else "none"
     if device_config:
-        # the period only: a LoRaWAN transport also needs the modem's UART or path, which a plan cannot know
+        # the period and sleep only: a LoRaWAN transport also needs the modem's UART or path, which a
+        # plan cannot know
         try:
-            load_dict(result["config"]).save(device_config, {"device": {"period_s": period}})
+            load_dict(result["config"]).save(device_config, {"device": {"period_s": period, "sleep": sleep}})
         except OSError as exc:
             fail(f"--device-config {device_config}: cannot write it: {exc.strerror or exc}")
     if as_json:
@@ -192,7 +198,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
     for note in notes:
         out.print(f"note: {note}")
     if device_config:
-        out.print(f"wrote {device_config} (device.period_s {period})")
+        out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}")
 
 
 def _print_budget(out, link, result):
