@@ -35,6 +35,23 @@ its radio transmitted (each uplink's and join request's airtime on
 receive windows, empty: :func:`mss_protocol.energy.rx_windows_s`, or the
 downlink's airtime in RX1): :meth:`ModemEmulator.stats`.
 
+Network time (LoRaWAN DeviceTimeReq/Ans): RAK3172 ``AT+TIMEREQ=1`` (not
+joined: ``AT_NO_NETWORK_JOINED``) and Wio-E5 ``AT+LW=DTR`` (``+LW: DTR``)
+put the request on the next uplink; the network answers with the GPS time
+at the end of that uplink, ``net_clock() + net_offset`` (unix) + 18 leap
+seconds - 315964800, in 1/256 s, which the modem turns back into UTC
+(``gps + 315964800 - 18``) and keeps ticking on ``net_clock``.  The RAK3172
+then says ``+EVT:TIMEREQ_OK`` before ``+EVT:TX_DONE`` (after it, with
+``timereq_after_done``), clears the request and answers ``AT+LTIME=?`` with
+``LTIME: 04h36m00s on 11/27/2023`` (the older manual's ``LTIME: 00h37m58s
+2018-11-14`` as ``rak3172-old``; 1970 plus its uptime before any answer); the
+Wio-E5 answers ``AT+RTC=UTCMS`` with ``+RTC: 2026-04-30 12:30:49.465`` (2020
+plus its uptime before any answer).  ``time_reply``: None (answers),
+``"none"`` (the network never answers: ``+EVT:TIMEREQ_FAILED``, the RTC
+stays unset) or ``"garbage"`` (the read-back is a line no parser reads).
+``power_off()`` is a power cycle: no session, no time, no pending request.
+RN2483: no such commands (``invalid_param``).
+
 :class:`ChirpStackEmulator` publishes those uplinks as ChirpStack v4
 ``event/up`` JSON on an MQTT broker (zero fields omitted, as ChirpStack's
 proto3 JSON does) and feeds ``command/down`` documents back to the
@@ -57,6 +74,8 @@ from datetime import datetime, timezone
 from mss_protocol import energy, lorawan
 
 DIALECTS = ("rak3172", "rak3172-old", "wio-e5", "rn2483")
+GPS_UNIX_OFFSET = 315964800  # unix time of the GPS epoch, 1980-01-06 (LoRaMac-node UNIX_GPS_EPOCH_OFFSET)
+LEAP_SECONDS = 18  # GPS - UTC since 2017-01-01 (RUI3 and ST's AT firmware hard-code it)
 RN_VERSION = "RN2483 1.0.5 Oct 31 2018 15:06:52"  # as field modules print it (sys get ver)
 SLEEP_COMMANDS = {"rak3172": "AT+SLEEP=", "rak3172-old": "AT+SLEEP=", "wio-e5": "AT+LOWPOWER=",
                   "rn2483": "sys sleep "}
@@ -81,6 +100,10 @@ class ModemEmulator(threading.Thread):
         self.commands = []  # every line received
         self.pending = []  # downlinks (fport, hex text) for the next uplink
         self.down = threading.Event()  # set: the network is out of reach (see the module docstring)
+        self.net_clock, self.net_offset = time.time, 0.0  # the network's time (module docstring)
+        self.time_reply, self.timereq_after_done = None, False
+        self.time_requests = 0  # DeviceTimeReq carried by uplinks
+        self._timereq, self._synced, self._booted = False, None, time.time()
         self._buf = b""
         self.master, slave = pty.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: a UART
@@ -98,6 +121,37 @@ class ModemEmulator(threading.Thread):
         self._asleep_s = self._tx_s = self._rx_s = 0.0
 
     # -- control -------------------------------------------------------------
+    def power_off(self):
+        """A power cycle of the modem: it forgets its session, its time and a pending time request."""
+        with self._lock:
+            self.joined, self.fcnt, self.fport = False, 0, 1
+            self._timereq, self._synced, self._booted = False, None, self.net_clock()
+
+    def _device_time(self):
+        """An uplink carrying DeviceTimeReq went on air: True if the network answered (the modem's
+        time is set, module docstring)."""
+        self._timereq = False
+        self.time_requests += 1
+        if self.time_reply == "none":
+            return False
+        now = self.net_clock()
+        gps = now + self.net_offset - GPS_UNIX_OFFSET + LEAP_SECONDS
+        ans = int(gps) + int((gps - int(gps)) * 256) / 256  # DeviceTimeAns: u32 seconds, 1/256 s
+        self._synced = (ans + GPS_UNIX_OFFSET - LEAP_SECONDS, now)
+        return True
+
+    def modem_time(self):
+        """The UTC unix time the modem keeps: from the last DeviceTimeAns, else ``None``."""
+        if self._synced is None:
+            return None
+        t, at = self._synced
+        return t + self.net_clock() - at
+
+    def _rtc(self, unset_from):
+        t = self.modem_time()
+        return datetime.fromtimestamp(unset_from + self.net_clock() - self._booted if t is None else t,
+                                      timezone.utc)
+
     def downlink(self, fport, data):
         """Deliver ``data`` (bytes, or a str written as is: garbled hex) on ``fport``."""
         with self._lock:
@@ -285,6 +339,25 @@ class ModemEmulator(threading.Thread):
             self._say(self.dev_eui.upper() if old else f"AT+DEVEUI={self.dev_eui.upper()}", "OK")
         elif text == "AT+NJS=?":
             self._say(str(int(self.joined)) if old else f"AT+NJS={int(self.joined)}", "OK")
+        elif text.startswith("AT+TIMEREQ="):
+            arg = text[11:]
+            if arg == "?":
+                self._say(str(int(self._timereq)) if old else f"AT+TIMEREQ={int(self._timereq)}", "OK")
+            elif arg not in ("0", "1"):
+                self._say("AT_PARAM_ERROR")
+            elif not self.joined:
+                self._say("AT_NO_NETWORK_JOINED")
+            else:
+                self._timereq = arg == "1"
+                self._say("OK")
+        elif text == "AT+LTIME=?":
+            d = self._rtc(0)
+            if self.time_reply == "garbage":
+                self._say("LTIME: 25h61m??s on 13/45/20x3", "OK")
+            elif old:
+                self._say(f"LTIME: {d:%H}h{d:%M}m{d:%S}s {d:%Y-%m-%d}", "OK")
+            else:
+                self._say(f"LTIME: {d:%H}h{d:%M}m{d:%S}s on {d:%m/%d/%Y}", "OK")
         elif text.startswith("AT+JOIN="):
             ok, fault = self._join()
             if fault == "busy":
@@ -308,8 +381,15 @@ class ModemEmulator(threading.Thread):
             if down:
                 lines = (["+EVT:RX_1, RSSI -52, SNR 9", "+EVT:UNICAST", f"+EVT:{down[0]}:{down[1]}"] if old
                          else [f"+EVT:RX_1:-52:9:UNICAST:{down[0]}:{down[1]}"])
+            timereq = None
+            if self._timereq:
+                timereq = "+EVT:TIMEREQ_OK" if self._device_time() else "+EVT:TIMEREQ_FAILED"
+                if not self.timereq_after_done:
+                    lines.append(timereq)
             if outcome == "sent":
                 lines.append("+EVT:TX_DONE")
+            if timereq and self.timereq_after_done:
+                lines.append(timereq)
             if lines:
                 self._say(*lines, delay=self.tx_delay_s)
         else:
@@ -332,6 +412,15 @@ class ModemEmulator(threading.Thread):
         elif text.startswith("AT+PORT="):
             self.fport = int(text[8:]) if text[8:].isdigit() else self.fport
             self._say(f"+PORT: {self.fport}")
+        elif text == "AT+LW=DTR":
+            self._timereq = True
+            self._say("+LW: DTR")
+        elif text == "AT+RTC=UTCMS":
+            d = self._rtc(1577836800)  # the module's RTC starts at 2020-01-01 at power-up
+            if self.time_reply == "garbage":
+                self._say(f"+RTC: {d:%Y/%m/%dT%H:%M:%SZ}")
+            else:
+                self._say(f"+RTC: {d:%Y-%m-%d %H:%M:%S}.{d.microsecond // 1000:03d}")
         elif text == "AT+JOIN":
             if self.joined:
                 self._say("+JOIN: Joined already")
@@ -357,6 +446,8 @@ class ModemEmulator(threading.Thread):
                 self._say(f"+MSGHEX: {refusal[outcome]}")
                 return
             self._say("+MSGHEX: Start")
+            if self._timereq:
+                self._device_time()
             lines = []
             if down:
                 lines = ["+MSGHEX: FPENDING", f'+MSGHEX: PORT: {down[0]}; RX: "{down[1]}"',

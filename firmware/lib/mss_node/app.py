@@ -12,7 +12,7 @@ once nothing is left to do, sleeps until the next thing due (light or deep:
 """
 import time
 
-from mss_device.frame import kind_index
+from mss_device.frame import KINDS, kind_index
 from mss_node import log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
@@ -22,6 +22,7 @@ _UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 IDLE_RETRY_S = 60
 _COMPACT = kind_index("compact")
 _CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
+_TELL_S = 60  # "no clock" is said at most once a minute
 _MIN_REST_MS = 1000  # a shorter wait is a poll_s one: not worth a modem sleep
 
 
@@ -46,12 +47,20 @@ def watchdog(ms):
 
 
 class Node:
+    """Without a clock (it reads before 2024 or ``epoch_origin``) compact frames
+    are paced (``pace``, :mod:`mss_node.pace`); dated frames (full,
+    compact-epoch) need the epoch: they wait for a clock, saying so."""
+
     def __init__(self, config_path, state_path, sensor, rng=None, clock=time.time, link=None):
         self.config_path = config_path
         self.sensor = sensor
         self.rng = rng
         self.clock = clock
         self.s = settings.load(config_path)
+        if self.s.device["transport"] == "lorawan":  # network time may set it (mss_node.pace.Clock)
+            from mss_node.pace import Clock
+
+            self.clock = Clock(clock)
         self.state = State(state_path, self.s.device["queue_max"], self.s.device["memo_max"])
         if not self.s.device["memoize"]:
             self.state.forget_memos()
@@ -61,48 +70,77 @@ class Node:
             if self.s.device_id is None:
                 raise ValueError("the modem gave no DevEUI; set device.device_id")
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
+        self.pace = None
+        if self.s.params.frame == _COMPACT:
+            from mss_node.pace import Pace
+
+            self.pace = Pace(self)
+        self._told = None  # clock time of the last "no clock" line
+
+    def clocked(self):
+        return int(self.clock()) + _UNIX_OFFSET >= max(self.s.device["epoch_origin"], _CLOCK_SANE)
 
     def _make_link(self):
         """The transport's link: ``make(node)`` of its module (settings.LINKS), loaded now."""
         return __import__(settings.LINKS[self.s.device["transport"]], None, None, ["make"]).make(self)
 
-    def epoch(self):
+    def epoch(self, t=None):
         # Subtract in the port's own time base: on 2000-based ports every
         # term stays a small int; on 1970-based ports time.time() itself is
         # already a big int (the one exception besides the subset rank).
         d = self.s.device
-        return (int(self.clock()) - (d["epoch_origin"] - _UNIX_OFFSET)) // d["period_s"]
+        return (int(self.clock() if t is None else t) - (d["epoch_origin"] - _UNIX_OFFSET)) // d["period_s"]
 
     def tick(self):
-        if int(self.clock()) + _UNIX_OFFSET < max(self.s.device["epoch_origin"], _CLOCK_SANE):
-            log.warn("clock not set (no NTP yet?): not reporting")
+        cid, st, p = self.s.config_id, self.state, self.pace
+        if not self.clocked():
+            if p:
+                p.paced(cid)
+            else:
+                self._no_clock()
             self.link.poll()
             return
+        if self._told is not None:  # it had said it had no clock
+            self._told = None
+            log.info("clock set: reporting")
+            getattr(self.link, "status", _skip)("online")
         epoch = self.epoch()
-        cid = self.s.config_id
+        if p and st.blind:  # the last uplink left without a clock
+            p.resolve(cid)
         # A compact frame carries no epoch: the aggregator dates it by its arrival.  So at most
         # one leaves per epoch, and a report that waited past its epoch stands for the epoch it
         # is sent in (no fresh draw for that one): none lost, none twice in an epoch.
-        dated = self.s.params.frame != _COMPACT
-        if self.state.due(cid, epoch) and (dated or not self.state.queue):
-            try:
-                value = self.sensor()
-            except Exception as exc:  # a user's sensor code must not stop the board
-                log.error("sensor failed: %r" % (exc,))
-                value = None
-            if self.reporter.valid(value):
-                report, memo = self._report(cid, value, epoch)
-                self.state.add(cid, epoch, report, memo)
-            else:
-                log.warn("sensor value %r is not a category in [0, %d); no report"
-                         % (value, self.s.params.k))
-        if dated:
-            while self.state.queue and self.link.send(bytes.fromhex(self.state.queue[0])):
-                self.state.sent()
-        elif self.state.queue and self.state.sent_in != epoch:
-            if self.link.send(bytes.fromhex(self.state.queue[0])):
-                self.state.sent(cid, epoch)
+        if st.due(cid, epoch) and not (p and st.queue):
+            self.draw(cid, epoch)
+        if not p:
+            while st.queue and self.link.send(bytes.fromhex(st.queue[0])):
+                st.sent()
+        elif st.queue and st.sent_in != epoch:
+            p.send(cid, epoch)
         self.link.poll()
+
+    def draw(self, cid, epoch):
+        try:
+            value = self.sensor()
+        except Exception as exc:  # a user's sensor code must not stop the board
+            log.error("sensor failed: %r" % (exc,))
+            value = None
+        if self.reporter.valid(value):
+            report, memo = self._report(cid, value, epoch)
+            self.state.add(cid, epoch, report, memo)
+        else:
+            log.warn("sensor value %r is not a category in [0, %d); no report"
+                     % (value, self.s.params.k))
+
+    def _no_clock(self):
+        """Dated frames without a clock: nothing is drawn; said at most once a minute,
+        in the log and to the link (status ``no-clock``, SPEC.md sections 8 and 9)."""
+        t = self.clock()
+        if self._told is not None and 0 <= t - self._told < _TELL_S:
+            return
+        self._told = t
+        log.warn("no clock (no NTP yet?): %s frames need the time; not reporting" % KINDS[self.s.params.frame])
+        getattr(self.link, "status", _skip)("no-clock")  # the link says it its own way (SPEC.md sections 8, 9)
 
     def _report(self, cid, value, epoch):
         """(report, new memo dict or None); with device.memoize see :mod:`mss_node.memo`."""
@@ -163,7 +201,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
             if ms >= _MIN_REST_MS:
                 rest(ms)
             elif not done:
-                sleep(node.s.device["poll_s"])
+                sleep(node.pace.wait_s(node.s.device["poll_s"]) if node.pace else node.s.device["poll_s"])
             if done:
                 break
         return node

@@ -1,4 +1,11 @@
-"""Small JSON files in flash, written atomically (write a temp file, rename)."""
+"""Small JSON files in flash, written atomically (write a temp file, rename).
+
+A power cut or reset at any point of :func:`save` leaves the old file or the
+new one, whole: while the temp file is written the old file is untouched (a
+torn temp file is never read while the old one is there); between the remove
+and the rename the complete temp file is the file (:func:`load` reads it,
+the next save renames it into place before writing a new temp file).
+"""
 import json
 import os
 
@@ -17,6 +24,13 @@ def load(path, default=None):
 
 def save(path, obj):
     tmp = path + ".tmp"
+    try:
+        os.stat(path)
+    except OSError:  # cut between remove and rename: the temp file is the file, keep it
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            pass
     with open(tmp, "w") as fh:
         json.dump(obj, fh)
     try:

@@ -10,7 +10,15 @@
   ``on_downlink(fport, data)`` (data None if the modem's line was garbled);
 * with ``device.sleep``, ``sleep(ms)`` puts the modem to sleep with its
   dialect's command between uplinks, and the link wakes it before its next
-  command (also after a boot: a deep sleep may have left it asleep).
+  command (also after a boot: a deep sleep may have left it asleep);
+* network time (LoRaWAN DeviceTimeReq, where the dialect has ``ask_time``):
+  while the board has no clock, or had it from the network, the first uplink
+  after a boot asks for it, then one a day after it was set, one an hour
+  after a failure; the answer sets the node's clock (mss_node.pace.Clock).  A
+  reply that cannot be read is logged and leaves the clock as it was: a
+  clockless board goes on reporting by pacing;
+* ``before_air``, if set, is called right before a report goes to the modem
+  (the node marks it in flight in flash).
 
 Class A: downlinks come only after an uplink, so ``poll`` has nothing to do.
 """
@@ -19,11 +27,14 @@ import time
 from mss_device.rng import ByteRng
 from mss_node import log
 from mss_node.modem import DIALECTS, SENT, UNJOINED, open_modem
+from mss_node.pace import set_clock
 
 # device.lorawan: baud None is the modem's default; path: a tty instead of a UART (tests)
 DEFAULTS = {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
             "fport": 1, "config_fport": 2, "join_timeout_s": 30, "tx_timeout_s": 20,
-            "retry_s": 30, "backoff_max_s": 3600}
+            "retry_s": 30, "backoff_max_s": 3600, "pace_margin_ms": None}
+RESYNC_S = 86400  # network time asked again a day after it was set
+RETIME_S = 3600  # ... an hour after it failed
 
 
 def check(lw):
@@ -40,6 +51,9 @@ def check(lw):
     for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
         if type(lw[key]) is not int or lw[key] < 1:
             raise ValueError("device.lorawan.%s must be a positive integer" % key)
+    m = lw["pace_margin_ms"]  # None: period_s * 1000 / 32 (mss_node.app)
+    if m is not None and (type(m) is not int or m < 0):
+        raise ValueError("device.lorawan.pace_margin_ms must be a non-negative integer or null")
     return lw
 
 
@@ -70,6 +84,9 @@ class LorawanLink:
         self.backoff = self.cfg["retry_s"]
         self.next_try = 0
         self.asleep = settings.device["sleep"] != "none"  # may be, after a deep sleep
+        self.before_air = None
+        self.time_next = None  # clock time of the next network time request (None: the next uplink)
+        self.told = False  # "this modem gives no network time" said
 
     def _feed(self):
         if self.feed is not None:
@@ -115,6 +132,9 @@ class LorawanLink:
         if not self._up() or self.clock() < self.next_try:
             return False
         self._awake()
+        if self.before_air is not None:
+            self.before_air()
+        timed = self._ask_time()
         status, why, down = self.modem.send(self.cfg["fport"], report.hex(),
                                             self.cfg["tx_timeout_s"] * 1000)
         if down is not None:
@@ -127,6 +147,8 @@ class LorawanLink:
             if why != "sent":
                 log.warn("lorawan: modem took the uplink but gave no end of send (%s); "
                          "counted as sent, not sent again" % why)
+            if timed:
+                self._read_time()
             return True
         if status == UNJOINED:
             self.joined = False
@@ -135,3 +157,36 @@ class LorawanLink:
 
     def poll(self):
         pass
+
+    def _ask_time(self):
+        """True if this uplink carries a network time request (see the module docstring)."""
+        c = self.clock
+        if not hasattr(c, "net") or (c.ok() and not c.net):  # a plain clock, or NTP/an RTC set it
+            return False
+        ask = getattr(self.modem, "ask_time", None)
+        if ask is None:
+            if not self.told:
+                self.told = True
+                log.warn("lorawan: %s modems give no network time (no DeviceTimeReq)" % self.cfg["modem"])
+            return False
+        if self.time_next is not None and c() < self.time_next:
+            return False
+        if ask():
+            return True
+        log.warn("lorawan: the modem refused the network time request (asked again with the next uplink)")
+        return False
+
+    def _read_time(self):
+        c = self.clock
+        try:
+            t, why = self.modem.read_time()
+        except Exception as exc:  # a reply no parser foresaw: logged, never fatal
+            t, why = None, "unreadable reply: %r" % (exc,)
+        if t is not None:
+            if set_clock(c, t):
+                self.time_next = c() + RESYNC_S
+                log.info("lorawan: clock set from the network (DeviceTimeAns): unix %d" % t)
+                return
+            why = "modem time %d: before 2024, no answer" % t
+        self.time_next = c() + RETIME_S
+        log.warn("lorawan: no network time (%s)%s" % (why, "" if c.ok() else "; no clock: reports stay paced"))

@@ -11,6 +11,14 @@ report for that epoch nor lose a queued one.
 draws, least recently used first: ``[[value, body hex], ...]`` with the
 report body (j, Z) of SPEC.md section 4.  A draw is memoized in the write
 that queues its report; memos of other configs go in that write.
+
+Pacing (compact frames, SPEC.md section 11): ``ago`` is the board time (ms)
+from the last uplink that went, or may have gone, on air to this write (-1:
+none yet); ``fly`` is set in a write made before a report is handed to the
+modem and cleared by the write that follows its end: the epoch it left in, -1
+without a clock (None: no uplink in flight); ``blind`` says the last uplink
+left without a clock, so its epoch is not known.  After a reset the board
+counts the time it was off as zero (:attr:`age` resumes from ``ago``).
 """
 from mss_node import files
 
@@ -29,10 +37,18 @@ class State:
         self.dropped = d.get("dropped", 0)
         self.memo = d.get("memo", {})
         self.sent_in = d.get("sent_in", -1)
+        self.ago = d.get("ago", -1)
+        self.fly = d.get("fly")
+        self.blind = d.get("blind", False)
+        self.age = None  # the node's: ms since the last uplink now (None: none), written as ``ago``
 
     def save(self):
+        if self.age is not None:
+            a = self.age()
+            self.ago = -1 if a is None else a
         files.save(self.path, {"seq": self.seq, "last": self.last, "queue": self.queue,
-                               "dropped": self.dropped, "memo": self.memo, "sent_in": self.sent_in})
+                               "dropped": self.dropped, "memo": self.memo, "sent_in": self.sent_in,
+                               "ago": self.ago, "fly": self.fly, "blind": self.blind})
 
     def due(self, config_id, epoch):
         return epoch > self.last.get(config_id, -1)
@@ -47,7 +63,7 @@ class State:
         while len(self.queue) > self.queue_max:
             self.queue.pop(0)
             self.dropped += 1
-        self.last[config_id] = epoch
+        self.last[config_id] = max(self.last.get(config_id, -1), epoch)
         self.seq = (self.seq + 1) & 0xFFFF
         if memo is not None:
             self.memo = memo
@@ -70,7 +86,14 @@ class State:
         if epoch is not None:
             self.sent_in = epoch
             self.last[config_id] = max(self.last.get(config_id, -1), epoch)
+        self.fly = None
         self.save()
+
+    def used(self, config_id, epoch):
+        """``epoch`` of ``config_id`` is taken (an uplink left in it, or may have):
+        no compact frame leaves in it again (not saved here)."""
+        self.sent_in = max(self.sent_in, epoch)
+        self.last[config_id] = max(self.last.get(config_id, -1), epoch)
 
     def carry(self, old_id, new_id):
         """A switch of config: the epochs the old one reported stay used, so a
@@ -97,9 +120,11 @@ def _entry(e):
 def _valid(d):
     if not isinstance(d, dict):
         return False
-    for key in ("seq", "dropped", "sent_in"):
+    for key in ("seq", "dropped", "sent_in", "ago"):
         if type(d.get(key, 0)) is not int:
             return False
+    if type(d.get("fly", 0)) not in (int, type(None)) or type(d.get("blind", False)) is not bool:
+        return False
     last, queue, memo = d.get("last", {}), d.get("queue", []), d.get("memo", {})
     if not isinstance(last, dict) or not all(type(v) is int for v in last.values()):
         return False

@@ -13,7 +13,11 @@ one unconfirmed uplink.  One module per command dialect, each with a
   then keep the report), and downlink None or (fport, bytes);
 * ``sleep(ms)``: True if the modem went to sleep for ``ms`` with its
   dialect's command; ``wake()``: True once it answers again (called
-  before the next command after a sleep, and after a boot).
+  before the next command after a sleep, and after a boot);
+* where the modem can ask the network for the time (LoRaWAN
+  DeviceTimeReq): ``ask_time()``, True once the next uplink will carry the
+  request, and ``read_time()`` after that uplink: (unix seconds, None) or
+  (None, why).  A dialect without them gives no network time.
 
 :class:`Port` reads and writes lines on a ``machine.UART`` or (tests, the
 emulated fleet) a pty path, with deadlines, never blocking past them.
@@ -117,6 +121,20 @@ def open_modem(cfg, feed=None):
     """The ``device.lorawan.modem`` dialect's Modem on its stream."""
     modem = __import__(MODULES[cfg["modem"]], None, None, ["Modem"])
     return modem.Modem(Port(open_stream(cfg), feed))
+
+
+def utc(y, mo, d, h, mi, s):
+    """Unix seconds of a UTC date and time (ValueError out of range); days from
+    the civil calendar, as in H. Hinnant's ``days_from_civil``."""
+    if not (1970 <= y <= 2105 and 1 <= mo <= 12 and 1 <= d <= 31 and 0 <= h < 24 and 0 <= mi < 60
+            and 0 <= s < 61):
+        raise ValueError("no such date and time")
+    y -= mo <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (mo + (-3 if mo > 2 else 9)) + 2) // 5 + d - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return days * 86400 + h * 3600 + mi * 60 + s
 
 
 def hex_eui(text):

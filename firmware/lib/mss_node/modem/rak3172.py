@@ -13,8 +13,17 @@ A command answers ``OK`` or an ``AT_...`` error code.  ``AT+SLEEP=<ms>``
 (Stop1, RUI3's default low-power level; Stop2, ``AT+LPMLVL=2``, would not
 wake on the UART): the wake-up is an ``AT``, answered ``OK`` (RUI3 AT
 Command Manual, "Low Power").
+
+Network time (RUI3 AT Command Manual, AT+TIMEREQ and AT+LTIME; the firmware
+source RAKWireless/RAK-STM32-RUI ``service_lora.c``): ``AT+TIMEREQ=1``
+(refused unless joined) makes the next uplink carry DeviceTimeReq; the modem
+then says ``+EVT:TIMEREQ_OK`` (or ``+EVT:TIMEREQ_FAILED``), before or after
+the end of send, and clears the request; ``AT+LTIME=?`` answers the time it
+keeps, UTC, leap seconds taken off: ``LTIME: 04h36m00s on 11/27/2023``
+(MM/DD/YYYY; an older manual shows ``LTIME: 00h37m58s 2018-11-14``, and
+``+LTIME:``/``AT+LTIME=`` prefixes are seen in field code: all are read).
 """
-from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
+from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui, utc
 
 _WHY = {"AT_NO_NETWORK_JOINED": "not joined", "AT_BUSY_ERROR": "busy",
         "AT_PARAM_ERROR": "parameter error (payload too long for the data rate?)"}
@@ -24,6 +33,7 @@ _DONE = ("+EVT:TX_DONE", "+EVT:SEND CONFIRMED", "+EVT:SEND_CONFIRMED")
 class Modem:
     def __init__(self, port):
         self.port = port
+        self.timereq = None  # the +EVT:TIMEREQ_... line seen during the last send
 
     def _ask(self, cmd, timeout_ms=3000):
         self.port.command(cmd)
@@ -58,6 +68,23 @@ class Modem:
                 return True
         return False
 
+    def ask_time(self):
+        self.timereq = None
+        return self._ask("AT+TIMEREQ=1")[1] == "OK"
+
+    def read_time(self):
+        event = self.timereq
+        if event is None:  # it may follow the end of send
+            event = self.port.until(3000, "+EVT:TIMEREQ")[1]
+        self.timereq = None
+        if event != "+EVT:TIMEREQ_OK":
+            return None, event[5:] if event else "no TIMEREQ event"
+        lines, _ = self._ask("AT+LTIME=?")
+        for line in lines:
+            if "LTIME" in line:
+                return ltime(line), None
+        return None, "no LTIME answer"
+
     def send(self, fport, hexdata, timeout_ms):
         _, end = self._ask("AT+SEND=%d:%s" % (fport, hexdata))
         if end != "OK":
@@ -70,7 +97,24 @@ class Modem:
                 return SENT, "no TX_DONE", down
             if event.startswith(_DONE):
                 return SENT, "sent", down
+            if event.startswith("+EVT:TIMEREQ"):
+                self.timereq = event
+                continue
             down = _downlink(event) or down
+
+
+def ltime(line):
+    """Unix seconds of an LTIME answer (the module docstring's forms); ValueError if unreadable."""
+    text = line.split("=", 1)[1] if line.startswith("AT+") else line.split(":", 1)[1]
+    f = text.strip().replace(" on ", " ").split()
+    if len(f) != 2 or len(f[0]) != 9 or f[0][2] != "h" or f[0][5] != "m" or f[0][8] != "s":
+        raise ValueError("unreadable LTIME answer %r" % line)
+    h, mi, s = int(f[0][:2]), int(f[0][3:5]), int(f[0][6:8])
+    if "/" in f[1]:
+        mo, d, y = f[1].split("/")
+    else:
+        y, mo, d = f[1].split("-")
+    return utc(int(y), int(mo), int(d), h, mi, s)
 
 
 def _downlink(event):

@@ -11,6 +11,9 @@ sent), ``invalid_data_len`` (too long after a data-rate fall back).
 wakes; a break then 0x55 (auto-baud) wakes it early, answering that ``ok``
 (command reference, ``sys sleep``; TheThingsNetwork/arduino-device-lib
 ``wake()``).  After either, ``sys get ver`` checks that it listens.
+No network time: the command set (firmware 1.0.5 included) has no
+DeviceTimeReq (added in LoRaWAN 1.0.3), so a board on it without NTP stays
+clockless and paces its compact reports (mss_node.app).
 """
 from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
 

@@ -10,8 +10,16 @@ the current maximum, often after a fall back to DR0), ``No free channel``,
 ``AT+LOWPOWER=<ms>`` answers ``+LOWPOWER: SLEEP`` and sleeps; UART traffic
 wakes it early with ``+LOWPOWER: WAKEUP`` (the wake-up ``AT`` itself is not
 run; an awake modem answers it ``+AT: OK``).
+
+Network time: ``AT+LW=DTR`` answers ``+LW: DTR`` and buffers a
+DeviceTimeReq for the next uplink (LoRa-E5 AT Command Specification, as
+quoted by EnviroDIY/LoRa_AT); no event says the answer came, so after the
+uplink's ``Done`` the board reads the module's RTC, which DeviceTimeAns
+sets: ``AT+RTC=UTCMS`` answers ``+RTC: 2026-04-30 12:30:49.465`` (UTC; the
+form is from field code, the specification's text was not available).  The
+RTC starts at 2020 at power-up: a time before 2024 means no answer came.
 """
-from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui
+from mss_node.modem import RETRY, SENT, UNJOINED, hex_eui, utc
 
 
 class Modem:
@@ -46,6 +54,23 @@ class Modem:
             if self.port.until(500, "+LOWPOWER: WAKEUP", "+AT: OK")[1]:
                 return True
         return False
+
+    def ask_time(self):
+        self.port.command("AT+LW=DTR")
+        return self.port.until(3000, "+LW:")[1] == "+LW: DTR"
+
+    def read_time(self):
+        self.port.command("AT+RTC=UTCMS")
+        line = self.port.until(3000, "+RTC:")[1]
+        if line is None:
+            return None, "no RTC answer"
+        f = line[6:].strip().split(" ")
+        try:
+            y, mo, d = f[0].split("-")
+            h, mi, s = f[1].split(":")
+            return utc(int(y), int(mo), int(d), int(h), int(mi), int(s.split(".")[0])), None
+        except (ValueError, IndexError):
+            return None, "unreadable RTC answer %r" % line
 
     def send(self, fport, hexdata, timeout_ms):
         if fport != self.fport:

@@ -1,0 +1,171 @@
+"""Compact frames (LoRaWAN only; loaded for them): pacing without a clock, the
+in-flight mark, and the hand-over once a clock is set (SPEC.md section 11,
+"Boards without a clock").
+
+A compact frame is dated by its arrival, so a board needs no clock to send
+one, only to send no two in one epoch of the network server:
+
+* without a clock an uplink leaves no sooner than ``ms`` (one period plus a
+  margin: ``device.lorawan.pace_margin_ms``, default period / 32) of board
+  time after the last one that left, or may have left; board time is
+  ``time.ticks_ms`` deltas (wrap-safe) added to what state.json keeps
+  (``ago``), the time the board was off counted as zero, so board time never
+  runs ahead of real time: two uplinks are always a period apart in real time,
+  and after any reset the next one leaves within ``ms`` of the boot;
+* before a report goes to the modem, a write marks it in flight (``fly``):
+  after a reset during the uplink it counts as sent (for the pace, and for its
+  epoch with a clock) and, still queued, leaves again a pace (an epoch) later:
+  never lost, never twice in one epoch;
+* once a clock is set (NTP, network time), the epoch of the last uplink sent
+  without one is not known: every epoch it may have reached (its start as the
+  clock now puts it, up to ``_SLACK_S`` later) is marked used;
+* with a clock, waits end ``guard`` s into the next epoch (the margin, 2 s at
+  most), not on its edge: a clock a little ahead does not date an uplink in
+  the epoch before.
+
+The margin costs a skipped epoch about once every 32 periods (the pace
+drifts by the margin each period); a board with a clock skips none.
+"""
+from mss_node import log
+from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET
+
+try:
+    from time import ticks_diff, ticks_ms
+except ImportError:  # CPython (host tests)
+    import time
+
+    def ticks_ms():
+        return int(time.monotonic() * 1000)
+
+    def ticks_diff(a, b):
+        return a - b
+
+_DIV = 32  # the default margin: period / 32
+_SLACK_S = 3  # how late after its start a clockless uplink may have arrived (airtime, network time's error)
+
+
+class Clock:
+    """A LoRaWAN board's wall clock: ``wall()`` (the port's time.time, which NTP or a
+    battery-backed RTC sets) plus ``offset``, which network time (DeviceTimeAns,
+    :func:`set_clock`) sets where the RTC cannot be (the unix port); ``net`` once it did."""
+
+    def __init__(self, wall):
+        self.wall = wall
+        self.offset = 0
+        self.net = False
+
+    def __call__(self):
+        return self.wall() + self.offset
+
+    def ok(self):
+        """True once the clock was set (it reads 2024 or later)."""
+        return int(self()) + _UNIX_OFFSET >= _CLOCK_SANE
+
+
+class Pace:
+    def __init__(self, node):
+        d, st = node.s.device, node.state
+        self.node = node
+        m = d["lorawan"]["pace_margin_ms"]
+        if m is None:
+            m = d["period_s"] * 1000 // _DIV
+        self.ms = d["period_s"] * 1000 + m
+        self.guard = min(m, 2000) / 1000
+        self.since = None if st.ago < 0 else min(st.ago, self.ms)  # ms since the last uplink
+        self.t = ticks_ms()
+        st.age = self.age
+        if st.fly is not None:  # a reset while an uplink was with the modem: it may have left
+            if st.fly >= 0:
+                st.used(node.s.config_id, st.fly)
+            else:
+                st.blind = True
+            st.fly = None
+        self.said = False
+
+    def age(self):
+        """ms since the last uplink that left or may have (None: none yet); it stops at ``ms``."""
+        now = ticks_ms()
+        if self.since is not None:
+            self.since = min(self.since + ticks_diff(now, self.t), self.ms)
+        self.t = now
+        return self.since
+
+    def due_ms(self):
+        """ms until a compact frame may leave without a clock (0: now)."""
+        a = self.age()
+        return 0 if a is None else self.ms - a
+
+    def wait_s(self, poll):
+        n = self.node
+        if n.clocked():
+            d = n.s.device
+            left = (n.epoch() + 1) * d["period_s"] + d["epoch_origin"] - _UNIX_OFFSET - n.clock() + self.guard
+        else:
+            left = self.due_ms() / 1000
+        return min(poll, left) if left > 0 else poll
+
+    def paced(self, cid):
+        """A tick without a clock: one draw and one uplink a pace at most."""
+        if not self.said:
+            self.said = True
+            log.warn("no clock: compact reports paced, %d ms apart at least" % self.ms)
+        if self.due_ms():
+            return
+        n, st = self.node, self.node.state
+        if not st.queue:
+            n.draw(cid, n.epoch())  # the unset clock's epoch: a compact frame does not carry it
+        if st.queue:
+            self.send(cid, None)
+
+    def resolve(self, cid):
+        """The clock is set and the last uplink left without one: mark the epochs it may be in."""
+        n, st = self.node, self.node.state
+        a = self.age()
+        if a is not None:
+            st.used(cid, n.epoch(n.clock() - a // 1000 + _SLACK_S))
+        st.blind = False
+        st.save()
+
+    def send(self, cid, epoch):
+        """Send the oldest queued report (``epoch`` None: no clock), marked in flight first."""
+        link, st, before = self.node.link, self.node.state, self.since
+
+        def air():
+            st.fly = -1 if epoch is None else epoch
+            self.since, self.t = 0, ticks_ms()
+            try:
+                st.save()
+            except Exception:
+                st.fly, self.since = None, before
+                raise
+
+        link.before_air = air
+        try:
+            ok = link.send(bytes.fromhex(st.queue[0]))
+        finally:
+            link.before_air = None
+        if ok:
+            st.blind = epoch is None
+            st.sent(cid, epoch)
+        elif st.fly is not None:  # the modem refused it: not on air
+            st.fly, self.since = None, before
+
+
+def set_clock(clock, unix):
+    """Set the node's :class:`Clock` to ``unix`` (whole seconds, UTC):
+    machine.RTC where the port has one, and its offset; False for a time before 2024."""
+    unix = int(unix)
+    if unix < _CLOCK_SANE:
+        return False
+    t = unix - _UNIX_OFFSET  # the port's time base
+    try:
+        from machine import RTC
+        import time
+
+        tm = time.gmtime(t)
+        RTC().datetime((tm[0], tm[1], tm[2], tm[6], tm[3], tm[4], tm[5], 0))
+    except Exception:  # no RTC (the unix port), or the port refused it: the offset keeps the time
+        pass
+    clock.offset = t - clock.wall()  # the fraction dropped: behind, never ahead
+    clock.net = True
+    return True
