@@ -23,7 +23,10 @@ try:
                 time.sleep_ms(100)
         print("wifi:", sta.ifconfig() if sta.isconnected() else "not connected")
         if sta.isconnected():
-            import ntptime  # epochs come from the clock: set it (an ESP32 starts at 2000)
+            # epochs come from the clock: set it (an ESP32 starts at 2000).  Without Wi-Fi a
+            # LoRaWAN board asks the network for the time (DeviceTimeReq) or paces its compact
+            # reports (mss_node.pace); a full-frame board waits, saying so once a minute.
+            import ntptime
 
             ntptime.settime()
 except Exception as exc:  # boot.py must never stop the board from reaching main.py

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from brokers import mosquitto  # noqa: F401 (fixture)
 from micropython_runner import command, run
 from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_protocol.choose import choose
@@ -395,3 +396,73 @@ def test_state_json_survives_power_cuts_on_littlefs_and_fat(tmp_path):
     assert set(found) == {"littlefs", "fat"}
     for name, (cases, bad) in found.items():
         assert cases >= 40 and bad == [], (name, cases, bad)
+
+
+# A full-frame board (MQTT, serial) whose clock never gets set: 150 ticks of an unset
+# clock (sleep moves it), then, with argv[4] "set", 3 ticks of the real clock.
+NO_TIME = r"""
+import sys, time
+from mss_node import app
+t = [946684800]
+def clock():
+    return time.time() if sys.argv[4] == "set" else t[0]
+def sleep(s):
+    t[0] += s
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 3, clock=clock, sleep=sleep, ticks=int(sys.argv[3]))
+"""
+
+
+def test_full_frame_boards_without_time_say_so_on_the_board_and_in_link_health(tmp_path, mosquitto):
+    """MQTT and serial boards keep NTP: without a clock they send no report, log it once a
+    minute (3 lines in 150 s, not 150), and say it to the aggregator (retained status
+    no-clock; a $MSS2,<id>,!no-clock line), whose link health (/api no_clock, the live table)
+    lists them until they report."""
+    from ptys import socat_pair
+
+    from mss_aggregator.collect.service import Aggregator, counters_table
+    from mss_aggregator.devices.runtime import ensure_umqtt
+    from mss_protocol.mss.config import MssConfig
+    from mss_protocol.mss.planner import plan
+
+    ensure_umqtt()
+    cfg = MssConfig.from_dict(plan(64, 2.0)["config"])
+    socat, dev_tty, host_tty = socat_pair(tmp_path)
+    boards = {}
+    for name, link in (("mqtt", {"transport": "mqtt", "mqtt": {"port": mosquitto.port, "timeout_s": 2}}),
+                       ("serial", {"transport": "serial", "serial": {"path": str(dev_tty)}})):
+        folder = tmp_path / name
+        folder.mkdir()
+        cfg.save(folder / "config.json", {"device": dict({"campaign": "t", "device_id": f"dev-{name}",
+                                                          "period_s": 60, "poll_s": 1}, **link)})
+        boards[name] = folder
+    cfg.save(tmp_path / "agg.json", {"device": {"period_s": 60}})
+    lines = []
+    agg = Aggregator(tmp_path / "agg.json", tmp_path / "agg.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
+                     serial_ports=[f"{host_tty},115200"], client_id="agg-clock", log=lines.append).start()
+    try:
+        assert agg.wait_connected(15)
+        time.sleep(0.3)
+        for name, folder in boards.items():
+            out = run(NO_TIME, cwd=folder, args=["config.json", "state.json", "150", "unset"], timeout=60)
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.stdout.count("no clock (no NTP yet?): full frames need the time; not reporting") == 3, \
+                out.stdout
+            assert not (folder / "state.json").exists() or json.loads((folder / "state.json").read_text())["seq"] == 0
+        deadline = time.time() + 10
+        while len(agg.no_clock()) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        seen = {d["device_id"]: d["source"] for d in agg.no_clock()}
+        assert seen == {"dev-mqtt": "mqtt:agg-clock", "dev-serial": f"serial:{host_tty}"}, (seen, lines)
+        assert "devices without a clock" in str(counters_table({}, "t", agg.no_clock()).columns[0]._cells)
+        assert any("device dev-mqtt (mqtt:agg-clock) has no clock" in m for m in lines)
+        for name, folder in boards.items():  # NTP, at last
+            out = run(NO_TIME, cwd=folder, args=["config.json", "state.json", "2", "set"], timeout=60)
+            assert out.returncode == 0 and "no clock" not in out.stdout, out.stdout + out.stderr
+        deadline = time.time() + 10
+        while agg.no_clock() and time.time() < deadline:
+            time.sleep(0.1)
+        assert agg.no_clock() == [], lines
+        assert agg.store.counters()["accepted"] >= 2
+    finally:
+        agg.stop()
+        socat.terminate()

@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 import serial
 
 from mss_aggregator.collect.link_health import Client, LinkHealth
-from mss_device.gateway import MARK
+from mss_device.gateway import DEVICE_ID, MARK, parse_status
 
 BATCH = 500
 BATCH_SECONDS = 0.02
@@ -174,16 +174,20 @@ class MqttCollector:
     campaign config that MQTT devices read.  ``tls_ca``/``tls_cert``/
     ``tls_key``: see :func:`tls_context`; any of them means TLS.  Connection
     failures are logged, counted and retried (``health``); an exception that
-    ends paho's network thread (e.g. in a callback) is told to ``failures``."""
+    ends paho's network thread (e.g. in a callback) is told to ``failures``.  With
+    ``clocks`` (a :class:`~.link_health.DeviceClocks`), the devices' retained statuses on
+    ``status_topic`` (never shared: retained) say which have no clock."""
 
     def __init__(self, url, writer, topic, classify, client_id, qos=1, retained=None, share_group=None,
-                 tls_ca=None, log=print, tls_cert=None, tls_key=None, failures=None):
+                 tls_ca=None, log=print, tls_cert=None, tls_key=None, failures=None, clocks=None,
+                 status_topic=None):
         host, port, user, password, tls = parse_broker(url)
         if share_group is not None:
             check_topic_level(share_group, "--share-group")
         self.host, self.port = host, port
         self.writer, self.classify, self.qos, self.retained, self.log = writer, classify, qos, retained, log
         self.topic = f"$share/{share_group}/{topic}" if share_group else topic
+        self.clocks, self.status_topic = clocks, status_topic if clocks is not None else None
         self.source = f"mqtt:{client_id}"  # which worker stored a report
         tls = bool(tls or tls_ca or tls_cert)
         self.health = LinkHealth(f"{host}:{port}", tls, log, *RECONNECT_DELAY)
@@ -208,6 +212,8 @@ class MqttCollector:
             return
         self.health.connected()
         client.subscribe(self.topic, qos=self.qos)
+        if self.status_topic:
+            client.subscribe(self.status_topic, qos=1)
         if self.retained:
             client.publish(*self.retained, qos=1, retain=True)
         self.connected.set()
@@ -221,6 +227,13 @@ class MqttCollector:
     def _on_message(self, client, userdata, msg):
         # msg._topic is the raw bytes: paho's msg.topic decodes UTF-8 and would raise on bad topics
         topic, payload, mid, qos = msg._topic, msg.payload, msg.mid, msg.qos
+        if self.status_topic and topic.endswith(b"/status"):  # a device's status: not a report
+            parts = topic.decode("utf-8", "replace").split("/")
+            if len(parts) == 5 and DEVICE_ID.match(parts[3]) and len(payload) <= 16:
+                self.clocks.said(parts[3], bytes(payload).decode("ascii", "replace"), self.source)
+            if qos:
+                client.ack(mid, qos)
+            return
         self.writer.inbox.put((lambda: self.classify(topic, payload, self.source),
                                (lambda: client.ack(mid, qos)) if qos else None))
 
@@ -239,10 +252,10 @@ class SerialCollector(threading.Thread):
     each line is parsed and classified by ``Ingest.from_serial`` in the writer.  A port that
     fails is retried; any other exception ends the thread and is told to ``failures``."""
 
-    def __init__(self, spec, writer, log=print, failures=None):
+    def __init__(self, spec, writer, log=print, failures=None, clocks=None):
         super().__init__(name=f"mss-serial-{spec}", daemon=True)
         self.port, self.baud = parse_serial(spec)
-        self.writer, self.log, self.failures = writer, log, failures
+        self.writer, self.log, self.failures, self.clocks = writer, log, failures, clocks
         self.stopping = threading.Event()
 
     def run(self):
@@ -269,7 +282,10 @@ class SerialCollector(threading.Thread):
                 self.stopping.wait(1.0)
 
     def _line(self, line, mark=MARK.encode()):
-        if line.startswith(mark):  # else console log output, not a report line
+        status = self.clocks is not None and line.startswith(mark) and parse_status(line)
+        if status:  # $MSS2,<id>,!no-clock,<crc>: the board has no clock (DeviceClocks)
+            self.clocks.said(status[0], status[1], f"serial:{self.port}")
+        elif line.startswith(mark):  # else console log output, not a report line
             self.writer.inbox.put((lambda: self.writer.ingest.from_serial(self.port, line), None))
 
     def stop(self):

@@ -16,6 +16,12 @@ Every failed attempt is logged once with its cause and counted by cause:
 paho retries on its own with back-off; ``delay`` mirrors its schedule
 (``reconnect_delay_set(min, max)``: min, then doubled up to max, back to
 min once connected) so the log says when the next attempt comes.
+
+:class:`DeviceClocks` is the devices' side of link health: the boards that
+said they have no clock (an MQTT board's retained status ``no-clock``, a
+serial board's ``$MSS2,<id>,!no-clock,<crc>`` line: SPEC.md sections 8, 9),
+whose full or compact-epoch reports wait for the time, until they report or
+(MQTT) their status is ``online`` again.
 """
 import socket
 import ssl
@@ -44,6 +50,48 @@ def cause_of(exc, tls):
     if isinstance(exc, (ConnectionError, EOFError)):
         return "closed", str(exc)
     return "other", f"{type(exc).__name__}: {exc}"
+
+
+class DeviceClocks:
+    """The devices without a clock (see the module docstring); thread-safe.  A device
+    is logged once when it first says so, and once when it has the time again."""
+
+    MAX = 10000  # devices kept: forged status messages cannot grow it without bound
+
+    def __init__(self, log=print):
+        self.log = log
+        self.lock = threading.Lock()
+        self.without = {}  # device id -> {"device_id", "source", "since", "last"}
+
+    def said(self, device_id, word, source):
+        """``word``: ``no-clock`` adds the device, ``online`` drops it, any other is ignored."""
+        now = time.time()
+        with self.lock:
+            if word == "no-clock":
+                new = device_id not in self.without
+                if new and len(self.without) >= self.MAX:
+                    return
+                self.without[device_id] = {"device_id": device_id, "source": source, "last": now,
+                                           "since": now if new else self.without[device_id]["since"]}
+            elif word == "online":
+                new = self.without.pop(device_id, None) is not None
+            else:
+                return
+        if new:
+            self.log(f"device {device_id} ({source}) has no clock: its reports wait for the time (NTP)"
+                     if word == "no-clock" else f"device {device_id} ({source}) has the time again")
+
+    def reported(self, device_ids):
+        """Devices whose reports arrived: they have the time."""
+        with self.lock:
+            back = [d for d in set(device_ids) if self.without.pop(d, None) is not None]
+        for d in sorted(back):
+            self.log(f"device {d} has the time again (it reports)")
+
+    def status(self):
+        """The devices without a clock, by device id: ``device_id``, ``source``, ``since``, ``last``."""
+        with self.lock:
+            return [dict(v) for _, v in sorted(self.without.items())]
 
 
 class LinkHealth:

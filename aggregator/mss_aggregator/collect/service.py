@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCollector, Writer, check_topic_level
+from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
@@ -117,7 +118,8 @@ class Aggregator:
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
                              fport=fport, past_epochs=clock["accept_past_epochs"])
         self.log, self.failures = log, Failures()
-        self.writer = Writer(self.store, self.ingest, failures=self.failures)
+        self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
+        self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
             topic, classify, qos, retained = (
@@ -127,8 +129,9 @@ class Aggregator:
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or default_client_id(self.store, campaign),
                                                  qos, retained, share_group, tls_ca, log, tls_cert, tls_key,
-                                                 failures=self.failures))
-        self.collectors += [SerialCollector(spec, self.writer, log=log, failures=self.failures)
+                                                 failures=self.failures, clocks=None if lorawan else self.clocks,
+                                                 status_topic=f"mss/v1/{campaign}/+/status"))
+        self.collectors += [SerialCollector(spec, self.writer, log=log, failures=self.failures, clocks=self.clocks)
                             for spec in serial_ports]
         if not self.collectors:
             raise ValueError("give --broker and/or --serial")
@@ -152,6 +155,13 @@ class Aggregator:
     def brokers(self):
         """Each MQTT collector's connection state (LinkHealth.status)."""
         return [c.health.status() for c in self.collectors if isinstance(c, MqttCollector)]
+
+    def no_clock(self):
+        """The devices that said they have no clock and have not reported since (DeviceClocks.status)."""
+        return self.clocks.status()
+
+    def _reported(self, items, outcomes):
+        self.clocks.reported(i["device_id"] for i in items if i and "device_id" in i)
 
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
@@ -177,12 +187,15 @@ def config_message(cfg, campaign, fleet_key, log):
     return seal(cfg.to_dict(), fleet_key, campaign, time.time())
 
 
-def counters_table(counters, title):
+def counters_table(counters, title, no_clock=()):
     table = Table(title=title)
     table.add_column("counter")
     table.add_column("value", justify="right")
     for name, value in counters.items():
         table.add_row(name, str(value))
+    if no_clock:  # link health: boards whose reports wait for the time
+        ids = ", ".join(d["device_id"] for d in no_clock[:5]) + (", ..." if len(no_clock) > 5 else "")
+        table.add_row("[bold red]devices without a clock[/]", f"[bold red]{len(no_clock)}: {ids}[/]")
     return table
 
 
@@ -202,7 +215,7 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
             from mss_aggregator.web.live import LiveView
             from mss_aggregator.web.server import WebServer
 
-            view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers)
+            view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers, no_clock=agg.no_clock)
             web = WebServer(view, http, token, hosts=hosts, log=agg.log, on_death=agg.failures.report).start()
             view.start()
             console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")
@@ -214,10 +227,10 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
             while not stop.is_set() and not died.wait(0.5):
                 pass
         else:
-            with Live(counters_table(reader.counters(), title), console=console,
+            with Live(counters_table(reader.counters(), title, agg.no_clock()), console=console,
                       refresh_per_second=2) as display:
                 while not stop.is_set() and not died.wait(0.5):
-                    display.update(counters_table(reader.counters(), title))
+                    display.update(counters_table(reader.counters(), title, agg.no_clock()))
     finally:
         agg.stop()
         if web is not None:

@@ -10,7 +10,9 @@ busy dashboard never slows collection.  The privacy audit summary (exact
 single-report reconstruction risk of this config against the eps-LDP
 ceiling, uniform prior and the current estimate as prior) is recomputed
 with each decode.  ``brokers`` (a callable: the aggregator's broker
-connection states) is read at request time: a broken link shows at once.
+connection states) is read at request time: a broken link shows at once;
+so is ``no_clock`` (a callable: the devices that said they have no clock,
+:class:`~mss_aggregator.collect.link_health.DeviceClocks`).
 """
 import threading
 import time
@@ -32,8 +34,8 @@ def _audit(channel, prior, label, epsilon):
 
 
 class LiveView:
-    def __init__(self, location, interval=2.0, history=720, brokers=list):
-        self.brokers = brokers
+    def __init__(self, location, interval=2.0, history=720, brokers=list, no_clock=list):
+        self.brokers, self.no_clock = brokers, no_clock
         self.store = open_store(location)
         self.cfg = self.store.cfg
         self.protocol = registry.from_config(self.cfg)
@@ -119,7 +121,7 @@ class LiveView:
             s = self.snapshot
             doc = {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
                    "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error")}
-        return dict(doc, brokers=self.brokers())
+        return dict(doc, brokers=self.brokers(), no_clock=self.no_clock())
 
     def config_doc(self):
         with self.lock:

@@ -22,5 +22,15 @@ def crc16(data):
 
 def frame(device_id, report):
     """The line of ``report`` (bytes) sent by ``device_id``, its LF included."""
-    line = "%s%s,%s" % (HEAD, device_id, report.hex())
+    return _line(device_id, report.hex())
+
+
+def status_line(device_id, word):
+    """The line of a status ``word`` (``no-clock``: the board has no clock, its reports
+    wait for the time), written ``!<word>`` where a report's hex is (SPEC.md section 8)."""
+    return _line(device_id, "!" + word)
+
+
+def _line(device_id, field):
+    line = "%s%s,%s" % (HEAD, device_id, field)
     return "%s,%04x\n" % (line, crc16(line.encode()))

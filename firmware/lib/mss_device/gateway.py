@@ -13,6 +13,7 @@ DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MARK = "$MSS"  # a line that does not start with it is console output
 _REPORT = re.compile(r"(?:[0-9a-f]{2})+\Z")
 _CRC = re.compile(r"[0-9a-f]{4}\Z")
+_STATUS = re.compile(r"![a-z][a-z-]{0,31}\Z")
 
 
 class LineError(ValueError):
@@ -22,6 +23,24 @@ class LineError(ValueError):
     def __init__(self, reason, detail):
         super().__init__("%s: %s" % (reason, detail))
         self.reason, self.detail = reason, detail
+
+
+def parse_status(line):
+    """(device id, word) of a good status line ``$MSS2,<device id>,!<word>,<crc>`` (SPEC.md
+    section 8: ``no-clock``, the board has no clock), else None (:func:`parse` says why not)."""
+    if isinstance(line, (bytes, bytearray)):
+        try:
+            line = bytes(line).decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    line = line[:-1] if line.endswith("\n") else line
+    line = line[:-1] if line.endswith("\r") else line
+    fields = line.split(",")
+    if (len(fields) != 4 or fields[0] + "," != HEAD or not DEVICE_ID.match(fields[1])
+            or not _STATUS.match(fields[2]) or not _CRC.match(fields[3])
+            or crc16(line[:-5].encode()) != int(fields[3], 16)):
+        return None
+    return fields[1], fields[2][1:]
 
 
 def parse(line):

@@ -4,6 +4,9 @@
   PUBACK forever); a failure drops the connection and the report stays
   queued in flash for the next try;
 * persistent session, retained ``online`` status and an ``offline`` will;
+  ``status("no-clock")`` (the node has no clock: its reports need the time)
+  replaces ``online`` until ``status("online")``, and is the status of every
+  connect meanwhile;
 * subscription to the campaign's retained config topic, so the fleet can
   be re-parameterised; ``on_config(dict)`` gets every new config (on a board
   with a fleet key and a cap; without, they are ignored, logged once);
@@ -135,6 +138,7 @@ class MqttLink:
         self.next_try = 0
         self.tls = None
         self.told = False  # "pushed configs are ignored" is logged once
+        self.word = "online"  # the retained status
         if settings.device["mqtt"]["tls"]:
             from mss_node.tls import Tls
 
@@ -154,7 +158,7 @@ class MqttLink:
         c.set_last_will(status, b"offline", retain=True, qos=1)
         c.connect(clean_session=False)
         self._timeout(c)
-        c.publish(status, b"online", retain=True, qos=1)
+        c.publish(status, self.word.encode(), retain=True, qos=1)
         c.subscribe(self._topic("config").encode(), qos=1)
         self.client = c
         self.backoff = 1
@@ -208,6 +212,15 @@ class MqttLink:
             pass
         self.client = None
         self.backoff = 1
+
+    def status(self, word):
+        if word != self.word:
+            self.word = word
+            if self.client is not None:
+                try:
+                    self.client.publish(self._topic("status").encode(), word.encode(), retain=True, qos=1)
+                except Exception as exc:  # the next connect publishes it
+                    self._down("status failed: %r" % (exc,))
 
     def poll(self):
         if not self._up():

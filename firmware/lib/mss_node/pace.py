@@ -76,7 +76,7 @@ class Pace:
         st.age = self.age
         if st.fly is not None:  # a reset while an uplink was with the modem: it may have left
             if st.fly >= 0:
-                st.used(node.s.config_id, st.fly)
+                _used(st, node.s.config_id, st.fly)
             else:
                 st.blind = True
             st.fly = None
@@ -122,7 +122,7 @@ class Pace:
         n, st = self.node, self.node.state
         a = self.age()
         if a is not None:
-            st.used(cid, n.epoch(n.clock() - a // 1000 + _SLACK_S))
+            _used(st, cid, n.epoch(n.clock() - a // 1000 + _SLACK_S))
         st.blind = False
         st.save()
 
@@ -149,6 +149,13 @@ class Pace:
             st.sent(cid, epoch)
         elif st.fly is not None:  # the modem refused it: not on air
             st.fly, self.since = None, before
+
+
+def _used(st, cid, epoch):
+    """``epoch`` of config ``cid`` is taken (an uplink left in it, or may have): no compact
+    frame leaves in it again (saved with the next write)."""
+    st.sent_in = max(st.sent_in, epoch)
+    st.last[cid] = max(st.last.get(cid, -1), epoch)
 
 
 def set_clock(clock, unix):

@@ -1,8 +1,10 @@
 """Reports as lines ``$MSS2,<device id>,<report hex>,<crc>`` (mss_device.framing)
-on a UART, the USB console, or (tests) a pty path."""
+on a UART, the USB console, or (tests) a pty path; ``status("no-clock")`` (the
+node calls it once a minute while it has no clock) writes the line
+``$MSS2,<device id>,!no-clock,<crc>``."""
 import sys
 
-from mss_device.framing import frame
+from mss_device.framing import frame, status_line
 
 # device.serial: a UART (uart id, pins), a tty path (tests, emulators), or the USB console
 DEFAULTS = {"uart": None, "baud": 115200, "tx": None, "rx": None, "path": None}
@@ -48,6 +50,13 @@ class SerialLink:
             return True
         except OSError:
             return False
+
+    def status(self, word):
+        if word != "online":  # a report says that
+            try:
+                self._write(status_line(self._id, word))
+            except OSError:
+                pass
 
     def poll(self):
         pass

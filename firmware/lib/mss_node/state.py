@@ -89,12 +89,6 @@ class State:
         self.fly = None
         self.save()
 
-    def used(self, config_id, epoch):
-        """``epoch`` of ``config_id`` is taken (an uplink left in it, or may have):
-        no compact frame leaves in it again (not saved here)."""
-        self.sent_in = max(self.sent_in, epoch)
-        self.last[config_id] = max(self.last.get(config_id, -1), epoch)
-
     def carry(self, old_id, new_id):
         """A switch of config: the epochs the old one reported stay used, so a
         switch never brings a second report in one epoch."""
