@@ -13,10 +13,15 @@
 #   reset 0 T         machine.reset()
 #   wifi 0|1 T        network.WLAN(...).active(False|True) (the emulated network.py)
 # mss_aggregator.devices.runtime reads it (board_times, BoardClock).
+#
+# $MSS_BOARD_REALTIME=1 (a field campaign in real time, mss demo --epochs): a
+# sleep takes its real time instead, as on a board whose timers run on (the
+# sleep's line is written as it starts), and clock() is the real time.
 import os
 import time
 
 _LOG = os.getenv("MSS_BOARD_LOG")
+_REAL = os.getenv("MSS_BOARD_REALTIME") == "1"
 _slept = [0]  # ms
 _wdt = [0, 0.0]  # timeout ms, board time of the last feed
 
@@ -42,8 +47,8 @@ def note(what, ms):
 
 
 def clock():
-    """The board's time (s): real time plus all it slept."""
-    return time.time() + _slept[0] / 1000
+    """The board's time (s): real time plus all it slept (real time only, with $MSS_BOARD_REALTIME)."""
+    return time.time() if _REAL else time.time() + _slept[0] / 1000
 
 
 def _check(ms):
@@ -57,13 +62,18 @@ def lightsleep(ms=None):
         raise ValueError("an emulated board sleeps for a time, not until an interrupt")
     _check(ms)
     note("light", ms)
-    _slept[0] += ms
+    if _REAL:
+        time.sleep(ms / 1000)
+    else:
+        _slept[0] += ms
 
 
 def deepsleep(ms=None):
     if ms is None:
         raise ValueError("an emulated board sleeps for a time, not until an interrupt")
     note("deep", ms)
+    if _REAL:
+        time.sleep(ms / 1000)
     raise SystemExit(0)
 
 
