@@ -368,6 +368,11 @@ class Store:
                            "GROUP BY epoch ORDER BY epoch DESC LIMIT ?", (last,))
         return [(int(e), int(c)) for e, c in reversed(rows)]
 
+    def report_epochs(self):
+        """[(device_id, epoch, status)] of every stored report, accepted and extra (for a
+        campaign's once-per-epoch check, ``mss demo --epochs``)."""
+        return [(d, int(e), s) for d, e, s in self._query("SELECT device_id, epoch, status FROM reports")]
+
     def accepted_keys(self):
         """Set of (device_id, epoch, seq) of accepted reports (for audits and tests)."""
         return set(map(tuple, self._query("SELECT device_id, epoch, seq FROM reports "

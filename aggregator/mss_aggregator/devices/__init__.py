@@ -3,5 +3,7 @@
 :mod:`.runtime` runs a firmware module under the MicroPython unix port or
 CPython (with ``cpython_umqtt``, umqtt.simple's API over paho-mqtt);
 :mod:`.fleet` starts many such devices against a broker (``mss fleet``,
-``mss demo``).  Imports ``mss_device`` and ``collect``'s broker URL parser.
+``mss demo``), each reporting once; :mod:`.field` runs LoRaWAN boards for
+several epochs in real time, reset at random moments (``mss demo --epochs``).
+Imports ``mss_device`` and ``collect``'s broker URL parser.
 """

@@ -1,0 +1,341 @@
+"""A field campaign in real time (``mss demo --epochs``): emulated LoRaWAN boards
+running the firmware's own loop for several epochs, reset at random moments.
+
+Each board is one long-running process of ``emulated_board/field_board.py``
+(the firmware's ``mss_node.app.run``, on the MicroPython unix port or
+CPython) with its config.json and state.json in its own folder, driving its
+own emulated modem (:class:`~.modem.ModemEmulator`, the dialects in turn) on
+a pty; a network-server emulator publishes the uplinks, dated by their
+arrival.  Time is real but accelerated by a short ``period_s``: the boards
+sleep light between reports (``device.sleep``) and their sleeps take real
+time (``$MSS_BOARD_REALTIME``: the emulated ``machine`` of a one-shot fleet
+sleeps in no time, which would make a board run its epochs ahead of the
+network's clock).  With ``no_clock`` each board's wall clock reads
+2000-01-01 at every boot.
+
+Resets (:func:`plan_resets`, seeded), each board ``n`` of them at random
+moments, of four kinds:
+
+* ``power``: SIGKILL at the moment, the modem powered off too (it forgets
+  its session and network time), back on after a short random off time;
+* ``power-mid-uplink``: the same, at the first uplink the modem takes after
+  the moment (it is on air: published; the board never hears its answer);
+* ``watchdog``: SIGKILL at the moment, the modem keeps power, the board
+  boots again at once;
+* ``reset``: the board calls ``machine.reset()`` at its first wait or sleep
+  after the moment (as ``main.py`` after a fatal error), boots again at once.
+
+State.json persists across all of them (the board's flash).  A board's
+process that ends by itself (a deep sleep, an emulated watchdog trip, a
+crash) boots again at once; each such boot is recorded.
+"""
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
+from mss_aggregator.devices.runtime import board_sleeps, command
+
+KINDS = ("power", "power-mid-uplink", "watchdog", "reset")
+OFF_S = (0.1, 1.0)  # a power cycle's off time, uniform (s)
+
+
+def field_device_config(cfg, campaign, modem, period_s, epoch_origin):
+    """A LoRaWAN board's config.json: a sleeping battery board (device.sleep light), the
+    link's retries scaled to a short period."""
+    d = cfg.to_dict()
+    d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
+                   "transport": "lorawan", "sleep": "light",
+                   "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
+                               "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 2, "tx_timeout_s": 2}}
+    return d
+
+
+def plan_resets(rng, devices, n, start, end, arm_end):
+    """Per board, ``n`` resets [{"kind", "at" (unix), "off" (s)}] in time order: the kinds
+    (:data:`KINDS`) spread evenly over the fleet in a random order; moments uniform in
+    [start, end) (``power-mid-uplink``: armed in [start, arm_end), so that an uplink follows)."""
+    kinds = [KINDS[i % len(KINDS)] for i in range(devices * n)]
+    rng.shuffle(kinds)
+    plans = []
+    for d in range(devices):
+        plan = []
+        for kind in kinds[d * n:(d + 1) * n]:
+            at = rng.uniform(start, arm_end if kind == "power-mid-uplink" else end)
+            off = rng.uniform(*OFF_S) if kind.startswith("power") else 0.0
+            plan.append({"kind": kind, "at": at, "off": off})
+        plans.append(sorted(plan, key=lambda r: r["at"]))
+    return plans
+
+
+class FieldBoard(threading.Thread):
+    """One board: its modem, its folder, its boots until ``t_end``."""
+
+    def __init__(self, folder, modem, runtime, value, resets, t_end, no_clock):
+        super().__init__(name=f"board-{modem.dev_eui}", daemon=True)
+        self.folder, self.modem, self.runtime, self.value = folder, modem, runtime, value
+        self.resets, self.t_end, self.no_clock = resets, t_end, no_clock
+        self.log = folder / "board.log"  # the emulated machine's (sleeps, resets)
+        self.out = folder / "board.out"  # the firmware's output, every boot
+        self.runs = []  # [(start, end, how it ended, returncode)]
+        self.done = []  # resets made: dicts of the plan with "t" (unix time) they happened
+        self.arrivals = []  # [(unix time, fcnt, data)] of the uplinks that went on air
+        self.proc = None
+        self._mid = None  # the armed power-mid-uplink reset
+        self._killed = threading.Event()
+        self._halt = threading.Event()
+        self.error = None
+
+    def uplink(self, modem, fport, fcnt, data, publish):
+        """The modem took an uplink (it is on air): publish it, then fire an armed mid-uplink reset."""
+        self.arrivals.append((time.time(), fcnt, data))
+        publish(modem, fport, fcnt, data)
+        r, p = self._mid, self.proc
+        if r is not None and p is not None and time.time() >= r["at"]:
+            self._mid = None
+            self._kill(p)
+
+    def _kill(self, p):
+        self._killed.set()
+        try:
+            p.send_signal(signal.SIGKILL)
+        except OSError:
+            pass
+
+    def stop(self):
+        self._halt.set()
+        p = self.proc
+        if p is not None:
+            self._kill(p)
+
+    def _boot(self, reset):
+        env_extra = {"MSS_BOARD_REALTIME": "1", "MSS_BOARD_NO_CLOCK": "1" if self.no_clock else "0"}
+        if reset is not None and reset["kind"] == "reset":
+            env_extra["MSS_BOARD_RESET_AT"] = "%.3f" % reset["at"]
+        argv, env = command(self.runtime, "field_board", ["config.json", "state.json", self.value],
+                            board_log=self.log)
+        env.update(env_extra)
+        self._killed.clear()
+        with open(self.out, "a") as fh:
+            fh.write(f"=== boot {len(self.runs) + 1} at {time.time():.3f}\n")
+            fh.flush()
+            return subprocess.Popen(argv, env=env, cwd=self.folder, stdout=fh, stderr=subprocess.STDOUT)
+
+    def run(self):
+        try:
+            self._run()
+        except Exception as exc:  # reported by the caller
+            self.error = exc
+
+    def _run(self):
+        pending = list(self.resets)
+        while not self._halt.is_set() and time.time() < self.t_end:
+            reset = pending[0] if pending else None
+            start = time.time()
+            if reset is not None and reset["at"] < start + 0.2:
+                reset["at"] = start + 0.2  # not before this boot: early in it
+            self.proc = p = self._boot(reset)
+            self._mid = reset if reset is not None and reset["kind"] == "power-mid-uplink" else None
+            timed = reset is not None and reset["kind"] in ("power", "watchdog")
+            until = min(self.t_end, reset["at"]) if timed else self.t_end
+            how = None
+            try:
+                p.wait(timeout=max(0.0, until - time.time()))
+            except subprocess.TimeoutExpired:  # the moment of a timed reset, or the end
+                how = reset["kind"] if timed and until < self.t_end else "end"
+                self._kill(p)
+                p.wait()
+            self._mid = None
+            if how is None:  # it ended by itself, or was killed at an uplink or by stop()
+                if self._halt.is_set():
+                    how = "end"
+                elif self._killed.is_set():
+                    how = "power-mid-uplink"
+                elif reset is not None and reset["kind"] == "reset" and _reset_logged(self.log, start):
+                    how = "reset"
+                else:
+                    how = "exit"  # a deep sleep, the emulated watchdog, a crash: it boots again
+            end = time.time()
+            self.runs.append((start, end, how, p.returncode))
+            if how == "end":
+                break
+            if how != "exit":
+                pending.pop(0)
+                self.done.append(dict(reset, t=end))
+                if how.startswith("power"):
+                    self.modem.power_off()
+                    self._halt.wait(reset["off"])
+
+    def times(self):
+        """The MCU's time over its boots (real time: sleeps take theirs): ``awake_s`` (run time
+        less the light sleeps, a sleep cut by a reset counted to the reset), ``asleep_s``,
+        ``off_s`` (powered off or rebooting between boots), ``awake_fraction`` = awake /
+        (awake + asleep), ``sleeps``."""
+        runs = [(a, b) for a, b, _, _ in self.runs]
+        asleep, n = 0.0, 0
+        for kind, ms, t in board_sleeps(self.log):
+            if kind not in ("light", "deep"):
+                continue
+            for a, b in runs:
+                if a <= t <= b:
+                    asleep += max(0.0, min(t + ms / 1000, b) - t)
+                    n += 1
+                    break
+        on = sum(b - a for a, b in runs)
+        span = (runs[-1][1] - runs[0][0]) if runs else 0.0
+        awake = max(0.0, on - asleep)
+        return {"awake_s": awake, "asleep_s": asleep, "off_s": max(0.0, span - on),
+                "awake_fraction": awake / on if on else None, "sleeps": n}
+
+
+def _reset_logged(log, since):
+    return any(kind == "reset" and t >= since for kind, _, t in board_sleeps(log))
+
+
+def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_clock=False, resets=0,
+              seed=1, runtime="micropython", workdir=None, id_prefix="70b3d57ed0"):
+    """Run one board per value from now until ``t_end`` (unix time); return the boards
+    (:class:`FieldBoard`, stopped, in order).  Resets are planned from ``seed`` over
+    [epoch_origin + period_s / 2, t_end - period_s / 4)."""
+    rng = random.Random(seed)
+    plans = plan_resets(rng, len(values), resets, epoch_origin + period_s / 2, t_end - period_s / 4,
+                        max(epoch_origin + period_s / 2, t_end - 2 * period_s))
+    boards = []
+    base = Path(workdir)
+    try:
+        for i, value in enumerate(values):
+            modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"{id_prefix}{i:06x}")
+            network.attach(modem)
+            publish = modem.on_uplink
+            folder = base / modem.dev_eui
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps(field_device_config(cfg, campaign, modem, period_s,
+                                                                               epoch_origin)))
+            b = FieldBoard(folder, modem, runtime, int(value), plans[i], t_end, no_clock)
+            modem.on_uplink = lambda m, fport, fcnt, data, b=b, publish=publish: b.uplink(m, fport, fcnt, data,
+                                                                                          publish)
+            boards.append(b)
+            modem.start()
+        for b in boards:
+            b.start()
+        for b in boards:
+            b.join(max(0.0, t_end - time.time()) + 30)
+    finally:
+        for b in boards:
+            b.stop()
+        for b in boards:
+            b.join(5)
+            b.modem.stop()
+    return boards
+
+
+def account(rows, counters, device_ids, required):
+    """The campaign's tally from the store: ``rows`` (:meth:`Store.report_epochs`: device,
+    epoch, status), ``counters`` (:meth:`Store.counters`), the fleet's ``device_ids``,
+    the ``required`` epochs (each board must be counted once in each).
+
+    ``per_epoch``: [{epoch, devices (with an accepted report), accepted (reports)}] of the
+    required epochs; ``lost`` = devices x epochs - accepted reports of fleet devices in
+    them; ``duplicates``: reports beyond one per device and epoch, over the whole run
+    (the store's extras, ``rejected_extra_in_epoch``, which counts the ones a cap left
+    unstored too, plus its ``duplicate`` redeliveries); ``quarantined``: every other
+    rejected message; ``missing`` [(epoch, device)], ``extra`` [(epoch, device, n)]
+    (stored extras), ``other_epochs`` [{epoch, devices, accepted}] outside ``required``."""
+    fleet = set(device_ids)
+    accepted, extra = {}, {}
+    for d, e, status in rows:
+        if status == "accepted":
+            accepted.setdefault(e, []).append(d)
+        else:
+            extra[(e, d)] = extra.get((e, d), 0) + 1
+    per_epoch = [{"epoch": e, "devices": len(set(accepted.get(e, []))), "accepted": len(accepted.get(e, []))}
+                 for e in required]
+    missing = [(e, d) for e in required for d in device_ids if d not in accepted.get(e, [])]
+    counted = sum(1 for e in required for d in accepted.get(e, []) if d in fleet)
+    extras = counters.get("rejected_extra_in_epoch", 0)
+    return {"per_epoch": per_epoch, "lost": len(device_ids) * len(required) - counted,
+            "duplicates": extras + counters.get("duplicate", 0),
+            "quarantined": counters.get("rejected", 0) - extras,
+            "missing": missing, "extra": sorted((e, d, n) for (e, d), n in extra.items()),
+            "strangers": sorted({d for d, _, _ in rows} - fleet),
+            "other_epochs": [{"epoch": e, "devices": len(set(ds)), "accepted": len(ds)}
+                             for e, ds in sorted(accepted.items()) if e not in required]}
+
+
+FIELD_KEYS = ("required_epochs", "per_epoch", "lost", "duplicates", "quarantined", "missing", "extra",
+              "other_epochs", "awake_fraction", "per_device", "checks", "ok", "failed", "why")
+
+
+def summarize(boards, rows, counters, required, period_s, epoch_origin, resets):
+    """:func:`account` of the campaign, per board its boots, resets (``t``: s from the
+    start of epoch 0), uplinks, epochs counted and its MCU's and modem's times; the
+    checks and, when one fails, what failed (``failed``) and why (``why``: each missing
+    or doubled device and epoch with its uplinks and resets nearby).  Every key of
+    :data:`FIELD_KEYS`."""
+    ids = [b.modem.dev_eui for b in boards]
+    s = account(rows, counters, ids, required)
+    counted = {}
+    for d, e, status in rows:
+        if status == "accepted":
+            counted.setdefault(d, []).append(e)
+    per_device = []
+    for b in boards:
+        mcu, radio = b.times(), b.modem.stats()
+        per_device.append({
+            "device_id": b.modem.dev_eui, "modem": b.modem.dialect, "boots": len(b.runs),
+            "resets": [{"kind": r["kind"], "t": round(r["t"] - epoch_origin, 3), "off_s": round(r["off"], 3)}
+                       for r in b.done],
+            "exits": sum(1 for _, _, how, _ in b.runs if how == "exit"), "uplinks": len(b.arrivals),
+            "epochs": sorted(counted.get(b.modem.dev_eui, [])),
+            "awake_s": mcu["awake_s"], "asleep_s": mcu["asleep_s"], "off_s": mcu["off_s"],
+            "awake_fraction": mcu["awake_fraction"], "sleeps": mcu["sleeps"],
+            "modem_awake_s": radio["awake_s"], "modem_asleep_s": radio["asleep_s"], "modem_sleeps": radio["sleeps"],
+            "tx_s": radio["tx_s"], "rx_s": radio["rx_s"], "time_requests": getattr(b.modem, "time_requests", None)})
+    short = [(b.modem.dev_eui, len(b.done)) for b in boards if len(b.done) < resets]
+    errors = [(b.modem.dev_eui, b.error) for b in boards if b.error is not None]
+    in_required = [x for x in s["extra"] if x[0] in required]
+    checks = {"once_per_epoch": not s["missing"] and not in_required, "lost": s["lost"] == 0,
+              "duplicates": s["duplicates"] == 0, "quarantined": s["quarantined"] == 0,
+              "resets": not short, "harness": not errors and not s["strangers"]}
+    failed = []
+    if not checks["once_per_epoch"]:
+        failed.append(f"{len(s['missing'])} (device, epoch) pairs not counted, {len(in_required)} counted more "
+                      f"than once in epochs {required[0]}..{required[-1]}")
+    if not checks["lost"]:
+        failed.append(f"lost {s['lost']} of {len(ids) * len(required)} reports")
+    if not checks["duplicates"]:
+        failed.append(f"{s['duplicates']} duplicates (rejected_extra_in_epoch "
+                      f"{counters.get('rejected_extra_in_epoch', 0)}, duplicate {counters.get('duplicate', 0)})")
+    if not checks["quarantined"]:
+        failed.append(f"{s['quarantined']} messages quarantined")
+    if short:
+        failed.append(f"{len(short)} boards were reset fewer than {resets} times "
+                      f"({', '.join(f'{d}: {n}' for d, n in short[:4])})")
+    if not checks["harness"]:
+        failed.append("the harness: " + "; ".join([f"{d}: {e!r}" for d, e in errors]
+                                                  + [f"reports from unknown devices {s['strangers']}"]
+                                                  * bool(s["strangers"])))
+    by_id = {b.modem.dev_eui: b for b in boards}
+
+    def story(e, d):
+        b = by_id[d]
+        lo, hi = (e - 1) * period_s, (e + 2) * period_s  # s from epoch 0's start: the epoch and its neighbours
+        ups = [t - epoch_origin for t, _, _ in b.arrivals if lo <= t - epoch_origin < hi]
+        near = [f"{r['kind']} at {r['t'] - epoch_origin:.2f} s (off {r['off']:.2f} s)" for r in b.done
+                if lo - period_s <= r["t"] - epoch_origin < hi]
+        return (f"[{e * period_s}, {(e + 1) * period_s}) s: its uplinks at "
+                + (", ".join(f"{u:.2f}" for u in ups) or "none") + " s" + (f"; resets: {', '.join(near)}" if near
+                                                                          else "; no reset near"))
+
+    why = [f"epoch {e}: {d} ({by_id[d].modem.dialect}) not counted; epoch {story(e, d)}" for e, d in s["missing"]]
+    why += [f"epoch {e}: {d} ({by_id[d].modem.dialect}) {n} more report(s) stored as extra; epoch {story(e, d)}"
+            for e, d, n in s["extra"] if d in by_id]
+    s.update(required_epochs=list(required), per_device=per_device, checks=checks, ok=all(checks.values()),
+             failed=failed, why=why, awake_fraction={r["device_id"]: r["awake_fraction"] for r in per_device},
+             missing=[{"epoch": e, "device_id": d} for e, d in s["missing"]],
+             extra=[{"epoch": e, "device_id": d, "reports": n} for e, d, n in s["extra"]])
+    return s
