@@ -68,7 +68,8 @@ def pytest_xdist_make_scheduler(config, log):
 # included), an exclusive module takes it exclusively from its first test to its last.
 # It first closes "gate", which every test passes on its way in, so that a stream of
 # short tests cannot keep it waiting for ever.
-EXCLUSIVE_MODULES = {"tests/firmware/test_end_to_end_matrix.py"}
+EXCLUSIVE_MODULES = {"tests/firmware/test_end_to_end_matrix.py",
+                     "tests/test_field_demo.py"}  # 24 boards in real time, 4 s epochs
 _held = {}  # the exclusive module being run on this worker -> its open lock files
 
 

@@ -1,5 +1,8 @@
-"""``mss demo``: the main job end to end on embedded defaults."""
+"""``mss demo``: the main job end to end on embedded defaults; with ``--epochs`` a field
+campaign in real time (:mod:`mss_aggregator.devices.field`)."""
 import json
+import sys
+import time
 
 import click
 import numpy as np
@@ -14,6 +17,9 @@ from mss_protocol.oracle_config import load_dict
 
 LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
 PERIOD_S = 3600
+FIELD_PERIOD_S = 4  # --epochs: the default period (real seconds)
+CODES = {"power": "P", "power-mid-uplink": "U", "watchdog": "W", "reset": "R"}  # --epochs: the resets' kinds
+FIELD_FAILED = 1  # --epochs: a check failed (a device not counted once in an epoch, a loss, a duplicate)
 
 
 def device_rows(results, times):
@@ -32,6 +38,71 @@ def device_rows(results, times):
                        modem_sleeps=radio["sleeps"], tx_s=radio["tx_s"], rx_s=radio["rx_s"])
         rows.append(row)
     return rows
+
+
+def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_clock, resets, seed, runtime, tmp):
+    """--epochs: the boards from the start of epoch 0 (the warm-up: they boot, join, report
+    for the first time) to the end of epoch ``epochs``; the boards (devices.field.FieldBoard)."""
+    from pathlib import Path
+
+    from mss_aggregator.devices.field import run_field
+
+    t_end = origin + (epochs + 1) * period
+    time.sleep(max(0.0, origin - time.time()))
+    out.print(f"field campaign: {len(values)} boards in real time, epoch 0 (warm-up) and epochs 1..{epochs} of "
+              f"{period} s" + (", clocks reading 2000-01-01 at every boot" if no_clock else ", clocks set")
+              + (f", each reset {resets} times at random moments (seed {seed})" if resets else "")
+              + ", sleeping light between reports")
+    workdir = Path(tmp) / "boards"
+    workdir.mkdir()
+    with out.status(f"{len(values)} boards running the firmware's loop on {runtime} until "
+                    f"{time.strftime('%H:%M:%S', time.localtime(t_end))}"):
+        return run_field(cfg, campaign, values, network, period, origin, t_end, no_clock, resets, seed,
+                         runtime, workdir)
+
+
+def print_field(out, s, period, no_clock, resets):
+    """The human tables of a field campaign (``summarize``'s ``s``) and its verdict."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"reports by epoch ({period} s each; epoch 0 the warm-up, not required)")
+    for col in ("epoch", "devices", "accepted", "extra", "missing"):
+        t.add_column(col, justify="left" if col == "missing" else "right")
+    extra = {}
+    for x in s["extra"]:
+        extra[x["epoch"]] = extra.get(x["epoch"], 0) + x["reports"]
+    rows = [dict(r, required=True) for r in s["per_epoch"]] + [dict(r, required=False) for r in s["other_epochs"]]
+    for r in sorted(rows, key=lambda r: r["epoch"]):
+        gone = [x["device_id"] for x in s["missing"] if x["epoch"] == r["epoch"]]
+        t.add_row(str(r["epoch"]) + ("" if r["required"] else " (not required)"), str(r["devices"]),
+                  str(r["accepted"]), str(extra.get(r["epoch"], 0)),
+                  ", ".join(gone) if len(gone) <= 3 else f"{len(gone)} devices")
+    out.print(t)
+    t = Table(title="per device (resets, s from epoch 0: P power cycle, U power cycle mid-uplink, W watchdog, "
+                    "R machine.reset())", box=box.SIMPLE_HEAD, pad_edge=False)
+    required = [r["epoch"] for r in s["per_epoch"]]
+    for col in ("device", "modem", "resets", "uplinks", f"counted in {required[0]}..{required[-1]}", "MCU awake",
+                "modem awake"):
+        t.add_column(col, justify="left" if col in ("device", "modem", "resets") else "right",
+                     no_wrap=col in ("device", "modem"))
+    for r in s["per_device"]:
+        modem = r["modem_awake_s"] + r["modem_asleep_s"]
+        t.add_row(r["device_id"], r["modem"], " ".join(f"{CODES[x['kind']]}{x['t']:.1f}" for x in r["resets"]) or "-",
+                  str(r["uplinks"]), str(len(set(r["epochs"]) & set(required))),
+                  "-" if r["awake_fraction"] is None else f"{100 * r['awake_fraction']:.1f} %",
+                  f"{100 * r['modem_awake_s'] / modem:.1f} %" if modem else "-")
+    out.print(t)
+    out.print(f"lost {s['lost']}, duplicates {s['duplicates']}, quarantined {s['quarantined']}")
+    if s["ok"]:
+        out.print(f"[green]PASS[/green]: every device counted exactly once in each of epochs "
+                  f"{required[0]}..{required[-1]}, 0 lost, 0 duplicates" + (", no clocks" if no_clock else "")
+                  + (f", {resets} resets each" if resets else ""))
+    else:
+        out.print(f"[red]FAIL[/red]: {escape('; '.join(s['failed']))}", highlight=False)
+        for line in s["why"]:
+            out.print(f"  {escape(line)}", highlight=False)
 
 
 @click.command("demo")
@@ -54,20 +125,34 @@ def device_rows(results, times):
                    "sleep light between reports (device.sleep).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the outcome as JSON on stdout (the rest goes to stderr); with --lorawan, per device "
-                   "the MCU's and the modem's time awake and asleep and the radio's TX and RX time.")
+                   "the MCU's and the modem's time awake and asleep and the radio's TX and RX time; with "
+                   "--epochs also per_epoch, lost, duplicates and the checks.")
+@click.option("--epochs", type=click.IntRange(min=1),
+              help="A field campaign (with --lorawan): every board runs the firmware's loop in real time for "
+                   "a warm-up epoch (0) and then this many epochs (1..N), each of which must count every "
+                   "device exactly once; exit status 1 when one does not.")
+@click.option("--period-s", "period_s", type=click.IntRange(min=1),
+              help=f"The boards' reporting period, s (default {PERIOD_S}; with --epochs {FIELD_PERIOD_S}, "
+                   f"in real time: accelerated).")
+@click.option("--no-clock", is_flag=True,
+              help="With --epochs: the boards' wall clock reads 2000-01-01 at every boot (no NTP): they "
+                   "report by network time (DeviceTimeReq) or paced by their monotonic timer.")
+@click.option("--resets", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --epochs: reset each board this many times at random moments (--seed): power "
+                   "cycles (also mid-uplink), watchdog resets, machine.reset().")
 def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan,
-             as_json):
+             as_json, epochs, period_s, no_clock, resets):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     import signal
     import tempfile
     import threading
-    import time
     import uuid
 
     from mss_aggregator.collect.collectors import parse_broker
     from mss_aggregator.collect.embedded_broker import EmbeddedBroker
     from mss_aggregator.collect.lorawan import parse_spec
     from mss_aggregator.devices.modem import ChirpStackEmulator
+    from mss_aggregator.devices.field import FIELD_KEYS, summarize
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
@@ -75,6 +160,11 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.collect.store import open_store
     from mss_aggregator.web.server import HttpError, check_bind
 
+    if epochs is None and (no_clock or resets):
+        raise click.UsageError(f"{'--no-clock' if no_clock else '--resets'} needs --epochs (a field campaign)")
+    if epochs is not None and not lorawan:
+        raise click.UsageError("--epochs runs LoRaWAN boards: add --lorawan chirpstack")
+    period = period_s or (FIELD_PERIOD_S if epochs else PERIOD_S)
     broker = broker_url(broker, broker_password_file)
     if http_bind:
         try:
@@ -90,6 +180,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     out.print(f"broker: {url}" + (" (embedded amqtt on loopback)" if embedded else ""))
     campaign = f"demo-{uuid.uuid4().hex[:8]}"
     web = view = None
+    failed = False
     try:
         with tempfile.TemporaryDirectory() as tmp:
             link = parse_link(LINK) if lorawan else None
@@ -97,8 +188,10 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                             frame="compact" if link else "full")
             cfg = load_dict(result["config"])
             cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
-            # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it
-            cfg.save(cfg_path, {"device": {"period_s": PERIOD_S}})
+            # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it;
+            # a field campaign's epochs are numbered from its start (epoch 0 begins as the boards boot)
+            origin = int(time.time()) + 2 if epochs else 0
+            cfg.save(cfg_path, {"device": {"period_s": period, "epoch_origin": origin}})
             out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
                       f"(eps_effective {cfg.eps_effective:.6f})"
                       + (f", moduli {result['moduli']}" if result["moduli"] else "")
@@ -128,14 +221,19 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                         fail(str(exc))
                     out.print(f"dashboard: {web.url}")
                 values = draw_values(parse(dist, k), devices, seed)
-                with out.status(f"{devices} devices running the firmware on {runtime}"
-                                + (" with emulated LoRaWAN modems" if link else "")):
-                    times = {}
-                    results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=PERIOD_S,
-                                        network=network, times=times)
-                sent = sum(1 for _, rc, _ in results.values() if rc == 0)
+                if epochs:
+                    boards = field_run(out, cfg, campaign, values, network, period, origin, epochs, no_clock,
+                                       resets, seed, runtime, tmp)
+                    sent, wait_for = sum(len(b.arrivals) for b in boards), "received"  # uplinks on air
+                else:
+                    with out.status(f"{devices} devices running the firmware on {runtime}"
+                                    + (" with emulated LoRaWAN modems" if link else "")):
+                        times = {}
+                        results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=period,
+                                            network=network, times=times)
+                    sent, wait_for = sum(1 for _, rc, _ in results.values() if rc == 0), "accepted"
                 deadline = time.time() + 30
-                while agg.store.counters()["accepted"] < sent and time.time() < deadline:
+                while agg.store.counters()[wait_for] < sent and time.time() < deadline:
                     time.sleep(0.2)
             finally:
                 agg.stop()
@@ -143,24 +241,32 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                     network.close()
             store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
+            rows = store.report_epochs() if epochs else None
             store.close()
             est = registry.from_config(cfg).decode(counts)
             truth = np.bincount(values, minlength=k) / devices
-            out.print(top_table(f"{counts.total} reports from {sent} of {devices} devices: top categories",
-                                 truth, est, 8))
+            title = (f"{counts.total} reports from {devices} devices in {epochs + 1} epochs" if epochs else
+                     f"{counts.total} reports from {sent} of {devices} devices")
+            out.print(top_table(f"{title}: top categories", truth, est, 8))
             out.print(counters_table(counters, "counters"))
             with writing("--plot", plot):
                 plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
                                + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
             out.print(f"plot: {plot}")
+            doc = {"campaign": campaign, "config_id": cfg.config_id_hex, "protocol": result["protocol"],
+                   "link": link and link.spec, "runtime": runtime, "period_s": period, "devices": devices,
+                   "sent": sent, "reports": counts.total, "counters": counters}
+            if epochs:
+                summary = summarize(boards, rows, counters, list(range(1, epochs + 1)), period, origin, resets)
+                print_field(out, summary, period, no_clock, resets)
+                failed = not summary["ok"]
+                doc.update(epochs=epochs, epoch_origin=origin, no_clock=no_clock, resets=resets,
+                           **{key: summary[key] for key in FIELD_KEYS})
+            else:
+                doc.update(per_device=device_rows(results, times),
+                           awake_fraction={d: t["mcu"]["awake_fraction"] for d, t in times.items()})
             if as_json:
-                click.echo(json.dumps({"campaign": campaign, "config_id": cfg.config_id_hex,
-                                       "protocol": result["protocol"], "link": link and link.spec,
-                                       "runtime": runtime, "period_s": PERIOD_S, "devices": devices, "sent": sent,
-                                       "reports": counts.total, "counters": counters,
-                                       "per_device": device_rows(results, times),
-                                       "awake_fraction": {d: t["mcu"]["awake_fraction"] for d, t in times.items()}},
-                                      indent=1))
+                click.echo(json.dumps(doc, indent=1))
             if web is not None:
                 stop = threading.Event()
                 for sig in (signal.SIGINT, signal.SIGTERM):
@@ -178,3 +284,5 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             view.close()
         if embedded:
             embedded.stop()
+    if failed:
+        sys.exit(FIELD_FAILED)
