@@ -170,6 +170,10 @@ class FieldBoard(threading.Thread):
                     self.modem.power_off()
                     self._halt.wait(reset["off"])
 
+    def done_in(self, a, b):
+        """True if a reset of this board happened between unix times ``a`` and ``b``."""
+        return any(a < r["t"] < b for r in self.done)
+
     def times(self):
         """The MCU's time over its boots (real time: sleeps take theirs): ``awake_s`` (run time
         less the light sleeps, a sleep cut by a reset counted to the reset), ``asleep_s``,
@@ -331,11 +335,31 @@ def summarize(boards, rows, counters, required, period_s, epoch_origin, resets):
                 + (", ".join(f"{u:.2f}" for u in ups) or "none") + " s" + (f"; resets: {', '.join(near)}" if near
                                                                           else "; no reset near"))
 
-    why = [f"epoch {e}: {d} ({by_id[d].modem.dialect}) not counted; epoch {story(e, d)}" for e, d in s["missing"]]
+    def cause(e, d):
+        """What the network side saw before a (device, epoch) without a report: ``reset`` (the
+        board was reset between its last uplink before the epoch and the epoch's end: a board
+        that boots without the time waits a pace), ``gap`` (it was not: its next uplink came, or
+        would have, more than a period after the last, as a pace drifts), ``other`` (no uplink
+        before the epoch)."""
+        b = by_id[d]
+        before = [t for t, _, _ in b.arrivals if t < epoch_origin + e * period_s]
+        if not before:
+            return "other"
+        return "reset" if b.done_in(max(before), epoch_origin + (e + 1) * period_s) else "gap"
+
+    causes = {(e, d): cause(e, d) for e, d in s["missing"]}
+    said = {"reset": "reset between its last uplink and the epoch's end",
+            "gap": "not reset since its last uplink", "other": "no uplink before it"}
+    why = [f"epoch {e}: {d} ({by_id[d].modem.dialect}) not counted ({said[causes[(e, d)]]}); epoch {story(e, d)}"
+           for e, d in s["missing"]]
     why += [f"epoch {e}: {d} ({by_id[d].modem.dialect}) {n} more report(s) stored as extra; epoch {story(e, d)}"
             for e, d, n in s["extra"] if d in by_id]
+    if s["missing"]:
+        n = {c: sum(1 for v in causes.values() if v == c) for c in said}
+        failed.append(f"of those not counted {n['reset']} were reset between their last uplink and the epoch's "
+                      f"end, {n['gap']} were not, {n['other']} had no uplink before")
     s.update(required_epochs=list(required), per_device=per_device, checks=checks, ok=all(checks.values()),
              failed=failed, why=why, awake_fraction={r["device_id"]: r["awake_fraction"] for r in per_device},
-             missing=[{"epoch": e, "device_id": d} for e, d in s["missing"]],
+             missing=[{"epoch": e, "device_id": d, "cause": causes[(e, d)]} for e, d in s["missing"]],
              extra=[{"epoch": e, "device_id": d, "reports": n} for e, d, n in s["extra"]])
     return s
