@@ -71,11 +71,12 @@ class Board:
         (folder / "config.json").write_text(json.dumps(d))
         self.awake_s = 0.0
         self.boots = 0
+        self.script = NODE
         self.output = ""
 
     def boot(self, ticks):
         """Run the firmware once (until its ticks end or it sleeps deep); the real time it ran."""
-        argv, env = command(NODE, ["config.json", "state.json", str(ticks)],
+        argv, env = command(self.script, ["config.json", "state.json", str(ticks)],
                             micropythonpath=[BOARD, FIRMWARE / "lib"])
         env["MSS_BOARD_LOG"] = str(self.log)
         start = time.time()
@@ -158,6 +159,85 @@ def test_sleeping_boards_are_mostly_asleep_and_report_once_an_epoch(tmp_path, co
         print(f"{b.dialect:12} {sleep}: MCU awake {mcu['awake_s']:.3f} s of {mcu['awake_s'] + mcu['asleep_s']:.0f} s "
               f"({mcu['awake_fraction']:.3%}); modem awake {m['awake_s']:.3f} s, asleep {m['asleep_s']:.0f} s, "
               f"TX {m['tx_s']:.3f} s, RX {m['rx_s']:.3f} s, {m['sleeps']} sleep commands, {b.modem.joins} joins")
+
+
+# A clockless board (its clock reads 2000-01-01 at every boot): compact reports paced by
+# mss_node.pace, whose ticks_ms runs on through a light sleep as a board's timer does
+# (the emulated sleeps take no real time); a deep sleep restarts it.
+NO_CLOCK = r"""
+import sys, time, machine
+from mss_node import app, pace
+boot = machine.clock()
+pace.ticks_ms = lambda: time.ticks_add(time.ticks_ms(), machine._slept[0])
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=lambda: 946684800 + machine.clock() - boot,
+        ticks=int(sys.argv[3]))
+"""
+MARGIN_MS = 1000  # device.lorawan.pace_margin_ms: paced uplinks 601 s apart at least
+
+
+def clockless(folder, compact, dialect, sleep, eui):
+    b = Board(folder, compact, dialect, sleep, eui=eui)
+    b.modem.time_reply = "none"  # no network time either (DeviceTimeReq unanswered)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["device"]["lorawan"]["pace_margin_ms"] = MARGIN_MS
+    (folder / "config.json").write_text(json.dumps(cfg))
+    b.script = NO_CLOCK
+    return b
+
+
+def check_paced(b, n, why):
+    """n uplinks, one an arrival epoch, each a pace (period + margin) after the last: no
+    sooner (none doubled), and no later than the board's awake time allows (none lost)."""
+    ups = [t for t, _ in b.arrivals]
+    assert len(ups) == n and len(set(b.epochs())) == n, (ups, why)
+    for t0, t1 in zip(ups, ups[1:]):
+        assert PERIOD_S + MARGIN_MS / 1000 <= t1 - t0 < PERIOD_S + MARGIN_MS / 1000 + 5, (ups, why)
+
+
+@pytest.mark.parametrize("sleep", ["light", "deep"])
+def test_clockless_boards_sleep_until_the_next_paced_report(tmp_path, compact, sleep):
+    """No clock, device.sleep light or deep, EPOCHS ten-minute periods, two dialects: the board
+    sleeps (MCU and modem) until its next paced uplink, one uplink an arrival epoch, none lost
+    or doubled across the deep-sleep restarts (each credits its time asleep to the pace)."""
+    boards = run_all([clockless(tmp_path / d, compact, d, sleep, i) for i, d in enumerate(("rak3172", "rn2483"))])
+    for b in boards:
+        why = f"{b.dialect}, {sleep}: {b.output[-3000:]}"
+        check_paced(b, EPOCHS, why)
+        assert "no clock: compact reports paced" in b.output, why
+        st = b.state()
+        assert st["queue"] == [] and st["seq"] == EPOCHS and (st["nap"] > 0) == (sleep == "deep"), why
+        mcu = b.mcu()
+        assert mcu[sleep] == EPOCHS and mcu["watchdog"] == 0 and mcu["awake_fraction"] < MAX_AWAKE, (mcu, why)
+        if sleep == "deep":
+            assert b.boots == EPOCHS and mcu["light"] == 0, why
+        m = b.modem.stats()
+        assert m["sleeps"] == EPOCHS and m["awake_s"] < MAX_AWAKE * (m["awake_s"] + m["asleep_s"]), (m, why)
+        sleeps, ups = [t for t, _ in b.modem.sleeps], [t for t, _ in b.arrivals]
+        for t0, t1 in zip(ups, ups[1:]):
+            assert sum(1 for t in sleeps if t0 < t < t1) == 1, (sleeps, ups, why)
+        print(f"{b.dialect:8} no clock, {sleep}: MCU awake {mcu['awake_fraction']:.3%}, {m['sleeps']} modem sleeps, "
+              f"uplinks {[round(t - ups[0], 1) for t in ups]} s")
+
+
+def test_a_reset_after_a_deep_sleep_credits_no_time(tmp_path, compact):
+    """A clockless deep sleeper whose next boot is not the timer's (a watchdog reset or a power
+    cycle right after the deep sleep: no DEEPSLEEP_RESET) counts the time asleep as zero: no
+    uplink at that boot, a whole pace asleep again; the next timer wake reports on time."""
+    b = clockless(tmp_path / "b", compact, "wio-e5", "deep", 1)
+    b.modem.start()
+    try:
+        b.boot(3)
+        b.boot(3)  # woken by its timer: the second report
+        assert len(b.arrivals) == 2 and b.state()["nap"] > 0, b.output
+        (tmp_path / "b" / "board.log.woke").unlink()  # the next boot is a watchdog's
+        b.boot(3)
+        assert len(b.arrivals) == 2, b.output  # nothing credited: no uplink yet
+        kind, ms, _ = board_sleeps(b.log)[-1]
+        assert kind == "deep" and ms > PERIOD_S * 1000, board_sleeps(b.log)
+        b.boot(3)  # its timer's wake: the next report
+    finally:
+        b.modem.stop()
+    assert len(b.arrivals) == 3 and b.arrivals[2][0] - b.arrivals[1][0] >= 2 * (PERIOD_S + MARGIN_MS / 1000) - 5, b.arrivals
 
 
 def test_no_sleep_outlasts_half_the_watchdog(tmp_path, compact):

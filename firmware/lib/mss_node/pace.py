@@ -11,14 +11,23 @@ one, only to send no two in one epoch of the network server:
   ``time.ticks_ms`` deltas (wrap-safe) added to what state.json keeps
   (``ago``), the time the board was off counted as zero, so board time never
   runs ahead of real time: two uplinks are always a period apart in real time,
-  and after any reset the next one leaves within ``ms`` of the boot;
+  and after any reset the next one leaves within ``ms`` of the boot; a deep
+  sleep's time (``nap``) is added only after a wake by its timer;
 * before a report goes to the modem, a write marks it in flight (``fly``):
   after a reset during the uplink it counts as sent (for the pace, and for its
   epoch with a clock) and, still queued, leaves again a pace (an epoch) later:
   never lost, never twice in one epoch;
 * once a clock is set (NTP, network time), the epoch of the last uplink sent
-  without one is not known: every epoch it may have reached (its start as the
-  clock now puts it, up to ``_SLACK_S`` later) is marked used;
+  without one is not known: it ended ``age`` ago at the latest (the pace of a
+  clockless uplink counts from its end; the time off counted as zero), so the
+  epoch of ``clock - age`` (whole seconds of age: the network's time is read
+  in whole seconds, behind by up to 1 s) is marked used, and every one before;
+  the epoch after it stays free.  When the uplink itself brought the time
+  (DeviceTimeReq) this is done at once, before any sleep;
+* a booting board without a clock on a modem with network time first sends a
+  time probe (:meth:`LorawanLink.probe`: an uplink on ``time_fport`` with no
+  report, carrying DeviceTimeReq) right after the join: with the time it
+  reports by clock epochs at once instead of waiting a pace;
 * with a clock, waits end ``guard`` s into the next epoch (the margin, 2 s at
   most), not on its edge: a clock a little ahead does not date an uplink in
   the epoch before.
@@ -41,7 +50,6 @@ except ImportError:  # CPython (host tests)
         return a - b
 
 _DIV = 32  # the default margin: period / 32
-_SLACK_S = 3  # how late after its start a clockless uplink may have arrived (airtime, network time's error)
 
 
 class Clock:
@@ -71,9 +79,15 @@ class Pace:
             m = d["period_s"] * 1000 // _DIV
         self.ms = d["period_s"] * 1000 + m
         self.guard = min(m, 2000) / 1000
-        self.since = None if st.ago < 0 else min(st.ago, self.ms)  # ms since the last uplink
+        a = st.ago
+        if a >= 0 and st.nap and _timer_woke():  # a deep sleep's time, credited only if it ran to its end
+            a += st.nap
+        self.since = None if a < 0 else min(a, self.ms)  # ms since the last uplink
         self.t = ticks_ms()
         st.age = self.age
+        if st.nap:  # used once: a reset after this boot credits nothing
+            st.nap = 0
+            st.save()
         if st.fly is not None:  # a reset while an uplink was with the modem: it may have left
             if st.fly >= 0:
                 _used(st, node.s.config_id, st.fly)
@@ -81,6 +95,7 @@ class Pace:
                 st.blind = True
             st.fly = None
         self.said = False
+        self.probed = False  # the time probe of this boot (sent, or not needed)
 
     def age(self):
         """ms since the last uplink that left or may have (None: none yet); it stops at ``ms``."""
@@ -109,9 +124,14 @@ class Pace:
         if not self.said:
             self.said = True
             log.warn("no clock: compact reports paced, %d ms apart at least" % self.ms)
+        n, st = self.node, self.node.state
+        if not self.probed:
+            probe = getattr(n.link, "probe", None)
+            self.probed = probe is None or probe()
+            if n.clocked():  # the probe brought the time: the next tick reports by the clock
+                return
         if self.due_ms():
             return
-        n, st = self.node, self.node.state
         if not st.queue:
             n.draw(cid, n.epoch())  # the unset clock's epoch: a compact frame does not carry it
         if st.queue:
@@ -121,8 +141,8 @@ class Pace:
         """The clock is set and the last uplink left without one: mark the epochs it may be in."""
         n, st = self.node, self.node.state
         a = self.age()
-        if a is not None:
-            _used(st, cid, n.epoch(n.clock() - a // 1000 + _SLACK_S))
+        if a is not None:  # it ended a ago at the latest (board time never runs ahead)
+            _used(st, cid, n.epoch(n.clock() - a // 1000))
         st.blind = False
         st.save()
 
@@ -146,7 +166,11 @@ class Pace:
             link.before_air = None
         if ok:
             st.blind = epoch is None
+            if epoch is None:  # the pace counts from the end of a clockless uplink: it has arrived by now
+                self.since, self.t = 0, ticks_ms()
             st.sent(cid, epoch)
+            if epoch is None and self.node.clocked():  # this uplink brought the time (DeviceTimeAns)
+                self.resolve(cid)
         elif st.fly is not None:  # the modem refused it: not on air
             st.fly, self.since = None, before
 
@@ -156,6 +180,18 @@ def _used(st, cid, epoch):
     frame leaves in it again (saved with the next write)."""
     st.sent_in = max(st.sent_in, epoch)
     st.last[cid] = max(st.last.get(cid, -1), epoch)
+
+
+def _timer_woke():
+    """The board booted from a deep sleep its timer ended (machine.DEEPSLEEP_RESET, and a
+    TIMER_WAKE where the port tells the wake): not a power cycle, a watchdog or a button."""
+    try:
+        import machine
+
+        w = getattr(machine, "wake_reason", None)
+        return machine.reset_cause() == machine.DEEPSLEEP_RESET and (w is None or w() == machine.TIMER_WAKE)
+    except Exception:  # not told (the unix port, rp2): the time asleep counts as zero
+        return False
 
 
 def set_clock(clock, unix):

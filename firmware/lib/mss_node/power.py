@@ -17,6 +17,10 @@ the watchdog is fed between slices, and a deep sleep that ends early just
 boots into another sleep); without a watchdog a slice is at most an hour
 (rp2's lightsleep takes less than 2**32 us).  A port without lightsleep
 waits with the CPU on, one without deepsleep sleeps light: each said once.
+
+Without a clock (compact frames, :mod:`mss_node.pace`) the board sleeps until
+the next paced uplink may leave; deep only on a port that tells a deep sleep's
+wake (``machine.DEEPSLEEP_RESET``: the pace credits the time asleep), else light.
 """
 from mss_device.frame import kind_index
 from mss_node import log
@@ -49,23 +53,25 @@ class Rest:
 
             self.light = getattr(machine, "lightsleep", None)
             self.deepsleep = getattr(machine, "deepsleep", None)
+            told = hasattr(machine, "DEEPSLEEP_RESET")  # the pace can tell a deep sleep's wake
         except ImportError:  # CPython
             self.light = self.deepsleep = None
-        if self.deep and self.deepsleep is None:
-            log.warn("no machine.deepsleep on this port: sleeping light")
+            told = False
+        if self.deep and (self.deepsleep is None or node.pace and not told):
+            log.warn("no machine.deepsleep (or DEEPSLEEP_RESET) on this port: sleeping light")
             self.deep = False
         if self.light is None:
             log.warn("no machine.lightsleep on this port: waiting with the CPU on")
             self.light = self._wait
 
     def due_ms(self):
-        """ms until the board has something to do, 0 if it has now (or its clock is not
-        set): the next epoch's report, ``phase`` s into it, or a queued report at the end
-        of the link's back-off (``link.next_try``)."""
+        """ms until the board has something to do, 0 if it has now: the next epoch's
+        report, ``phase`` s into it, or a queued report at the end of the link's back-off
+        (``link.next_try``); without a clock, the next paced uplink (0 for dated frames)."""
         n = self.node
         d, st, now = n.s.device, n.state, n.clock()
         if int(now) + self.offset < max(d["epoch_origin"], self.sane):
-            return 0
+            return n.pace.due_ms() if n.pace else 0
         e = n.epoch()
         wake = (e + 1) * d["period_s"] + d["epoch_origin"] - self.offset + self.phase
         if st.queue:
@@ -92,7 +98,14 @@ class Rest:
             log.warn("radio sleep failed: %r" % (exc,))
         self.feed()
         if self.deep:
-            self.deepsleep(min(ms, self.slice))  # does not return: the board boots again
+            ms = min(ms, self.slice)
+            if self.node.pace:  # the pace counts this sleep if the timer ends it (mss_node.pace)
+                try:
+                    self.node.state.nap = ms
+                    self.node.state.save()
+                except Exception as exc:  # then it counts as zero: a period late at worst
+                    log.warn("nap: %r" % (exc,))
+            self.deepsleep(ms)  # does not return: the board boots again
             return
         while ms > 0:
             n = min(ms, self.slice)

@@ -18,7 +18,9 @@ none yet); ``fly`` is set in a write made before a report is handed to the
 modem and cleared by the write that follows its end: the epoch it left in, -1
 without a clock (None: no uplink in flight); ``blind`` says the last uplink
 left without a clock, so its epoch is not known.  After a reset the board
-counts the time it was off as zero (:attr:`age` resumes from ``ago``).
+counts the time it was off as zero (:attr:`age` resumes from ``ago``), except
+a deep sleep: ``nap`` (ms, 0: none) is written just before one and credited to
+``ago`` at the next boot only if the timer woke it (:mod:`mss_node.pace`).
 """
 from mss_node import files
 
@@ -40,6 +42,7 @@ class State:
         self.ago = d.get("ago", -1)
         self.fly = d.get("fly")
         self.blind = d.get("blind", False)
+        self.nap = d.get("nap", 0)
         self.age = None  # the node's: ms since the last uplink now (None: none), written as ``ago``
 
     def save(self):
@@ -48,7 +51,7 @@ class State:
             self.ago = -1 if a is None else a
         files.save(self.path, {"seq": self.seq, "last": self.last, "queue": self.queue,
                                "dropped": self.dropped, "memo": self.memo, "sent_in": self.sent_in,
-                               "ago": self.ago, "fly": self.fly, "blind": self.blind})
+                               "ago": self.ago, "fly": self.fly, "blind": self.blind, "nap": self.nap})
 
     def due(self, config_id, epoch):
         return epoch > self.last.get(config_id, -1)
@@ -114,7 +117,7 @@ def _entry(e):
 def _valid(d):
     if not isinstance(d, dict):
         return False
-    for key in ("seq", "dropped", "sent_in", "ago"):
+    for key in ("seq", "dropped", "sent_in", "ago", "nap"):
         if type(d.get(key, 0)) is not int:
             return False
     if type(d.get("fly", 0)) not in (int, type(None)) or type(d.get("blind", False)) is not bool:

@@ -39,6 +39,21 @@ def _load():
 
 _load()
 
+# reset_cause(): DEEPSLEEP_RESET once after a deep sleep that ran to its end (the file
+# $MSS_BOARD_LOG.woke, taken by the next boot), PWRON_RESET otherwise (a kill: a power
+# cycle or a watchdog reset, including during a real-time deep sleep)
+PWRON_RESET, DEEPSLEEP_RESET = 1, 4
+_cause = PWRON_RESET
+try:
+    os.remove(_LOG + ".woke")
+    _cause = DEEPSLEEP_RESET
+except (OSError, TypeError):
+    pass
+
+
+def reset_cause():
+    return _cause
+
 
 def note(what, ms):
     if _LOG:
@@ -74,6 +89,8 @@ def deepsleep(ms=None):
     note("deep", ms)
     if _REAL:
         time.sleep(ms / 1000)
+    if _LOG:
+        open(_LOG + ".woke", "w").close()
     raise SystemExit(0)
 
 
