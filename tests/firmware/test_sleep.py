@@ -63,8 +63,7 @@ class Board:
         self.modem = None
         if dialect:
             self.modem = ModemEmulator(dialect, "70b3d57ed0%06x" % eui, clock=self.clock,
-                                       on_uplink=lambda m, fport, fcnt, data: self.arrivals.append((self.clock(),
-                                                                                                   data)))
+                                       on_uplink=self._uplink)
             d["device"].update(transport="lorawan", lorawan={
                 "modem": dialect.replace("-old", ""), "path": self.modem.path, "retry_s": 1, "backoff_max_s": 2,
                 "join_timeout_s": 2, "tx_timeout_s": 1})
@@ -73,6 +72,10 @@ class Board:
         self.boots = 0
         self.script = NODE
         self.output = ""
+
+    def _uplink(self, modem, fport, fcnt, data):
+        if fport == 1:  # a report (device.lorawan.fport), not a probe for network time
+            self.arrivals.append((self.clock(), data))
 
     def boot(self, ticks):
         """Run the firmware once (until its ticks end or it sleeps deep); the real time it ran."""
