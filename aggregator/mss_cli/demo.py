@@ -53,6 +53,10 @@ def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_cl
               f"{period} s" + (", clocks reading 2000-01-01 at every boot" if no_clock else ", clocks set")
               + (f", each reset {resets} times at random moments (seed {seed})" if resets else "")
               + ", sleeping light between reports")
+    if no_clock:
+        from mss_aggregator.devices.field import NO_CLOCK_LEFT_OUT, fleet_dialects
+
+        out.print(f"modems: {', '.join(fleet_dialects(True))}; {NO_CLOCK_LEFT_OUT}", highlight=False)
     workdir = Path(tmp) / "boards"
     workdir.mkdir()
     with out.status(f"{len(values)} boards running the firmware's loop on {runtime} until "

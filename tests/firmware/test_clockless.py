@@ -29,6 +29,7 @@ from mss_protocol.oracle_config import load_dict
 
 P = 2  # s: period_s, one epoch
 MARGIN_MS = 200  # device.lorawan.pace_margin_ms: uplinks at least 2.2 s apart without a clock
+TIME_FPORT = 3  # device.lorawan.time_fport (its default)
 STARTUP_S = 0.8  # MicroPython start, state load, join or NJS check: before a boot's first uplink can leave
 EUI = "70b3d57ed00000c"
 
@@ -116,7 +117,8 @@ class Session(threading.Thread):
         for k, v in modem.items():
             setattr(self.modem, k, v)
         self.modem.on_uplink = self._uplink
-        self.arrivals = []  # (receive time, data) at the network server
+        self.arrivals = []  # (receive time, data) of reports at the network server
+        self.probes = []  # receive times of time probes (device.lorawan.time_fport)
         self.runs = []  # per boot: (start, end, stdout lines, kind)
         self.proc = None
         self.kill_on_uplink = False
@@ -130,6 +132,9 @@ class Session(threading.Thread):
         (folder / "config.json").write_text(json.dumps(d))
 
     def _uplink(self, modem, fport, fcnt, data):
+        if fport == TIME_FPORT:  # a time probe (no report): the aggregator counts it apart
+            self.probes.append(time.time())
+            return
         self.arrivals.append((time.time(), data))
         if self.kill_on_uplink and self.proc is not None:
             self.kill_on_uplink = False
@@ -290,22 +295,23 @@ def test_network_time_sets_the_clock_then_the_board_reports_by_clock_epochs(sess
         check_once_per_epoch(s)
         check_none_lost(s)
         log = s.log()
-        assert log.count("lorawan: clock set from the network (DeviceTimeAns)") == 2, log  # once a boot
-        assert s.modem.time_requests == 2
+        # the first boot's time probe (on time_fport, right after the join) sets the clock; after
+        # the watchdog reset the modem (still powered) keeps the network's time: read at boot
+        assert log.count("lorawan: clock set from the network (DeviceTimeAns)") == 1, log
+        assert log.count("lorawan: clock set from the modem's network time") == 1, log
+        assert s.modem.time_requests == 1 and len(s.probes) == 1
         for start, end, out, _ in s.runs:
             ups = [line.split()[1:] for line in out if line.startswith("UP ")]
-            assert ups[0][1] == "1", "the uplink that asked set the clock"
+            assert ups and all(c == "1" for _, c, _ in ups), "every report leaves with the clock set"
             arrived = [t for t, _ in s.arrivals if start <= t <= end]
             assert len(arrived) - len(ups) in (0, 1) and len(ups) >= 2  # 1: killed during an uplink
             for (clock, _, _), t in zip(ups, arrived):  # the clock as printed after the uplink's end
                 assert -0.6 < t - float(clock) < 1.5, "the board's clock is the network's (RUI3: whole seconds)"
-            # once set, a clocked board: one uplink in each epoch of its clock, early in the epoch
-            # (after the transition: the epoch of the uplink that set the clock is taken)
-            clocked = arrived[1:]
-            assert [epoch_of(t) for t in clocked] == list(range(epoch_of(clocked[0]),
-                                                                epoch_of(clocked[0]) + len(clocked)))
-            assert all(0 <= t - epoch_of(t) * P < 1.5 for t in clocked), [t - epoch_of(t) * P for t in clocked]
-            assert epoch_of(clocked[0]) - epoch_of(arrived[0]) <= 3
+            # a clocked board: one uplink in each epoch of its clock, early in the epoch
+            assert [epoch_of(t) for t in arrived] == list(range(epoch_of(arrived[0]),
+                                                                epoch_of(arrived[0]) + len(arrived)))
+            assert all(0 <= t - epoch_of(t) * P < 1.5 for t in arrived[1:]), [t - epoch_of(t) * P for t in arrived]
+        assert epoch_of(s.arrivals[0][0]) - epoch_of(s.probes[0]) <= 1
 
 
 def test_an_unreadable_time_reply_leaves_the_board_clockless_and_logged(sessions):

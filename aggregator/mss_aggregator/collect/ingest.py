@@ -9,7 +9,9 @@ another DevEUI than the event), ``lorawan_json`` (a network-server event
 that is not JSON, not an object, or over 64 KiB), ``lorawan_field`` (a
 required field missing or of the wrong type: no DevEUI, payload not a
 string, FCnt not an integer), ``lorawan_base64`` (payload not base64),
-``lorawan_fport`` (not the reports' FPort, MAC-only FPort 0 included),
+``lorawan_fport`` (not the reports' FPort, MAC-only FPort 0 included; an
+uplink on ``time_fport`` is a clockless board's time probe, no report: it is
+counted as ``time_probes``, neither stored nor quarantined),
 ``payload`` (longer than any frame of the config), ``wire_<reason>`` (see
 :class:`mss_protocol.mss.wire.WireError`), ``frame``/``checksum`` (serial),
 ``epoch`` (outside the window of the campaign clock: more than
@@ -51,17 +53,18 @@ def held(item, raw):
 
 class Ingest:
     """``lorawan``: the :class:`~mss_aggregator.collect.lorawan.Server` whose
-    uplinks :meth:`from_lorawan` reads, with reports on ``fport``.  With
+    uplinks :meth:`from_lorawan` reads, with reports on ``fport`` (time probes on
+    ``time_fport``: ``{"ignored": "time_probes"}``, counted by the store).  With
     ``period_s`` only epochs ``current - past_epochs .. current + 1`` of the
     campaign clock are accepted (the + 1 for device clocks a little ahead)."""
 
     def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None, fport=1,
-                 past_epochs=PAST_EPOCHS):
+                 past_epochs=PAST_EPOCHS, time_fport=3):
         self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
         self.past_epochs = past_epochs
-        self.lorawan, self.fport = lorawan, fport
+        self.lorawan, self.fport, self.time_fport = lorawan, fport, time_fport
         self.max_payload = HEADER_BYTES + max(self.codec.body_lengths)  # the longest header, full
 
     def from_mqtt(self, topic, payload, source="mqtt"):
@@ -98,9 +101,11 @@ class Ingest:
         if len(item["topic"]) > MAX_TOPIC:
             return dict(item, reason="topic", detail="too long")
         try:
-            up = self.lorawan.uplink(text, document, self.fport)
+            up = self.lorawan.uplink(text, document, self.fport, (self.time_fport,))
         except UplinkError as exc:
             return dict(item, reason=exc.reason, detail=exc.detail)
+        if up.fport == self.time_fport:  # a time probe (DeviceTimeReq), no report
+            return dict(item, ignored="time_probes")
         return self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
 
     def from_serial(self, port, line):

@@ -117,9 +117,10 @@ class Server:
         self.app, self.uplink_topic = app, uplink_topic
         self._levels = uplink_topic.split("/")
 
-    def uplink(self, topic, document, fport):
+    def uplink(self, topic, document, fport, also=()):
         """The :class:`Uplink` in ``document`` (bytes) received on ``topic`` (str)
-        if it is one on ``fport``; else raise :class:`UplinkError`."""
+        if it is one on ``fport`` (or a port of ``also``: the time probes' ``time_fport``,
+        which the caller sets apart); else raise :class:`UplinkError`."""
         levels = topic.split("/")
         if len(levels) != len(self._levels) or not levels[self.DEVICE_LEVEL] or any(
                 want not in ("+", got) for want, got in zip(self._levels, levels)):
@@ -148,7 +149,7 @@ class Server:
             frame = base64.b64decode(data or "", validate=True)
         except ValueError as exc:  # binascii.Error, or a non-ASCII string
             raise UplinkError("lorawan_base64", f"{'.'.join(self.DATA)}: {exc}") from None
-        if port != fport:
+        if port != fport and port not in also:
             raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
         self.check_device(levels[self.DEVICE_LEVEL], eui)
         times = (unix_time(_field(doc, path)) for path in self.TIMES)

@@ -104,6 +104,7 @@ class Aggregator:
                               f"network server's receive time makes safe: collect it with --lorawan only, "
                               f"or plan the boards with compact-epoch")
         fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
+        time_fport = config_port(raw.get("device") or {}, "time_fport", 3) if lorawan else None
         quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,
                                 "aggregator")
         self.store = open_store(store_path, self.cfg)
@@ -116,7 +117,7 @@ class Aggregator:
         self.started = False
         self.store.set_clock(clock)
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
-                             fport=fport, past_epochs=clock["accept_past_epochs"])
+                             fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
         self.log, self.failures = log, Failures()
         self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)

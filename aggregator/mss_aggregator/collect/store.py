@@ -217,12 +217,14 @@ class Store:
 
         def key(i):  # (device, epoch) order: concurrent workers take row locks in one order, and
             it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
-            return (0, "", 0) if "reason" in it else (1, it["device_id"], it["report"].epoch)
+            return (0, "", 0) if "reason" in it or "ignored" in it else (1, it["device_id"], it["report"].epoch)
         with self._transaction() as cur:
             room = self._quarantine_room(cur) if any("reason" in it for it in items) else 0
             for i in sorted(range(len(items)), key=key):
                 it = items[i]
-                if "reason" in it:
+                if "ignored" in it:  # no report (a time probe): counted only
+                    outcome = counter = it["ignored"]
+                elif "reason" in it:
                     if room > 0:
                         self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason, "
                                         "length, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -17,6 +17,15 @@
   after a failure; the answer sets the node's clock (mss_node.pace.Clock).  A
   reply that cannot be read is logged and leaves the clock as it was: a
   clockless board goes on reporting by pacing;
+* at link start, a board without a clock reads the modem's own clock
+  (``modem_time``: RAK3172 ``AT+LTIME=?``, Wio-E5 ``AT+RTC=UTCMS``), which
+  keeps network time across MCU resets that leave the modem powered; a time
+  before 2024 (a modem never synced: the Wio-E5's RTC starts at 2020) is
+  ignored;
+* ``probe()``: a booting board still without a clock, on a modem with network
+  time, sends right after the join one uplink without a report on
+  ``device.lorawan.time_fport`` (default 3) carrying DeviceTimeReq; the
+  aggregator counts those uplinks (``time_probes``) and stores nothing;
 * ``before_air``, if set, is called right before a report goes to the modem
   (the node marks it in flight in flash).
 
@@ -31,7 +40,7 @@ from mss_node.pace import set_clock
 
 # device.lorawan: baud None is the modem's default; path: a tty instead of a UART (tests)
 DEFAULTS = {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
-            "fport": 1, "config_fport": 2, "join_timeout_s": 30, "tx_timeout_s": 20,
+            "fport": 1, "config_fport": 2, "time_fport": 3, "join_timeout_s": 30, "tx_timeout_s": 20,
             "retry_s": 30, "backoff_max_s": 3600, "pace_margin_ms": None}
 RESYNC_S = 86400  # network time asked again a day after it was set
 RETIME_S = 3600  # ... an hour after it failed
@@ -43,11 +52,11 @@ def check(lw):
         raise ValueError("device.lorawan.modem must be one of %s" % ", ".join(DIALECTS))
     if lw["uart"] is None and not lw["path"]:
         raise ValueError("device.lorawan needs the modem's uart (number) or path")
-    for key in ("fport", "config_fport"):
+    for key in ("fport", "config_fport", "time_fport"):
         if type(lw[key]) is not int or not 1 <= lw[key] <= 223:
             raise ValueError("device.lorawan.%s must be an application port, 1 to 223" % key)
-    if lw["fport"] == lw["config_fport"]:
-        raise ValueError("device.lorawan.fport and config_fport must differ")
+    if len(set((lw["fport"], lw["config_fport"], lw["time_fport"]))) < 3:
+        raise ValueError("device.lorawan.fport, config_fport and time_fport must differ")
     for key in ("join_timeout_s", "tx_timeout_s", "retry_s", "backoff_max_s"):
         if type(lw[key]) is not int or lw[key] < 1:
             raise ValueError("device.lorawan.%s must be a positive integer" % key)
@@ -59,7 +68,9 @@ def check(lw):
 
 def make(node):
     """The link of the node (mss_node.app.Node); its downlinks go to :func:`downlink`."""
-    return LorawanLink(node.s, lambda fport, data: downlink(node, fport, data), node.clock, node.rng)
+    link = LorawanLink(node.s, lambda fport, data: downlink(node, fport, data), node.clock, node.rng)
+    link.boot_time()
+    return link
 
 
 def downlink(node, fport, data):
@@ -157,6 +168,50 @@ class LorawanLink:
 
     def poll(self):
         pass
+
+    def boot_time(self):
+        """Set a clockless board's clock from the modem's (module docstring); True if it did."""
+        c = self.clock
+        read = getattr(self.modem, "modem_time", None)
+        if read is None or not hasattr(c, "net") or c.ok():
+            return False
+        try:
+            self._awake()
+            t = read()
+        except Exception as exc:  # an unreadable answer: no time, never fatal
+            log.warn("lorawan: modem clock unreadable: %r" % (exc,))
+            return False
+        if t is None or not set_clock(c, t):
+            return False
+        self.time_next = c() + RESYNC_S
+        log.info("lorawan: clock set from the modem's network time: unix %d" % t)
+        return True
+
+    def probe(self):
+        """A time probe (module docstring) if the board has no clock and the modem can ask
+        the network for the time; True once done or not needed, False to try again (not joined)."""
+        c = self.clock
+        if not hasattr(c, "net") or c.ok() or getattr(self.modem, "ask_time", None) is None:
+            return True
+        if not self._up() or self.clock() < self.next_try:
+            return False
+        self._awake()
+        if not self.modem.ask_time():
+            log.warn("lorawan: the modem refused the network time request of the time probe")
+            return True
+        status, why, down = self.modem.send(self.cfg["time_fport"], "00", self.cfg["tx_timeout_s"] * 1000)
+        if down is not None:
+            try:
+                self.on_downlink(down[0], down[1])
+            except Exception as exc:
+                log.warn("lorawan: downlink failed: %r" % (exc,))
+        if status == SENT:
+            self._read_time()
+            return True
+        if status == UNJOINED:
+            self.joined = False
+        log.warn("lorawan: time probe refused (%s)" % why)
+        return status != UNJOINED
 
     def _ask_time(self):
         """True if this uplink carries a network time request (see the module docstring)."""

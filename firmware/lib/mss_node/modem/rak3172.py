@@ -79,11 +79,16 @@ class Modem:
         self.timereq = None
         if event != "+EVT:TIMEREQ_OK":
             return None, event[5:] if event else "no TIMEREQ event"
+        t = self.modem_time()
+        return (t, None) if t is not None else (None, "no LTIME answer")
+
+    def modem_time(self):
+        """The time the modem keeps (unix seconds; 1970 plus its uptime if never synced), or None."""
         lines, _ = self._ask("AT+LTIME=?")
         for line in lines:
             if "LTIME" in line:
-                return ltime(line), None
-        return None, "no LTIME answer"
+                return ltime(line)
+        return None
 
     def send(self, fport, hexdata, timeout_ms):
         _, end = self._ask("AT+SEND=%d:%s" % (fport, hexdata))

@@ -72,6 +72,10 @@ class Modem:
         except (ValueError, IndexError):
             return None, "unreadable RTC answer %r" % line
 
+    def modem_time(self):
+        """The RTC's time (unix seconds; from 2020 if never synced), or None."""
+        return self.read_time()[0]
+
     def send(self, fport, hexdata, timeout_ms):
         if fport != self.fport:
             self.port.command("AT+PORT=%d" % fport)
