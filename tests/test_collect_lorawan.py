@@ -228,9 +228,11 @@ def test_omitted_fields_and_every_quarantine_reason(tmp_path, mosquitto, server)
     mac_only = bad["lorawan_fport"][1]
     assert "fPort" not in mac_only and "f_port" not in mac_only.get("uplink_message", {})
     wrong_port = variant(lambda b, d: b.update({"fPort" if server == "chirpstack" else "f_port": 2}))
-    c, _, keys, rows = run(tmp_path, mosquitto, server, GRR, good + list(bad.values()) + [wrong_port], 10)
+    probe = variant(lambda b, d: b.update({"fPort" if server == "chirpstack" else "f_port": 3}))  # time_fport
+    c, _, keys, rows = run(tmp_path, mosquitto, server, GRR, good + list(bad.values()) + [wrong_port, probe], 11)
     clock_epochs = {int(now) // PERIOD, int(time.time()) // PERIOD}  # the aggregator's clock in between
-    assert c["received"] == 10 and c["accepted"] == 2 and c["rejected"] == 8
+    assert c["received"] == 11 and c["accepted"] == 2 and c["rejected"] == 8
+    assert c["time_probes"] == 1  # a clockless board's time probe: counted, neither stored nor quarantined
     assert {k[len("rejected_"):]: v for k, v in c.items() if k.startswith("rejected_")} == \
         dict(dict.fromkeys(bad, 1), lorawan_fport=2)
     assert len(keys) == 2 and (eui(1), int(now) // PERIOD, 0) in keys  # seq = the omitted FCnt, 0

@@ -306,15 +306,16 @@ class Store:
 
     def counters(self):
         """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>": ...,
-        "quarantine_dropped", "extra_dropped"}: the first four sum up (received =
-        accepted + duplicate + rejected); ``quarantine_dropped`` and
+        "time_probes", "quarantine_dropped", "extra_dropped"}: received = accepted +
+        duplicate + rejected + time_probes (LoRaWAN uplinks on ``time_fport``: no
+        report, present once non-zero); ``quarantine_dropped`` and
         ``extra_dropped`` (each present once non-zero) count rejected messages
         whose quarantine row, or extra row, a cap left out."""
         c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
         out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
         out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
         out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
-        for name in ("quarantine_dropped", "extra_dropped"):
+        for name in ("time_probes", "quarantine_dropped", "extra_dropped"):
             if c.get(name):
                 out[name] = c[name]
         return out
