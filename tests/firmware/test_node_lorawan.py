@@ -161,7 +161,8 @@ def test_device_refuses_bad_lorawan_settings(tmp_path, compact):
     for lorawan, why in [({"modem": "sx1276", "path": "/dev/x"}, "device.lorawan.modem must be one of"),
                          ({"modem": "rak3172"}, "needs the modem's uart"),
                          ({"path": "/dev/x", "fport": 0}, "fport must be an application port"),
-                         ({"path": "/dev/x", "fport": 2}, "fport and config_fport must differ"),
+                         ({"path": "/dev/x", "fport": 2}, "fport, config_fport and time_fport must differ"),
+                         ({"path": "/dev/x", "time_fport": 1}, "fport, config_fport and time_fport must differ"),
                          ({"path": "/dev/x", "fport": "1"}, "fport must be an application port"),
                          ({"path": "/dev/x", "tx_timeout_s": 0}, "tx_timeout_s must be a positive"),
                          ({"path": "/dev/x", "fprot": 3}, "unknown field device.lorawan.fprot")]:
