@@ -3,16 +3,13 @@
 Every figure of the breakdown is recomputed here from the cited datasheet numbers, copied below
 from docs/energy.md (not read from the module), with the airtime that ``mss plan --link`` verifies
 (tests/test_plan_link.py's AN1200.13 symbol count)."""
-import json
 import math
 
 import pytest
-from click.testing import CliRunner
 
-from mss_cli.main import main
 from mss_protocol import energy, lorawan
 from mss_protocol.choose import choose
-from test_plan_link import reference_ms
+from test_plan_link import plan, plan_json, reference_ms
 
 # docs/energy.md, "The figures": (volts, active mA, idle mA, sleep mA, boot s, device-time scale)
 M3_SCALE = (0.65 * 1.3 / 160e6) / (1.55 / 125e6)  # Cortex-M3 count at 1.3 CPI, 160 MHz over the RP2040's
@@ -162,16 +159,6 @@ def test_refusals():
         energy.report(eu, 4, 1.0, board="nrf52", period_s=3600)
     with pytest.raises(ValueError, match="shorter than"):
         energy.report(eu, 4, 1.0, board="esp32", period_s=2)
-
-
-def plan(*args):
-    return CliRunner().invoke(main, ["plan", *map(str, args)])
-
-
-def plan_json(*args):
-    out = plan(*args, "--json")
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)
 
 
 def test_plan_json_fields_and_defaults():

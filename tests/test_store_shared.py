@@ -32,6 +32,26 @@ def location(request, tmp_path):
     return request.getfixturevalue("pg_url")
 
 
+def _write_at_once(location, item_lists, batch):
+    """The sorted outcomes of writing each of ``item_lists`` through its own
+    connection, in batches of ``batch``, all starting together."""
+    start, results = threading.Barrier(len(item_lists)), []
+
+    def worker(items):
+        store = open_store(location, CFG)
+        start.wait()
+        for lo in range(0, len(items), batch):
+            results.extend(store.write_batch(items[lo:lo + batch]))
+        store.close()
+
+    threads = [threading.Thread(target=worker, args=(items,)) for items in item_lists]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(results)
+
+
 def _items(reports):
     ingest = Ingest(CFG, "t")
     return [ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p) for d, _, _, p in reports]
@@ -67,24 +87,11 @@ def test_concurrent_writers_count_each_report_once(pg_url):
     order, in batches) at once: the database lets exactly one count each."""
     reports = make_reports(CFG, devices=200, epochs=10, prefix="c")
     open_store(pg_url, CFG).close()
-    results = []
-
-    def worker(seed):
-        items = _items(reports)
-        random.Random(seed).shuffle(items)
-        store = open_store(pg_url, CFG)
-        out = []
-        for lo in range(0, len(items), 100):
-            out += store.write_batch(items[lo:lo + 100])
-        store.close()
-        results.append(out)
-
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    outcomes = [o for r in results for o in r]
+    orders = []
+    for seed in range(4):
+        orders.append(_items(reports))
+        random.Random(seed).shuffle(orders[-1])
+    outcomes = _write_at_once(pg_url, orders, 100)
     assert outcomes.count("accepted") == 2000 and outcomes.count("duplicate") == 6000
     store = open_store(pg_url)
     assert store.counters()["accepted"] == 2000 and store.counters()["duplicate"] == 6000
@@ -309,24 +316,8 @@ def test_the_extras_cap_holds_with_concurrent_writers(location):
     store = open_store(location, CFG)
     assert store.write_batch(_items(_flood("flood", 3, [0]))) == ["accepted"]
     store.close()
-    start, results = threading.Barrier(4), []
-
-    def worker(w):
-        items = _items(_flood("flood", 3, range(1 + 25 * w, 26 + 25 * w)))
-        s = open_store(location, CFG)
-        start.wait()
-        out = []
-        for lo in range(0, len(items), 5):
-            out += s.write_batch(items[lo:lo + 5])
-        s.close()
-        results.append(out)
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(o for r in results for o in r) == ["extra"] * 100
+    floods = [_items(_flood("flood", 3, range(1 + 25 * w, 26 + 25 * w))) for w in range(4)]
+    assert _write_at_once(location, floods, 5) == ["extra"] * 100
     store = open_store(location)
     c = store.counters()
     assert _extras(store) == EXTRA_MAX

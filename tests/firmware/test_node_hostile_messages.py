@@ -23,6 +23,7 @@ from micropython_runner import FIRMWARE, MPLIB, ROOT, command, run
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.sealed import seal
+from test_node_lorawan import NODE  # the LoRaWAN board script: uplinks traced, clock and sleep in ticks
 
 ATTACK_S = 5.0  # the hostile message is retained this long from the board's start
 AFTER_S = 5.0  # then deleted (and, for "issued", a legitimate push published) for this long
@@ -197,21 +198,6 @@ def test_no_config_message_stops_a_board(tmp_path, mosquitto):
 EUI = "70b3d57ed0000001"
 T_LORA = 1_800_000_000
 # the app on a virtual clock (one epoch a tick), every uplink the link counts as sent printed
-LORA = r"""
-import sys
-from mss_node import app, lorawan_link
-t = [int(sys.argv[2])]
-def sleep(s):
-    t[0] += s
-send = lorawan_link.LorawanLink.send
-def traced(self, report):
-    ok = send(self, report)
-    if ok:
-        print("UPLINK %d %s" % (t[0], report.hex()))
-    return ok
-lorawan_link.LorawanLink.send = traced
-app.run("config.json", "state.json", sensor=lambda: 5, clock=lambda: t[0], sleep=sleep, ticks=int(sys.argv[1]))
-"""
 # downlinks (fport, data as the modem writes them); "<FF>" becomes the bytes ff fe (no UTF-8)
 DOWNLINKS = [(2, "<FF>0102"), ("1<FF>", "0102"), (2, "A" * 2000), (2, "ABC"), (99999999999999999999, "0102"),
              (-5, "0102"), (2, ""), ("x", "y"), (2, "0102<FF>"),
@@ -256,7 +242,7 @@ def test_no_downlink_stops_a_lorawan_board(tmp_path, dialect):
         (tmp_path / "held.json").write_text(json.dumps(dict(OLH, device=dev)))
         (tmp_path / "config.json").write_text(json.dumps(dict(cfg, device=dev)))
         ticks = len(DOWNLINKS) + 3
-        out = run(LORA, cwd=tmp_path, args=[str(ticks), str(T_LORA)], timeout=120,
+        out = run(NODE, cwd=tmp_path, args=["config.json", "state.json", str(ticks), str(T_LORA)], timeout=120,
                   micropythonpath=[_lib_without(tmp_path, "mss_device/olh.py")])
     finally:
         m.stop()
