@@ -5,7 +5,11 @@
 whose privacy follows from them alone: each protocol module's ``check``
 (ranges, coprime moduli, recomputed rank widths, ...) and ``ratios`` (its
 channel's likelihood ratios as exact fractions), the worst of which must
-not exceed e^epsilon of the declared epsilon.  The node also holds that
+not exceed e^epsilon of the declared epsilon; with an instantaneous layer
+(``irr``, SPEC.md section 3), its own ratio (GRR on the protocol's
+``outputs``) must not exceed e^irr.epsilon either.  The ratio returned (for
+the cap and the budget) is the permanent draw's: it bounds one report and
+any number of re-sends of one memoized draw.  The node also holds that
 worst ratio against its cap (``device.max_epsilon``, mss_node.settings).
 
 The ratios' terms reach 2**53 and their cross products more: they are
@@ -90,4 +94,17 @@ def verify(p, eps):
     got = epsilon(ratio)
     if got > eps + EPS_SLACK:
         raise ValueError("config thresholds give epsilon %.6g, more than its epsilon %.6g" % (got, eps))
+    if p.irr_t is not None:
+        e1 = p.irr_epsilon
+        if type(e1) not in (int, float) or not _finite(e1) or not e1 > 0:
+            bad("irr.epsilon", "must be a positive finite number")
+        irr = worst(irr_ratios(p, mod.outputs(p)))
+        got = epsilon(irr)
+        if got > e1 + EPS_SLACK:
+            raise ValueError("config irr.t gives epsilon %.6g, more than its irr.epsilon %.6g" % (got, e1))
     return ratio
+
+
+def irr_ratios(p, n):
+    """The instantaneous layer's ratio: GRR on the n outputs, (m, omega) = (n, 1)."""
+    return [(p.irr_t * (n - 1), ONE - p.irr_t)]

@@ -1,17 +1,12 @@
 """Generalised randomised response on the device (mss_protocol.grr).
 
 Report x with probability t / 2**30, else a uniform other value:
-``chance(t)``, then ``below(k - 1)`` mapped through v -> v + (v >= x).
+``chance(t)``, then ``below(k - 1)`` mapped through v -> v + (v >= x)
+(``grr``, in mss_device.point: the instantaneous layer of every one-output
+protocol is this function too).
 """
 from mss_device.check import MAX_N, ONE, at_most, threshold
-from mss_device.point import PointClient
-
-
-def grr(x, k, t, rng):
-    if rng.chance(t):
-        return x
-    v = rng.below(k - 1)
-    return v + (v >= x)
+from mss_device.point import PointClient, grr
 
 
 class Client(PointClient):
@@ -25,6 +20,11 @@ class Client(PointClient):
 def check(p):
     at_most("k", p.k, 2, MAX_N + 1)  # below(k - 1)
     threshold("t", p.t)
+
+
+def outputs(p):
+    """The report alphabet's size (the instantaneous layer's n_out)."""
+    return p.k
 
 
 def ratios(p):

@@ -38,6 +38,11 @@ def check(p):
     threshold("t", p.t)
 
 
+def outputs(p):
+    """The report alphabet's size (the instantaneous layer's n_out)."""
+    return p.K
+
+
 def ratios(p):
     """Inside or outside C_x, K / 2 outputs each: (m, omega) = (2, 1)."""
     return [(p.t, ONE - p.t)]

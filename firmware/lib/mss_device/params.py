@@ -22,6 +22,12 @@ FIELDS = {
     "hr": ("K", "t"),
     "pgr": ("q", "d", "t"),
 }
+# The protocols with one output y' in [0, n_out) that may add an instantaneous layer
+# (config field ``irr``: RAPPOR's IRR, GRR on the n_out outputs; SPEC.md section 3).
+IRR = ("grr", "olh", "hr", "pgr")
+# OLH's hash seed: per epoch (derived from config id, epoch, device id) or per device
+# (config id, device id: the same every epoch, so memoization works; SPEC.md section 3).
+SEEDS = ("epoch", "device")
 # The device module of each protocol (loaded on demand: a board holds only its own).
 MODULES = {"mss": "mss_device.mss", "ss": "mss_device.mss", "grr": "mss_device.grr",
            "rappor": "mss_device.unary", "sue": "mss_device.unary", "olh": "mss_device.olh",
@@ -38,15 +44,19 @@ def canonical(k, moduli, omegas, thresholds):
         k, _join(moduli), _join(omegas), _join(thresholds), THRESHOLD_BITS)
 
 
-def canonical_oracle(name, k, values):
+def canonical_oracle(name, k, values, seed="epoch", irr=None):
     """The string of a one-output protocol: ``name/1;k=K;<field>=<int>;...;b=30``,
-    fields in FIELDS order; OLH adds ``seed=public``."""
+    fields in FIELDS order; OLH adds ``seed=public`` (``seed`` "epoch") or
+    ``seed=device``; an instantaneous layer of threshold ``irr`` adds ``irr=<T1>``
+    just before ``b=30``."""
     s = "%s/1;k=%d" % (name, k)
     fields = FIELDS[name]
     for i in range(len(fields)):
         s += ";%s=%d" % (fields[i], values[i])
     if name == "olh":
-        s += ";seed=public"
+        s += ";seed=device" if seed == "device" else ";seed=public"
+    if irr is not None:
+        s += ";irr=%d" % irr
     return s + ";b=%d" % THRESHOLD_BITS
 
 
@@ -58,8 +68,8 @@ def config_id(k, moduli, omegas, thresholds):
     return _digest(canonical(k, moduli, omegas, thresholds))
 
 
-def oracle_config_id(name, k, values):
-    return _digest(canonical_oracle(name, k, values))
+def oracle_config_id(name, k, values, seed="epoch", irr=None):
+    return _digest(canonical_oracle(name, k, values, seed, irr))
 
 
 def _int(d, name):
@@ -73,7 +83,9 @@ class Params:
     """The fields of a config dict that the device's protocol module reads.
 
     ``protocol`` (default mss), ``k``, the protocol's integers, ``frame``
-    (index into frame.KINDS), ``config_id`` (bytes).  Raises ValueError
+    (index into frame.KINDS), ``config_id`` (bytes), ``seed`` (OLH: "epoch" or
+    "device"; None for the others), ``irr_t`` and ``irr_epsilon`` (the
+    instantaneous layer's threshold and declared epsilon, None without one).  Raises ValueError
     naming the field when the dict is inconsistent, so a corrupt config
     never produces reports.  Whether the integers are in range and private
     is :func:`mss_device.check.verify`'s job (the node's loader runs both).
@@ -87,17 +99,42 @@ class Params:
         if self.k < 2:
             raise ValueError("config field k must be at least 2")
         self.frame = kind_index(d.get("frame", "full"))
+        self._layers(d)
         if self.protocol in FIELDS:
             values = [_int(d, f) for f in FIELDS[self.protocol]]
             for i in range(len(values)):
                 setattr(self, FIELDS[self.protocol][i], values[i])
-            cid = oracle_config_id(self.protocol, self.k, values)
+            cid = oracle_config_id(self.protocol, self.k, values, self.seed, self.irr_t)
         else:
             self._mss(d)
             cid = config_id(self.k, self.moduli, self.omegas, self.thresholds)
         self.config_id = cid
         if type(d["config_id"]) is not str or cid != bytes.fromhex(d["config_id"]):
             raise ValueError("config_id does not match the parameters")
+
+    def _layers(self, d):
+        """OLH's ``seed`` and the ``irr`` object of the one-output protocols (SPEC.md section 5)."""
+        self.seed = None
+        if self.protocol == "olh":
+            self.seed = d.get("seed", "epoch")
+            if self.seed not in SEEDS:
+                raise ValueError("config field seed must be epoch or device")
+        elif "seed" in d:
+            raise ValueError("config field seed: only olh has a hash seed")
+        self.irr_t = self.irr_epsilon = None
+        if "irr" not in d:
+            return
+        if self.protocol not in IRR:
+            raise ValueError("config field irr: only grr, olh, hr and pgr have an instantaneous layer")
+        irr = d["irr"]
+        if type(irr) is not dict:
+            raise ValueError("config field irr must be an object {epsilon, t}")
+        t = irr.get("t")
+        if type(t) is not int or not 0 < t < (1 << THRESHOLD_BITS):
+            raise ValueError("config field irr.t must be an integer in (0, 2**30)")
+        if "epsilon" not in irr:
+            raise ValueError("config field irr.epsilon is missing")
+        self.irr_t, self.irr_epsilon = t, irr["epsilon"]  # the epsilon: check.verify
 
     def _mss(self, d):
         self.moduli = list(d["moduli"])

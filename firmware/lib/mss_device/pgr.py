@@ -91,6 +91,11 @@ def check(p):
     threshold("t", p.t)
 
 
+def outputs(p):
+    """The report alphabet's size (the instantaneous layer's n_out)."""
+    return points(p.q, p.d)
+
+
 def ratios(p):
     """On x's hyperplane or off it: (m, omega) = (K, c_set), c_set = (q^(d-1) - 1)/(q - 1)."""
     K, c = points(p.q, p.d), points(p.q, p.d - 1)

@@ -10,8 +10,8 @@ from mss_node import log
 
 def check(params):
     """A config memoize can be used with (mss_node.settings)."""
-    if params.protocol == "olh":
-        raise ValueError("device.memoize cannot be used with olh: its hash seed changes every epoch")
+    if params.protocol == "olh" and params.seed != "device":
+        raise ValueError("device.memoize cannot be used with olh with seed epoch (it changes every epoch): set seed: device")
 
 
 def recall(state, config_id, value):
@@ -46,5 +46,5 @@ def report(rep, state, cid, value, epoch):
         if out is not None:
             return out, None
         log.warn("memo is no report body of config %s: drawing afresh" % cid)
-    out = rep.report(value, epoch, seq)
-    return out, remember(state, cid, [value, out[rep.header:].hex()])
+    out, body = rep.fresh(value, epoch, seq)  # body: the permanent draw's (an IRR re-draws per report)
+    return out, remember(state, cid, [value, body.hex()])
