@@ -10,6 +10,7 @@ from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail, output_file, writing
 from mss_protocol import registry
 from mss_protocol import oracle_config
+from mss_protocol.config_file import read_json
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.privacy import MAX_EPSILON
 
@@ -19,16 +20,20 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 
 
 @click.command("audit")
-@click.option("--k", "k", type=click.IntRange(min=4), help="Domain size (or take it from --config).")
+@click.option("--k", "k", type=click.IntRange(min=2),
+              help="Domain size (or take it from --config); MSS needs k >= 4 and is left out below.")
 @click.option("--epsilon", type=EPSILON,
               help="Privacy budget (or take it from --config).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="Audit this device config (MSS) instead of the planner's for --k/--epsilon.")
+              help="Audit this deployment (mss plan --device-config): its protocol only unless --protocols, "
+                   "its firmware in --empirical, and with --longitudinal its device.period_s, memoize, "
+                   "budget and instantaneous layer over --campaign-days.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
               help="Attacker's prior: uniform, zipf:S, spike, file:est.json (mss estimate --json) "
                    "or file:counts.csv.")
-@click.option("--protocols", "names", default=AUDIT_PROTOCOLS, show_default=True,
-              callback=csv_list(str), help="Protocols to audit.")
+@click.option("--protocols", "names", default=None, callback=lambda c, p, v: None if v is None else csv_list(str)(c, p, v),
+              help=f"Protocols to audit [default: the --config's, else {AUDIT_PROTOCOLS}; "
+                   f"--longitudinal: the config's, else mss,grr].")
 @click.option("--trials", type=click.IntRange(min=0), default=10000, show_default=True,
               help="Devices in the empirical attack run (0: exact values only).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -41,6 +46,10 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
               callback=csv_list(int), help="Report counts T for --longitudinal.")
 @click.option("--long-trials", type=click.IntRange(min=1), default=100, show_default=True,
               help="Devices per protocol and mode for --longitudinal.")
+@click.option("--campaign-days", type=click.IntRange(min=1), default=365, show_default=True,
+              help="--longitudinal with --config: the campaign's length in days.")
+@click.option("--link-pairs", type=click.IntRange(min=10), default=1000, show_default=True,
+              help="--longitudinal: report pairs (same device, and two devices) for the linkability test.")
 @click.option("--empirical", is_flag=True,
               help="Also audit epsilon empirically on every client's wire output (ldp-audit).")
 @click.option("--audit-trials", type=click.IntRange(min=100), default=20000, show_default=True,
@@ -50,24 +59,31 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 @click.option("--control/--no-control", default=True, show_default=True,
               help="Include a deliberately broken client (MSS at 2 epsilon) that --empirical must catch.")
 def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json, plot, plot_epsilons,
-              longitudinal, horizons, long_trials, empirical, audit_trials, firmware, control):
+              longitudinal, horizons, long_trials, campaign_days, link_pairs, empirical, audit_trials, firmware,
+              control):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
     from rich.progress import Progress
 
     from mss_aggregator.privacy import audit as privacy_audit
 
-    cfg = None
+    cfg = device = None
     if config_path:
         try:
             cfg = oracle_config.load(config_path)
+            device = read_json(config_path, "config").get("device")
         except ConfigError as exc:
             fail(str(exc))
+        if device is not None and not isinstance(device, dict):
+            fail(f"{config_path}: device must be an object")
         if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):
             fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
         k, epsilon = cfg.k, cfg.epsilon
     if k is None or epsilon is None:
         raise click.UsageError("give --k and --epsilon, or --config")
+    given = names is not None
+    if not given:
+        names = [cfg.name] if cfg is not None else list(privacy_audit.PROTOCOLS)
     unknown = [p for p in names if p not in privacy_audit.PROTOCOLS]
     if unknown:
         raise click.BadParameter(f"unknown protocols {', '.join(unknown)} (available: "
@@ -81,15 +97,30 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     if empirical and control and 2 * epsilon > MAX_EPSILON:
         raise click.UsageError(f"--empirical's broken control is MSS at 2 epsilon, above {MAX_EPSILON:.4f} "
                                f"(the largest epsilon) for epsilon {epsilon}; give --no-control")
-    steps = len(names) + (4 if longitudinal else 0) + ((len(names) + 2) if empirical else 0)
+    names, skipped = privacy_audit.skipped(names, k)
+    long_names, long_skipped = privacy_audit.skipped(names if given or cfg is not None else ["mss", "grr"], k)
+    if not names:
+        raise click.UsageError(f"nothing to audit: {skipped[0]['reason']}")
+    for s in skipped or long_skipped[:longitudinal]:
+        console.print(f"[yellow]left out:[/yellow] {s['reason']}")
+    steps = len(names) + ((3 * len(long_names) + (len(long_names) if cfg is not None else 0)) if longitudinal
+                          else 0) + ((len(names) + 2) if empirical else 0)
     try:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("audit", total=steps)
             tick = lambda: bar.advance(task)  # noqa: E731
             report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
+            report["skipped"] = skipped
             if longitudinal:
                 report["longitudinal"] = privacy_audit.longitudinal(
-                    k, epsilon, prior, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg, progress=tick)
+                    k, epsilon, prior, long_names, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg,
+                    progress=tick)
+                report["linkability"] = privacy_audit.linkability(
+                    k, epsilon, prior, long_names, pairs=link_pairs, seed=seed, cfg=cfg, progress=tick)
+                if cfg is not None:
+                    report["deployment"] = privacy_audit.deployment(
+                        k, epsilon, prior, long_names, device, cfg, campaign_days, trials=long_trials, seed=seed,
+                        progress=tick)
             if empirical:
                 report["epsilon_audit"] = privacy_audit.empirical_epsilon(
                     k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
@@ -100,7 +131,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
             with writing("--plot", plot):
                 plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
                            f"k={k}, prior {prior_spec}", report.get("longitudinal"))
-    except ConfigError as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...
+    except (ConfigError, ValueError) as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...
         fail(str(exc))
     problems = privacy_audit.problems(report)
     if as_json:
@@ -148,6 +179,43 @@ def _print_audit(report, plot):
         for i, t in enumerate(lon["horizons"]):
             table.add_row(str(t), *[f"{r['success'][i]:.3f}" for r in lon["rows"]], f"{lon['ceiling'][i]:.3g}")
         out.print(table)
+    link = report.get("linkability")
+    if link:
+        table = Table(title=f"linkability of a memoized device: {link['test']} ({link['pairs']} pairs each)")
+        for col in ("protocol", "mode", "irr epsilon (p1)", "TPR", "FPR", "advantage", "exact advantage"):
+            table.add_column(col, justify="right")
+        for r in link["rows"]:
+            irr = r["irr"]
+            table.add_row(r["protocol"], r["mode"],
+                          "-" if irr is None else f"{irr['epsilon']:.3g} ({irr['p1']:.3f})"
+                          + ("" if irr["configured"] else " (not configured)"),
+                          _fmt(r["tpr"], r["tpr_ci"]), _fmt(r["fpr"], r["fpr_ci"]), f"{r['advantage']:.3f}",
+                          "-" if r["exact"] is None else f"{r['exact']['advantage']:.3f}")
+        out.print(table)
+    dep = report.get("deployment")
+    if dep:
+        bud = dep["budget"]
+        irr = dep["irr"]
+        table = Table(title=f"the deployment over {dep['campaign_days']} days: a stable value reported every "
+                            f"{dep['period_s']} s ({dep['period_source']}), memoize "
+                            f"{'on' if dep['memoize'] else 'off'}, budget "
+                            + (f"{bud['epsilon']:g} per {bud['days']} days" if bud else "none") + ", irr "
+                            + (f"epsilon {irr['epsilon']:g}" if irr else "none")
+                            + f" ({dep['trials']} devices, Bayes-optimal)")
+        for col in ("protocol", "mode", "days", "reports", "fresh draws", "epsilon spent", "attacker success",
+                    "no information", "ceiling", "verdict"):
+            table.add_column(col, justify="right")
+        colour = {"weak": "red", "moderate": "yellow", "strong": "green"}
+        for r in dep["rows"]:
+            for i, d in enumerate(dep["horizons_days"]):
+                success = ("≥ " if r["lower_bound"][i] else "") + f"{r['success'][i]:.3f}"
+                verdict = r["strength"][i]
+                table.add_row(r["protocol"], r["mode"], str(d), str(dep["reports"][i]), str(r["fresh_draws"][i]),
+                              f"{r['epsilon_spent'][i]:.3g}", success, f"{dep['no_information']:.3g}",
+                              f"{r['ceiling'][i]:.3g}", f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]")
+        out.print(table)
+        out.print("verdict: weak when the attacker is right at least half the time or has gained half the room "
+                  "above the prior; moderate from 10 points above the prior (docs/privacy.md)")
     ea = report.get("epsilon_audit")
     if ea:
         table = Table(title=f"empirical epsilon (ldp-audit): inputs {ea['x1']} vs {ea['x2']}, "

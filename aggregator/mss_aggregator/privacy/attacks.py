@@ -1,4 +1,4 @@
-"""Empirical reconstruction attacks run against the real integer clients.
+"""Empirical reconstruction and linking attacks run against the real integer clients.
 
 Values are drawn from the prior, each is randomised by the protocol's own
 client code (``Channel.client``, the device randomiser for MSS/SS) on a
@@ -7,16 +7,34 @@ guess it back.  Success rates come with 95% Clopper-Pearson intervals.
 
 Longitudinal: one device holds a fixed value and sends T reports; the
 Bayes-optimal attacker adds their log-likelihoods (posterior product).
-With ``memoize`` the device re-sends its first randomised report (the
-firmware's memoize mode), and the attacker, knowing that, uses each
-distinct report once.
+Which reports are fresh draws is the report schedule (:func:`schedule`):
+every report (fresh), the first only (``device.memoize``: the others re-send
+its body), or as many as a budget allows (``device.budget``: a fresh draw
+only while the window holds fewer than B draws; the epochs in between are
+replays of the memo, or skipped without one).  The attacker knows the
+schedule, so a replay without an instantaneous layer tells it nothing new.
+
+With an instantaneous layer (RAPPOR's IRR, :class:`Irr`) every report is
+GRR over the protocol's n_out outputs applied afresh to the permanent draw
+y' (its body).  The attacker then uses the exact likelihood of each draw's
+reports y_1..y_m, sum_{y'} P_prr(y' | x) prod_t P_irr(y_t | y'), which only
+depends on how often each output was reported (:func:`irr_loglik`).
+
+Linkability (:func:`linkability`): two reports, of one device or of two;
+the attacker says "same device" iff they are identical.  Its exact rates for
+the one-output protocols are in :func:`link_exact`.
 """
+import math
 import random
 
 import numpy as np
 
 from mss_aggregator.privacy.empirical import clopper_pearson
+from mss_device.point import grr
 from mss_device.rng import ByteRng
+
+ONE = 1 << 30
+IRR_PROTOCOLS = ("grr", "olh", "hr", "pgr")  # one output y' in [n_out): an IRR layer applies
 
 
 def rate(hits, n):
@@ -44,23 +62,244 @@ def single_report(ch, prior, trials, seed=0):
     return {"bayes": bayes, "paper": paper, "trials": trials}
 
 
-def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False):
+# -- the one-output protocols' permanent draw and the instantaneous layer ------
+def n_out(ch):
+    """The size of a one-output protocol's report alphabet: k (grr), g (olh), K (hr, pgr)."""
+    if ch.name not in IRR_PROTOCOLS:
+        raise ValueError(f"{ch.name} has no single output: an instantaneous layer applies to "
+                         f"{', '.join(IRR_PROTOCOLS)} only")
+    return {"grr": ch.k, "olh": getattr(ch.oracle, "g", None)}.get(ch.name) or ch.oracle.K
+
+
+def body(ch, report):
+    """The drawn output y' of a one-output report (olh: y of (a, b, y))."""
+    return int(report[2]) if ch.name == "olh" else int(report)
+
+
+def with_body(ch, report, y):
+    """``report`` with its output replaced by ``y`` (olh keeps its seed)."""
+    return (report[0], report[1], int(y)) if ch.name == "olh" else int(y)
+
+
+def prr_rows(ch, report, ys):
+    """P_prr(y' | x) for the outputs ``ys`` (rows) and every x (columns), under
+    ``report``'s hash seed for olh: shape (len(ys), k)."""
+    ys = np.asarray(ys, dtype=np.int64)
+    o = ch.oracle
+    if ch.name == "grr":
+        rows = np.full((ys.size, ch.k), o.q)
+        rows[np.arange(ys.size), ys] = o.p
+        return rows
+    if ch.name == "olh":
+        h = o.hash(int(report[0]), int(report[1]), np.arange(ch.k))
+        return np.where(h[None, :] == ys[:, None], o.p, (1 - o.p) / (o.g - 1))
+    return np.where(ch.members(ys), ch.a, ch.b)  # hr, pgr: PointChannel
+
+
+class Irr:
+    """RAPPOR's instantaneous layer: GRR over the n_out outputs with the device's
+    keep-threshold ``threshold`` (report y' with probability p1 = T1 / 2**30,
+    else a uniform other output), applied by the device's own ``mss_device.grr.grr``."""
+
+    def __init__(self, n, threshold):
+        if n < 2 or not 0 < threshold < ONE:
+            raise ValueError(f"an IRR needs n_out >= 2 and a threshold in (0, 2**30), got {n}, {threshold}")
+        self.n, self.threshold = n, threshold
+        self.p1 = threshold / ONE
+        self.q1 = (1 - self.p1) / (n - 1)
+        self.w = math.log(self.p1 / self.q1)  # log-likelihood ratio of one report equal to y'
+
+    @classmethod
+    def for_epsilon(cls, n, epsilon):
+        """The layer at ``epsilon`` on n outputs: T1 = mss_protocol.privacy.threshold(n, 1, epsilon)."""
+        from mss_protocol import privacy
+
+        return cls(n, privacy.threshold(n, 1, epsilon))
+
+    @property
+    def epsilon(self):
+        """Its exact worst log-ratio, p1 (n - 1) / (1 - p1)."""
+        return math.log(self.threshold * (self.n - 1)) - math.log(ONE - self.threshold)
+
+    def apply(self, y, rng):
+        """One report of the output y' (the device's code, its byte stream ``rng``)."""
+        return grr(int(y), self.n, self.threshold, rng)
+
+    def counts(self, y, m, rng):
+        """How often each output is reported in m reports of y' (same law as m calls of
+        :meth:`apply`: numpy's multinomial on the exact p1), as {output: count}."""
+        keep = int(rng.binomial(m, self.p1))
+        out = {}
+        if m - keep:
+            others = rng.multinomial(m - keep, np.full(self.n - 1, 1.0 / (self.n - 1)))
+            for v in np.flatnonzero(others):
+                out[int(v) + (v >= y)] = int(others[v])
+        if keep:
+            out[int(y)] = out.get(int(y), 0) + keep
+        return out
+
+
+def irr_loglik(ch, irr, report, counts):
+    """log sum_{y'} P_prr(y' | x) prod_t P_irr(y_t | y') for every x, up to a constant,
+    for the reports of one permanent draw (``report``: any of them, for olh's seed)
+    reported ``counts`` ({output: times}).  prod_t P_irr(y_t | y') = q1^m e^(w c(y')),
+    so the sum is (1 - sum_{seen} P_prr(y'|x)) + sum_{seen y'} P_prr(y'|x) e^(w c(y'))."""
+    ys = np.fromiter(counts, dtype=np.int64)
+    c = np.fromiter(counts.values(), dtype=float)
+    rows = prr_rows(ch, report, ys)
+    with np.errstate(divide="ignore"):
+        rest = np.log(np.clip(1.0 - rows.sum(axis=0), 0.0, None))
+        terms = np.log(rows) + irr.w * c[:, None]
+    return np.logaddexp(rest, np.logaddexp.reduce(terms, axis=0))
+
+
+# -- report schedules -----------------------------------------------------------
+def schedule(reports, memoize=False, draws=None, window=None):
+    """What each of ``reports`` epochs of a device with a FIXED value sends:
+    bool array, True for a fresh draw.  ``memoize``: the first only (the rest
+    re-send it); ``draws`` per ``window`` epochs (a budget): a fresh draw only
+    while the last ``window`` epochs (this one included) hold fewer than
+    ``draws``; the others are replays (with a memo) or skipped."""
+    fresh = np.zeros(reports, dtype=bool)
+    if memoize:
+        fresh[:1] = draws is None or draws > 0
+        return fresh
+    if draws is None:
+        fresh[:] = True
+        return fresh
+    if draws <= 0:
+        return fresh
+    last = []  # epochs of the draws in the window
+    for t in range(reports):
+        last = [s for s in last if s > t - window]
+        if len(last) < draws:
+            fresh[t] = True
+            last.append(t)
+    return fresh
+
+
+def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, fresh=None):
     """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
-    (ascending): array of len(set(horizons)), over ``trials`` devices."""
+    (ascending): array of len(set(horizons)), over ``trials`` devices.
+
+    ``fresh``: the schedule (bool per report, :func:`schedule`); default every
+    report fresh, or only the first with ``memoize``.  A report that is not
+    fresh is a replay of the last draw (with ``irr``: a fresh IRR of it; without:
+    nothing new) if ``memoize``, else skipped.  ``irr`` (:class:`Irr`): the
+    instantaneous layer; ``ch`` is then the permanent draw's channel (the
+    protocol without the layer)."""
     rng = np.random.default_rng(seed)
     device = ByteRng(random.Random(seed).randbytes)
     log_prior = _log_prior(prior)
     horizons = sorted(set(horizons))
+    last = horizons[-1]
+    if fresh is None:
+        fresh = schedule(last, memoize)
+    if len(fresh) < last:
+        raise ValueError(f"the schedule has {len(fresh)} reports, fewer than the horizon {last}")
     hits = np.zeros(len(horizons), dtype=np.int64)
+    draws = set((np.flatnonzero(fresh[:last]) + 1).tolist())  # report numbers (1-based) of fresh draws
+    events = sorted(draws | set(horizons))
     for x in rng.choice(ch.k, size=trials, p=prior):
+        x = int(x)
         post = log_prior.copy()
-        first = ch.client(int(x), device)
-        post += ch.loglik(first)
-        h = 0
-        for t in range(1, horizons[-1] + 1):
-            if t > 1 and not memoize:  # a memoized report repeats `first`: nothing new
-                post += ch.loglik(ch.client(int(x), device))
-            if t == horizons[h]:
-                hits[h] += int(np.argmax(post)) == x
+        memo = None  # with irr: [a report of the current draw, {output: times reported}]
+        done, h = 0, 0  # reports sent so far; next horizon
+        for t in events:
+            if memo is not None and memoize:  # the epochs since the last event re-send the draw
+                _add(memo[1], irr.counts(body(ch, memo[0]), t - 1 - done, rng))
+            if t in draws:
+                if memo is not None:  # a new draw: the old one's reports are complete
+                    post = post + irr_loglik(ch, irr, *memo)
+                    memo = None
+                report = ch.client(x, device)
+                if irr is None:
+                    post = post + ch.loglik(report)
+                else:
+                    memo = [report, {irr.apply(body(ch, report), device): 1}]
+            elif memo is not None and memoize:
+                _add(memo[1], irr.counts(body(ch, memo[0]), 1, rng))
+            done = t
+            if h < len(horizons) and horizons[h] == t:
+                score = post if memo is None else post + irr_loglik(ch, irr, *memo)
+                hits[h] += int(np.argmax(score)) == x
                 h += 1
     return hits
+
+
+def _add(counts, more):
+    for y, c in more.items():
+        counts[y] = counts.get(y, 0) + c
+
+
+# -- linkability --------------------------------------------------------------------
+def link_exact(ch, prior, irr=None):
+    """Exact rates of the test "same device iff the two reports are identical" for a
+    one-output protocol whose device re-sends one memoized draw y' (with ``irr``: a
+    fresh IRR of it each time; olh: its seed fixed per device, ``seed: device``):
+
+    * same device: P(y1 = y2) = sum_{y'} P(y') (p1^2 + (n-1) q1^2) = p1^2 + (1-p1)^2/(n-1)
+      (1 without an IRR);
+    * two devices (values from the prior, independent draws and seeds):
+      P(y1 = y2) = sum_y m(y)^2, m the marginal law of one report: for the draw
+      m(y) = sum_x pi(x) P_prr(y | x) (olh: averaged over the seed, P(H(x) = r) = c_r / P),
+      through the IRR m'(y) = p1 m(y) + q1 (1 - m(y)).
+
+    {"tpr", "fpr", "advantage" (tpr - fpr)}."""
+    prior = np.asarray(prior, dtype=float)
+    o = ch.oracle
+    if ch.name == "grr":
+        m = o.q + (o.p - o.q) * prior
+    elif ch.name == "olh":
+        a, b = divmod(o.P, o.g)  # c_r = a + 1 for r < b, a for the rest
+        hashed = np.where(np.arange(o.g) < b, a + 1, a) / o.P
+        other = (1 - o.p) / (o.g - 1)
+        m = other + (o.p - other) * hashed
+    elif ch.name in ("hr", "pgr"):
+        m = np.zeros(ch.n_outputs)
+        step = max(1, (1 << 22) // ch.k)
+        for lo in range(0, ch.n_outputs, step):
+            u = np.arange(lo, min(lo + step, ch.n_outputs))
+            m[u] = ch.b + (ch.a - ch.b) * (ch.members(u) @ prior)
+    else:
+        raise ValueError(f"no exact linkability for {ch.name} (not a one-output protocol)")
+    if irr is None:
+        tpr = 1.0
+    else:
+        tpr = irr.p1 ** 2 + (1 - irr.p1) ** 2 / (irr.n - 1)
+        m = irr.p1 * m + irr.q1 * (1 - m)
+    fpr = float(np.sum(m ** 2))
+    return {"tpr": tpr, "fpr": fpr, "advantage": tpr - fpr}
+
+
+def linkability(ch, prior, pairs, seed=0, irr=None):
+    """The identical-report linking test measured on the real clients: ``pairs``
+    pairs of reports of one memoized device (one draw of the client, re-sent; with
+    ``irr`` each send a fresh IRR by the device's grr) and ``pairs`` pairs of two
+    devices (values from the prior).  {"tpr", "tpr_ci", "fpr", "fpr_ci",
+    "advantage", "pairs"}; MSS, SS and the unary encodings compare their bodies."""
+    rng = np.random.default_rng(seed)
+    device = ByteRng(random.Random(seed).randbytes)
+    if irr is not None and ch.name not in IRR_PROTOCOLS:
+        raise ValueError(f"{ch.name} takes no instantaneous layer")
+
+    def send(report):
+        if irr is None:
+            return ch.key(report)
+        return with_body(ch, report, irr.apply(body(ch, report), device))
+
+    same = diff = 0
+    xs = rng.choice(ch.k, size=3 * pairs, p=prior)
+    for i in range(pairs):
+        r = ch.client(int(xs[i]), device)
+        same += _key(ch, send(r)) == _key(ch, send(r))
+        r1, r2 = ch.client(int(xs[pairs + 2 * i]), device), ch.client(int(xs[pairs + 2 * i + 1]), device)
+        diff += _key(ch, send(r1)) == _key(ch, send(r2))
+    tpr, tpr_ci = rate(same, pairs)
+    fpr, fpr_ci = rate(diff, pairs)
+    return {"pairs": pairs, "tpr": tpr, "tpr_ci": tpr_ci, "fpr": fpr, "fpr_ci": fpr_ci, "advantage": tpr - fpr}
+
+
+def _key(ch, sent):
+    """What the link attacker compares: the body (olh: y; its seed is not sent)."""
+    return sent[2] if ch.name == "olh" else sent

@@ -2,8 +2,12 @@
 ceilings, its growth over repeated reports, and the empirical epsilon of
 the real clients.  Every function returns plain JSON-ready data.
 """
+import math
 import random
 import subprocess
+from fractions import Fraction
+
+import numpy as np
 
 from mss_aggregator.devices.runtime import RuntimeUnavailable
 from mss_aggregator.privacy import attacks, ceilings, empirical
@@ -13,6 +17,11 @@ from mss_protocol.mss.config import MssConfig
 
 PROTOCOLS = registry.AVAILABLE
 HORIZONS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+MSS_MIN_K = 4  # MSS needs at least two coprime moduli of 2 or more: k >= 4 (SS and the rest take k >= 2)
+DAY_S = 86400
+CAMPAIGN_DAYS = 365
+MAX_DRAWS = 1000  # fresh draws simulated per device; beyond, the success shown is a lower bound
+FIRMWARE_PERIOD_S = 3600  # the firmware's device.period_s default
 
 
 def channel(name, k, epsilon, cfg=None):
@@ -22,6 +31,28 @@ def channel(name, k, epsilon, cfg=None):
     if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
         return registry.from_config(cfg, name).channel()
     return registry.make_checked(name, k, epsilon).channel()
+
+
+def skipped(names, k):
+    """(the protocols of ``names`` that run at k, [{"protocol", "reason"}] of those
+    that do not): MSS below k = 4."""
+    out = [{"protocol": "mss", "reason": f"MSS needs k >= {MSS_MIN_K} (at least two coprime moduli >= 2); "
+                                         f"k = {k}: use ss (MSS's one-block case) or grr"}
+           for name in names if name == "mss" and k < MSS_MIN_K]
+    return [n for n in names if not (n == "mss" and k < MSS_MIN_K)], out
+
+
+def prr_channel(name, k, epsilon, cfg=None):
+    """(the permanent draw's channel, :class:`~.attacks.Irr` or None): the protocol
+    without its instantaneous layer, and the layer, for a config that has one."""
+    if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
+        proto = registry.from_config(cfg, name)
+    else:
+        proto = registry.make_checked(name, k, epsilon)
+    layer = getattr(proto, "irr", None)
+    if layer is None:
+        return proto.channel(), None
+    return proto.prr.channel(), attacks.Irr(layer.n, layer.threshold)
 
 
 def _method(ch, exact):
@@ -88,14 +119,15 @@ def _paper_rule(ch, prior):
 
 def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, trials=100, seed=0,
                  cfg=None, progress=None):
-    """Bayes-optimal success after T reports of one fixed value, fresh and memoized:
+    """Bayes-optimal success after T reports of one fixed value, fresh and memoized
+    (with the config's instantaneous layer, if it has one: a fresh IRR on every report):
     {"horizons", "trials", "ceiling" (the LDP ceiling at T epsilon), "rows": [...]}."""
     horizons = sorted(set(horizons))
     rows = []
     for name in names:
-        ch = channel(name, k, epsilon, cfg)
+        ch, irr = prr_channel(name, k, epsilon, cfg)  # with a config's IRR: each report a fresh IRR of the draw
         for mode in ("fresh", "memoize"):
-            hits = attacks.longitudinal(ch, prior, horizons, trials, seed, memoize=mode == "memoize")
+            hits = attacks.longitudinal(ch, prior, horizons, trials, seed, memoize=mode == "memoize", irr=irr)
             rates = [attacks.rate(h, trials) for h in hits]
             rows.append({"protocol": name, "mode": mode, "success": [r[0] for r in rates],
                          "ci": [r[1] for r in rates]})
@@ -106,11 +138,147 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
             "memoize_ceiling": ceilings.ldp_prior(prior, epsilon), "rows": rows}
 
 
+def linkability(k, epsilon, prior, names, pairs=1000, seed=0, cfg=None, irr_epsilon=None, progress=None):
+    """How well two reports of one device link: the attacker says "same device" iff
+    they are identical (:func:`.attacks.linkability`), for a memoized device without
+    an instantaneous layer and, for the one-output protocols, with one (the config's,
+    else at ``irr_epsilon``, default the protocol's epsilon).  Rows {"protocol", "irr"
+    (None or {"epsilon", "t", "p1", "configured"}), measured "tpr", "fpr", "advantage"
+    with CIs, and "exact" ({"tpr", "fpr", "advantage"}, one-output protocols)}."""
+    rows = []
+    for name in names:
+        ch, layer = prr_channel(name, k, epsilon, cfg)
+        configured = layer is not None
+        variants = [None]
+        if name in attacks.IRR_PROTOCOLS:
+            variants.append(layer or attacks.Irr.for_epsilon(attacks.n_out(ch), irr_epsilon or epsilon))
+        for irr in variants:
+            row = {"protocol": name, "mode": "memoize" if irr is None else "memoize+irr", "irr": None}
+            if irr is not None:
+                row["irr"] = {"epsilon": irr.epsilon, "t": irr.threshold, "n_out": irr.n, "p1": irr.p1,
+                              "configured": configured}
+            row.update(attacks.linkability(ch, prior, pairs, seed, irr))
+            row["exact"] = attacks.link_exact(ch, prior, irr) if name in attacks.IRR_PROTOCOLS else None
+            rows.append(row)
+        if progress:
+            progress()
+    return {"test": "same device iff the two reports are identical", "pairs": pairs, "seed": seed, "rows": rows}
+
+
+def _worst_ratio(name, k, epsilon, cfg, ch):
+    """One fresh draw's worst likelihood ratio, exact where the config is at hand
+    (the board's ``mss_device.check.verify``), else from ``eps_effective``."""
+    from mss_protocol import budget
+
+    own = cfg if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name) else getattr(ch, "cfg", None)
+    if own is None and name in attacks.IRR_PROTOCOLS + ("rappor", "sue"):
+        from mss_protocol.oracle_config import OracleConfig
+
+        own = OracleConfig(name, k, epsilon)
+    if own is not None:
+        try:
+            return budget.worst_ratio(own)
+        except (ValueError, AttributeError, TypeError):
+            pass
+    return Fraction(math.exp(ch.eps_effective))
+
+
+def deployment_horizons(campaign_days):
+    """The horizons (days) shown for a campaign: a day, a week, 30 days, a year, within it, and its end."""
+    return sorted({d for d in (1, 7, 30, 365) if d <= campaign_days} | {campaign_days})
+
+
+def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIGN_DAYS, trials=100, seed=0,
+               horizons_days=None, max_draws=MAX_DRAWS, progress=None):
+    """The deployment as configured over ``campaign_days``: a device reporting a FIXED
+    value every ``device.period_s`` (default the firmware's 3600 s), memoized or
+    not (``device.memoize``), within its budget (``device.budget``: B fresh draws per
+    window of ``days``, :func:`mss_protocol.budget.draws_per_window`, exact), with
+    the config's instantaneous layer.  Per horizon (days): reports sent, fresh draws,
+    the epsilon spent (fresh draws x one draw's epsilon: the permanent draw's, or one
+    composed report's without memoization), the Bayes attacker's success (the
+    product attack of :func:`.attacks.longitudinal` on the real client, ``trials``
+    devices; past ``max_draws`` fresh draws a lower bound, flagged: more reports
+    never lower the optimal attacker's success), the ceiling at the epsilon spent and
+    the verdict of :func:`.ceilings.strength`.  The same figures for fresh reports
+    (no memo, no budget, no layer) are in ``fresh``, for comparison."""
+    from mss_protocol import budget as budgets
+
+    device = device or {}
+    period = device.get("period_s")
+    source = "device.period_s"
+    if period is None:
+        period, source = FIRMWARE_PERIOD_S, "firmware default (no device.period_s)"
+    memoize = bool(device.get("memoize", False))
+    bud = device.get("budget")
+    horizons_days = sorted(set(horizons_days or deployment_horizons(campaign_days)))
+    reports = [max(1, int(d * DAY_S // period)) for d in horizons_days]
+    no_info = ceilings.no_information(prior)
+    rows = []
+    for name in names:
+        ch, irr = prr_channel(name, k, epsilon, cfg)
+        worst = _worst_ratio(name, k, epsilon, cfg, ch)
+        draw_eps = math.log(worst.numerator) - math.log(worst.denominator)
+        report_eps = draw_eps
+        if irr is not None and not memoize:  # every report is a fresh draw of the composed channel
+            report_eps = min(draw_eps, channel(name, k, epsilon, cfg).eps_effective)
+        draws = window = None
+        if bud:
+            draws = budgets.draws_per_window(bud, worst)
+            window = bud["days"] * DAY_S / period
+        row = {"protocol": name, "mode": "configured", "draws_per_window": draws,
+               "epsilon_per_draw": draw_eps}
+        row.update(_horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window,
+                                    report_eps, max_draws, no_info))
+        rows.append(row)
+        if memoize or bud or irr is not None:
+            plain = prr_channel(name, k, epsilon)[0] if irr is not None else ch
+            fresh = {"protocol": name, "mode": "fresh", "draws_per_window": None, "epsilon_per_draw": draw_eps}
+            fresh.update(_horizon_figures(plain, prior, reports, trials, seed, False, None, None, None,
+                                          draw_eps, max_draws, no_info))
+            rows.append(fresh)
+        if progress:
+            progress()
+    return {"period_s": period, "period_source": source, "memoize": memoize, "budget": bud,
+            "irr": _irr_doc(cfg), "campaign_days": campaign_days, "value": "fixed (a stable reading)",
+            "horizons_days": horizons_days, "reports": reports, "trials": trials, "seed": seed,
+            "no_information": no_info, "max_draws": max_draws, "rows": rows}
+
+
+def _irr_doc(cfg):
+    eps1 = getattr(cfg, "irr_epsilon", None)
+    if eps1 is None:
+        return None
+    return {"epsilon": eps1, "t": getattr(cfg, "irr_threshold", None),
+            "eps_effective": getattr(cfg, "irr_eps_effective", None),
+            "report_eps_effective": getattr(cfg, "report_eps_effective", None)}
+
+
+def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info):
+    """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
+    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict."""
+    fresh = attacks.schedule(max(reports), memoize, draws, window)
+    cum = np.cumsum(fresh)
+    n_draws = [int(cum[r - 1]) for r in reports]
+    # past max_draws fresh draws: simulate up to the report of the max_draws-th draw only
+    cut = int(np.searchsorted(cum, max_draws) + 1) if cum[-1] > max_draws else None
+    sim = [min(r, cut) if cut else r for r in reports]
+    hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh)
+    by_t = dict(zip(sorted(set(sim)), hits))
+    success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])
+    spent = [n * draw_eps for n in n_draws]
+    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": list(success), "ci": list(ci),
+            "simulated_reports": sim, "lower_bound": [s < r for s, r in zip(sim, reports)],
+            "ceiling": [ceilings.ldp_prior(prior, e) for e in spent],
+            "strength": [ceilings.strength(x, no_info) for x in success]}
+
+
 def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=True,
                       alpha=0.001, cfg=None, progress=None):
-    """ldp-audit on the wire output of every client (and the firmware under the
-    MicroPython unix port): {"x1", "x2", "alpha", "rows": [...]}.  The control
-    is MSS built for 2 epsilon but claimed at epsilon: a sound audit catches it."""
+    """ldp-audit on the wire output of every client (and the firmware of the config's
+    protocol, else MSS's, under the MicroPython unix port: :func:`firmware_protocol`):
+    {"x1", "x2", "alpha", "rows": [...]}.  The control is MSS (GRR below k = 4)
+    built for 2 epsilon but claimed at epsilon: a sound audit catches it."""
     rng = ByteRng(random.Random(seed).randbytes)
     rows = []
 
@@ -126,20 +294,46 @@ def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=
         ch = channel(name, k, epsilon, cfg)
         add(name, ch, [empirical.host_reports(ch, x, trials, rng) for x in (empirical.X1, empirical.X2)], "cpython")
     if firmware:
-        ch = channel("mss", k, epsilon, cfg)
+        name = firmware_protocol(k, names, cfg)
+        ch = channel(name, k, epsilon, cfg)
+        label = f"{name} firmware"
         try:
-            reports = [empirical.firmware_reports(ch.cfg, x, trials) for x in (empirical.X1, empirical.X2)]
+            fw_cfg = _device_config(name, k, epsilon, cfg, ch)
+            reports = [empirical.firmware_channel_reports(ch, fw_cfg, x, trials) for x in (empirical.X1, empirical.X2)]
         except (RuntimeUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:  # shown in the row
-            rows.append({"client": "mss firmware", "protocol": "mss", "runtime": "micropython",
+            rows.append({"client": label, "protocol": name, "runtime": "micropython",
                          "error": str(exc), "control": False, "within_epsilon": None})
         else:
-            add("mss firmware", ch, reports, "micropython")
+            add(label, ch, reports, "micropython")
     if control:
-        honest = channel("mss", k, epsilon, cfg).cfg
-        broken = registry.from_config(MssConfig.build(k, 2 * epsilon, honest.moduli), "mss").channel()
-        add("control: mss at 2 eps", broken,
+        name = "mss" if k >= MSS_MIN_K else "grr"
+        if name == "mss":
+            honest = channel("mss", k, epsilon, cfg if cfg is not None and cfg.name == "mss" else None).cfg
+            broken = registry.from_config(MssConfig.build(k, 2 * epsilon, honest.moduli), "mss").channel()
+        else:  # MSS needs k >= 4
+            broken = registry.make_checked("grr", k, 2 * epsilon).channel()
+        add(f"control: {name} at 2 eps", broken,
             [empirical.host_reports(broken, x, trials, rng) for x in (empirical.X1, empirical.X2)], "cpython", True)
     return {"x1": empirical.X1, "x2": empirical.X2, "alpha": alpha, "trials": trials, "rows": rows}
+
+
+def _device_config(name, k, epsilon, cfg, ch):
+    """The device config of protocol ``name``: the audited one, else the planner's."""
+    if cfg is not None and cfg.name == name:
+        return cfg
+    if getattr(ch, "cfg", None) is not None:  # mss, ss
+        return ch.cfg
+    from mss_protocol.oracle_config import OracleConfig
+
+    return OracleConfig(name, k, epsilon)
+
+
+def firmware_protocol(k, names, cfg=None):
+    """Whose firmware the empirical audit runs: the config's protocol, else MSS
+    (the planner's), else (k < 4) the first protocol audited."""
+    if cfg is not None:
+        return cfg.name
+    return "mss" if k >= MSS_MIN_K or not names else names[0]
 
 
 def problems(report):

@@ -48,6 +48,29 @@ def rero(prior, epsilon):
     return float(min(1.0, math.exp(epsilon) * kappa, 1.0 - math.exp(-epsilon) * (1.0 - kappa)))
 
 
+# When is an attacker's success "weak" privacy?  Judged against what the prior alone
+# gives (no_information = max pi): the attacker is right more often than wrong
+# (success >= WEAK_SUCCESS), or it has gained at least half the room left above
+# the prior (success - no_information >= WEAK_SHARE (1 - no_information)): weak.
+# A gain of MODERATE_GAIN (ten percentage points) or more over the prior: moderate.
+# Otherwise: strong.  The demo's defaults (k = 16, epsilon 3, zipf:1.1: no
+# information 0.32, best attacker 0.51) are weak.
+WEAK_SUCCESS = 0.5
+WEAK_SHARE = 0.5
+MODERATE_GAIN = 0.1
+
+
+def strength(success, no_info):
+    """"weak", "moderate" or "strong" for an attacker's ``success`` given
+    ``no_info`` (the prior's mode), by the rule above; None without a success."""
+    if success is None:
+        return None
+    gain = success - no_info
+    if success >= WEAK_SUCCESS or gain >= WEAK_SHARE * (1.0 - no_info):
+        return "weak"
+    return "moderate" if gain >= MODERATE_GAIN else "strong"
+
+
 def bounds(prior, epsilon):
     """All ceilings as a dict (the audit's ``bounds``)."""
     k = len(prior)

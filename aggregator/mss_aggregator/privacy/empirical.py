@@ -54,9 +54,10 @@ def host_reports(ch, x, n, rng):
     return [ch.wire(x, rng) for _ in range(n)]
 
 
-def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600):
-    """n report bytes for value x from the firmware (``mss_node.emit``) under
-    ``runtime``, with the runtime's own os.urandom."""
+def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600, device_id=None):
+    """n report bytes for value x from the firmware (``mss_node.emit``, every
+    protocol's device module through ``mss_node.reporter``) under ``runtime``,
+    with the runtime's own os.urandom; ``device_id`` the board's id (olh's seed)."""
     import os
     import tempfile
 
@@ -65,10 +66,51 @@ def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "config.json")
         cfg.save(path)
-        out = run_module(runtime, "mss_node.emit", [path, x, n], timeout=timeout)
+        args = [path, x, n] + (["--device", device_id] if device_id else [])
+        out = run_module(runtime, "mss_node.emit", args, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"firmware under {runtime} failed: {out.stderr.strip()[-500:]}")
     return [bytes.fromhex(line) for line in out.stdout.split()]
+
+
+AUDIT_DEVICE = "audit"
+
+
+def _olh_device(codec, x1, x2):
+    """A device id whose OLH hash seed (epoch 0) tells x1 and x2 apart, so that the
+    distinguishing event can hold (the seed of every report of one device at one
+    epoch, or of every epoch with ``seed: device``, is the same)."""
+    proto = codec.cfg.protocol
+    proto = getattr(proto, "prr", None) or proto
+    for i in range(1000):
+        dev = f"{AUDIT_DEVICE}{i}"
+        a, b = codec.decode(codec.encode(0), dev, 0).subset[:2]
+        if proto.hash(a, b, x1) != proto.hash(a, b, x2):
+            return dev
+    raise RuntimeError("no device id separates the two inputs")  # (g >= 2: 1000 tries never all collide)
+
+
+def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600, x1=X1, x2=X2):
+    """n firmware reports of value x (:func:`firmware_reports`) of device config
+    ``cfg`` for its channel ``ch``: the wire bytes for MSS/SS (their channel parses
+    them), else each report decoded by the aggregator's strict codec into what the
+    channel reads (the point; olh's (a, b, y); the unary body)."""
+    from mss_protocol.oracle_config import OracleConfig, codec as codec_of
+
+    if not isinstance(cfg, OracleConfig):  # mss, ss: bytes, parsed by the channel
+        return firmware_reports(cfg, x, n, runtime, timeout)
+    codec = codec_of(cfg)
+    dev = _olh_device(codec, x1, x2) if cfg.name == "olh" else AUDIT_DEVICE
+    out = []
+    for data in firmware_reports(cfg, x, n, runtime, timeout, dev):
+        r = codec.decode(data, dev, 0)
+        if cfg.name in ("rappor", "sue"):
+            out.append(data[len(data) - (cfg.k + 7) // 8:])
+        elif cfg.name == "olh":
+            out.append(tuple(int(v) for v in r.subset))
+        else:
+            out.append(int(r.subset[0]))
+    return out
 
 
 def audit_client(ch, reports_x1, reports_x2, epsilon, alpha=0.001):
