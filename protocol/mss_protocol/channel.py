@@ -33,6 +33,14 @@ k), HR, PGR and OLH by enumerating every output when (#outputs x k) is at
 most ``EXACT_CELLS``.  OLH's outputs include the hash seed (P (P - 1) g of
 them, about 10^9 g), so it is exact only for a toy hash prime.
 
+With an instantaneous layer (``irr`` in a grr, olh, hr or pgr config;
+:mod:`.irr`) the channel of ``cfg.protocol.channel()`` is the composed one of
+ONE report: still two-level, with the composed p (so R(y), ``a``, ``b`` and the
+exact attacks above are the composed channel's) and ``eps_effective`` the
+composed report's; ``protocol.prr.channel()`` is the permanent draw's alone and
+``protocol.irr`` (:class:`mss_protocol.irr.IRR`: ``n``, ``threshold``, ``p1``,
+``q1``, ``apply``) the layer, for attacks over several reports of one draw.
+
 Each protocol's module defines its channel (``Protocol.channel()``) on the
 base classes here; the attacks that use them, the ceilings and the audit
 live in the aggregator (``mss_aggregator.privacy``).
@@ -81,7 +89,9 @@ class Channel:
 
     def __init__(self, protocol):
         self.oracle = protocol
-        self.name, self.k, self.eps_effective = protocol.name, protocol.k, protocol.eps_effective
+        # of one report: with an instantaneous layer (mss_protocol.irr) the composed channel's
+        self.name, self.k = protocol.name, protocol.k
+        self.eps_effective = getattr(protocol, "report_eps_effective", protocol.eps_effective)
 
     def client(self, x, rng):
         """A report of value x from the protocol's real integer client."""

@@ -16,7 +16,7 @@ must be a non-negative integer when present, as on the board.
 import json
 
 from mss_device.frame import KINDS
-from mss_device.params import FIELDS, MODULES, THRESHOLD_BITS
+from mss_device.params import FIELDS, IRR, MODULES, THRESHOLD_BITS
 from mss_protocol import privacy
 
 FORMAT = "mss-config"
@@ -43,8 +43,9 @@ def check_common(d, source="config"):
     integer, MSS's lists lists of integers; ``epsilon`` a budget
     (:func:`mss_protocol.privacy.epsilon_problem`); ``threshold_bits``, if
     present, the integer 30; ``frame``, if present, a frame kind's name;
-    ``config_id`` a string; ``issued``, if present, a non-negative integer.
-    Ranges and the id's value are the protocol's.
+    ``config_id`` a string; ``issued``, if present, a non-negative integer;
+    ``seed`` only for olh, ``irr`` only for grr, olh, hr and pgr.  Ranges, the
+    id's value and the two layers' contents are the protocol's.
     """
     if not isinstance(d, dict):
         raise ConfigError(f"{source}: expected a JSON object")
@@ -78,6 +79,11 @@ def check_common(d, source="config"):
     issued = d.get("issued", 0)
     if not is_int(issued) or issued < 0:
         raise ConfigError(f"{source}: issued must be a non-negative JSON integer, got {issued!r}")
+    if "seed" in d and name != "olh":
+        raise ConfigError(f"{source}: seed: only olh has a hash seed")
+    if "irr" in d and name not in IRR:
+        raise ConfigError(f"{source}: irr: only {', '.join(IRR)} have an instantaneous layer (one output "
+                          f"per report), not {name}")
     return name
 
 

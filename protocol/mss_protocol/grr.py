@@ -5,6 +5,8 @@ uniform other value; T is the keep-one-of-k threshold of
 :func:`mss_protocol.privacy.threshold` (SubsetSelection with omega = 1).
 Counts: the histogram of reports (k,), which are the support counts.
 """
+from fractions import Fraction
+
 import numpy as np
 
 from mss_protocol import privacy
@@ -32,18 +34,32 @@ class GRR(SupportOracle):
         """The config integers, in mss_device.params.FIELDS order: (t,)."""
         return (self.threshold,)
 
+    # the instantaneous layer (support.SupportOracle.with_irr): GRR on the k outputs
+    @property
+    def outputs(self):
+        return self.k
+
+    support_size = 1
+
+    def point_probs(self):
+        """P[y' = u | x] for u = x and u != x, exactly."""
+        t = self.threshold
+        return Fraction(t, ONE), Fraction(ONE - t, ONE * (self.k - 1))
+
     def randomise(self, x, rng):
         if rng.chance(self.threshold):
-            return x
-        v = rng.below(self.k - 1)
-        return v + (v >= x)
+            y = x
+        else:
+            v = rng.below(self.k - 1)
+            y = v + (v >= x)
+        return self._irr(y, rng)
 
     def perturb(self, values, rng):
         """Reports for ``values``, vectorised (the same law as :meth:`randomise`)."""
         values = np.asarray(values)
         keep = rng.integers(0, ONE, size=values.size) < self.threshold
         other = rng.integers(0, self.k - 1, size=values.size)
-        return np.where(keep, values, other + (other >= values))
+        return self._irr_np(np.where(keep, values, other + (other >= values)), rng)
 
     def sample_chunk(self, values, rng):
         """Support counts (k,) of reports for ``values``."""

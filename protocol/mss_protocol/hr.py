@@ -12,6 +12,8 @@ accuracy as epsilon grows, as the PGR paper shows.)
 
 Counts: the histogram of reports over [K].
 """
+from fractions import Fraction
+
 import numpy as np
 
 from mss_protocol import privacy
@@ -48,6 +50,21 @@ class HadamardResponse(SupportOracle):
         """(K, t), in mss_device.params.FIELDS order."""
         return (self.K, self.threshold)
 
+    # the instantaneous layer (support.SupportOracle.with_irr): GRR on the K outputs;
+    # the K / 2 outputs of C_x support x
+    @property
+    def outputs(self):
+        return self.K
+
+    @property
+    def support_size(self):
+        return self.K // 2
+
+    def point_probs(self):
+        """P[y' = j | x] for j in C_x and j outside it, exactly."""
+        t, half = self.threshold, self.K // 2
+        return Fraction(t, ONE * half), Fraction(ONE - t, ONE * half)
+
     @staticmethod
     def _sign(i, j):
         """+1 (True) where H[i, j] = +1: popcount(i & j) is even (small ints only)."""
@@ -62,7 +79,7 @@ class HadamardResponse(SupportOracle):
         while True:  # rejection: half of [K] is in C_x
             j = rng.below(self.K)
             if self._sign(x + 1, j) == inside:
-                return j
+                return self._irr(j, rng)
 
     def sample_chunk(self, values, rng):
         """Histogram (K,) of reports for ``values`` (vectorised rejection)."""
@@ -75,7 +92,7 @@ class HadamardResponse(SupportOracle):
             ok = even_parity(rows[todo] & j) == inside[todo]
             out[todo[ok]] = j[ok]
             todo = todo[~ok]
-        return np.bincount(out, minlength=self.K)
+        return np.bincount(self._irr_np(out, rng), minlength=self.K)
 
     def support(self, hist):
         h = np.asarray(hist, dtype=float).copy()

@@ -53,6 +53,18 @@ class OLH(SupportOracle):
         """(P, g, t), in mss_device.params.FIELDS order."""
         return (self.P, self.g, self.threshold)
 
+    # the instantaneous layer (support.SupportOracle.with_irr): GRR on the g outputs,
+    # given the seed; one output (y = H(x)) supports x
+    @property
+    def outputs(self):
+        return self.g
+
+    support_size = 1
+
+    def point_probs(self):
+        """P[y' = u | x, seed] for u = H(x) and u != H(x), exactly."""
+        return self.grr.point_probs()
+
     def hash(self, a, b, v):
         return ((a * v + b) % self.P) % self.g
 
@@ -62,7 +74,7 @@ class OLH(SupportOracle):
         if seed is None:
             seed = (1 + rng.below(self.P - 1), rng.below(self.P))
         a, b = seed
-        return a, b, self.grr.randomise(self.hash(a, b, x), rng)
+        return a, b, self._irr(self.grr.randomise(self.hash(a, b, x), rng), rng)
 
     def tally(self, reports, chunk=1 << 24):
         """Support counts (k,) of reports (a, b, y), in chunks of about ``chunk`` cells."""
@@ -81,7 +93,7 @@ class OLH(SupportOracle):
         values = np.asarray(values)
         a = rng.integers(1, self.P, size=values.size)
         b = rng.integers(0, self.P, size=values.size)
-        return self.tally((a, b, self.grr.perturb(self.hash(a, b, values), rng)))
+        return self.tally((a, b, self._irr_np(self.grr.perturb(self.hash(a, b, values), rng), rng)))
 
     def channel(self):
         return OLHChannel(self)

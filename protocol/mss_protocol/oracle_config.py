@@ -6,6 +6,15 @@ and a loaded config must carry exactly those integers, so the decoder's p
 and q are the device's.  The additive counts (:mod:`.counts`) have one block
 of ``size`` cells: the support counts (k,) for grr, the unary encodings and
 olh, the report histogram (K,) for hr and pgr.
+
+Two optional layers (SPEC.md sections 3 and 5): OLH's ``seed`` ("epoch", the
+default, or "device": the hash seed from the config id and device id only,
+the same every epoch, which allows memoization and compact frames), and for
+grr, olh, hr and pgr an instantaneous layer ``irr`` {epsilon, t, eps_effective}
+(RAPPOR's IRR, :mod:`.irr`): ``epsilon`` and ``eps_effective`` stay the
+permanent draw's, ``irr_eps_effective`` is the layer's and
+``report_eps_effective`` one composed report's; the protocol object decodes
+with the composed channel.
 """
 import json
 from functools import cached_property
@@ -13,23 +22,26 @@ from functools import cached_property
 import numpy as np
 
 from mss_device.frame import HEADER, KINDS, put, start
-from mss_device.olh import seed
-from mss_device.params import FIELDS, THRESHOLD_BITS, Params, oracle_config_id
+from mss_device.olh import device_seed, seed
+from mss_device.params import FIELDS, IRR, SEEDS, THRESHOLD_BITS, Params, oracle_config_id
 from mss_protocol import privacy, registry
 from mss_protocol.frames import Report, WireError, check_device, split
 from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
-                                      read_json)
+                                      is_int, read_json)
 from mss_protocol.limits import check_k
 
 NAMES = tuple(FIELDS)
-# SPEC.md section 4: OLH's seed is derived from the epoch the board drew in
-OLH_COMPACT = "frame: olh cannot use compact frames (its seed needs the drawing epoch): use compact-epoch"
+# SPEC.md section 4: OLH's epoch seed is derived from the epoch the board drew in
+OLH_COMPACT = ("frame: olh cannot use compact frames with seed epoch (its seed needs the drawing epoch): "
+               "use compact-epoch, or seed device")
 
 
 class OracleConfig:
-    """An immutable config of protocol ``name`` on [k] at ``epsilon``."""
+    """An immutable config of protocol ``name`` on [k] at ``epsilon``; ``seed`` (olh:
+    "epoch" or "device"), ``irr_epsilon`` (grr, olh, hr, pgr: the instantaneous layer's
+    budget, None for none)."""
 
-    def __init__(self, name, k, epsilon, frame="full"):
+    def __init__(self, name, k, epsilon, frame="full", seed="epoch", irr_epsilon=None):
         if name not in FIELDS:
             raise ConfigError(f"protocol must be one of {', '.join(NAMES)}, got {name!r}")
         try:
@@ -40,15 +52,33 @@ class OracleConfig:
             raise ConfigError(why)
         self.name, self.k, self.epsilon = name, k, float(epsilon)
         self.frame = frame_index(frame)
-        if name == "olh" and self.frame == 1:
+        if seed not in SEEDS:
+            raise ConfigError(f"seed must be one of {', '.join(SEEDS)}, got {seed!r}")
+        if seed != "epoch" and name != "olh":
+            raise ConfigError("seed: only olh has a hash seed")
+        self.seed = seed
+        if name == "olh" and self.frame == 1 and seed == "epoch":
             raise ConfigError(OLH_COMPACT)
+        if irr_epsilon is not None and name not in IRR:
+            raise ConfigError(f"irr: only {', '.join(IRR)} have an instantaneous layer (one output per "
+                              f"report), not {name}")
+        if irr_epsilon is not None and (why := privacy.epsilon_problem(irr_epsilon)):
+            raise ConfigError(f"irr.{why}")
         try:
             self.protocol = registry.make(name, k, self.epsilon)
+            if irr_epsilon is not None:
+                self.protocol = self.protocol.with_irr(float(irr_epsilon))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.values = tuple(self.protocol.device_values())
-        self.config_id = oracle_config_id(name, k, self.values)
+        irr = self.protocol.irr if irr_epsilon is not None else None
+        self.irr_epsilon = None if irr is None else irr.epsilon
+        self.irr_threshold = None if irr is None else irr.threshold
+        self.irr_eps_effective = None if irr is None else irr.eps_effective
+        self.config_id = oracle_config_id(name, k, self.values, seed, self.irr_threshold)
         self.eps_effective = self.protocol.eps_effective
+        # one composed report's exact worst log-ratio (without an IRR: eps_effective)
+        self.report_eps_effective = getattr(self.protocol, "report_eps_effective", self.eps_effective)
 
     # the shape of the counts: one block (MSS's Counts serve every protocol)
     l = 1
@@ -70,7 +100,7 @@ class OracleConfig:
         return self.protocol.bits
 
     def with_frame(self, frame):
-        return OracleConfig(self.name, self.k, self.epsilon, frame)
+        return OracleConfig(self.name, self.k, self.epsilon, frame, self.seed, self.irr_epsilon)
 
     def tally(self, j, members, sizes):
         """Counts (size,) of stored reports: their members, or OLH's support of (a, b, y)."""
@@ -83,6 +113,10 @@ class OracleConfig:
         d = {"format": FORMAT, "version": FORMAT_VERSION, "protocol": self.name, "k": self.k,
              "epsilon": self.epsilon, "eps_effective": self.eps_effective}
         d.update(zip(FIELDS[self.name], self.values))
+        if self.seed != "epoch":
+            d["seed"] = self.seed
+        if self.irr_threshold is not None:
+            d["irr"] = self.protocol.irr.to_dict()
         d.update({"threshold_bits": THRESHOLD_BITS, "config_id": self.config_id_hex,
                   "frame": KINDS[self.frame]})
         return d
@@ -95,14 +129,31 @@ class OracleConfig:
         name = check_common(d, source)
         if name not in FIELDS:
             raise ConfigError(f"{source}: protocol must be one of {', '.join(NAMES)}, got {name!r}")
+        seed = d.get("seed", "epoch")
+        if not isinstance(seed, str) or seed not in SEEDS:
+            raise ConfigError(f"{source}: seed must be one of {', '.join(SEEDS)}, got {seed!r}")
+        irr = d.get("irr")
+        if "irr" in d:
+            if not isinstance(irr, dict):
+                raise ConfigError(f"{source}: irr must be an object {{epsilon, t}}, got {irr!r}")
+            for field in ("epsilon", "t"):
+                if field not in irr:
+                    raise ConfigError(f"{source}: missing field 'irr.{field}'")
+            if not is_int(irr["t"]):
+                raise ConfigError(f"{source}: irr.t must be a JSON integer, got {irr['t']!r}")
         try:
-            cfg = cls(name, d["k"], d["epsilon"], d.get("frame", "full"))
+            cfg = cls(name, d["k"], d["epsilon"], d.get("frame", "full"), seed,
+                      None if irr is None else irr["epsilon"])
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         for field, value in zip(FIELDS[name], cfg.values):
             if d[field] != value:
                 raise ConfigError(f"{source}: {field} = {d[field]!r} is not {name}'s value {value} "
                                   f"for k = {cfg.k}, epsilon = {cfg.epsilon}")
+        if irr is not None and irr["t"] != cfg.irr_threshold:
+            raise ConfigError(f"{source}: irr.t = {irr['t']!r} is not the instantaneous layer's value "
+                              f"{cfg.irr_threshold} for n_out = {cfg.protocol.irr.n}, irr.epsilon = "
+                              f"{cfg.irr_epsilon}")
         check_id(d, cfg.config_id_hex, source)
         return cfg
 
@@ -165,7 +216,9 @@ class OracleCodec:
                 raise WireError("value", f"reported value {code} >= {self.n}")
             subset = (code,)
             if self.cfg.name == "olh":
-                a, b = seed(self.cfg.config_id, epoch, device_id, self.cfg.protocol.P)
+                P = self.cfg.protocol.P
+                a, b = (device_seed(self.cfg.config_id, device_id, P) if self.cfg.seed == "device"
+                        else seed(self.cfg.config_id, epoch, device_id, P))
                 subset = (a, b, code)
         return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
 

@@ -23,6 +23,7 @@ histogram placed on F_q^t (a real FFT: half the spectrum suffices) --
 O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -93,6 +94,21 @@ class PGR(SupportOracle):
         """(q, d, t), in mss_device.params.FIELDS order (d: the dimension, here self.t)."""
         return (self.field, self.t, self.threshold)
 
+    # -- the instantaneous layer (support.SupportOracle.with_irr): GRR on the K points;
+    # the c_set points of x's hyperplane support x
+    @property
+    def outputs(self):
+        return self.K
+
+    @property
+    def support_size(self):
+        return self.c_set
+
+    def point_probs(self):
+        """P[y' = u | x] for u on x's hyperplane and off it, exactly."""
+        t = self.threshold
+        return Fraction(t, ONE * self.c_set), Fraction(ONE - t, ONE * (self.K - self.c_set))
+
     # -- client -------------------------------------------------------------
     def randomise(self, x, rng):
         """A point index in [K]: rejection sampling of uniform points (integer only)."""
@@ -101,7 +117,7 @@ class PGR(SupportOracle):
         while True:
             u = rng.below(self.K)
             if (int(np.dot(self.coords[u], v)) % self.field == 0) == inside:
-                return u
+                return self._irr(u, rng)
 
     def sample_chunk(self, values, rng):
         """Histogram (K,) of reports for ``values``: same law, vectorised rejection."""
@@ -115,7 +131,7 @@ class PGR(SupportOracle):
             ok = (dot == 0) == inside[todo]
             out[todo[ok]] = u[ok]
             todo = todo[~ok]
-        return np.bincount(out, minlength=self.K)
+        return np.bincount(self._irr_np(out, rng), minlength=self.K)
 
     # -- decoder ------------------------------------------------------------
     def support(self, hist):

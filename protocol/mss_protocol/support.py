@@ -10,7 +10,15 @@ so fhat_v = (c_v / n - q) / (p - q), with variance
 estimation", Eq. 3 generalised).  Keep-probabilities are integer thresholds
 T / 2**30 rounded towards more privacy; ``eps_effective`` is the exact
 worst-case log ratio of those integers (mss-protocol-notes.md section 8).
+
+The one-output protocols (grr, olh, hr, pgr) may add an instantaneous layer
+(:meth:`SupportOracle.with_irr`, :mod:`.irr`): the client then applies it
+after the protocol's draw, and p and q become the composed channel's, so the
+estimate, its standard errors, :meth:`variance` and the channel are the
+composed ones.
 """
+import copy
+
 import numpy as np
 
 from mss_protocol.base import Protocol
@@ -21,9 +29,57 @@ class SupportOracle(Protocol):
     """Shared estimator of the support-count protocols; subclasses set p, q,
     ``body_bits`` and the client, sampler and channel."""
 
+    irr = None  # the instantaneous layer (mss_protocol.irr.IRR), None without one
+    prr = None  # with one: this protocol without it (the permanent draw's p, q and channel)
+
     @property
     def bits(self):
         return {"max": self.body_bits, "mean": float(self.body_bits)}
+
+    # -- the instantaneous layer (one-output protocols) -----------------------------
+    # Subclasses that take one give ``outputs`` (n_out), ``support_size`` (s: the outputs
+    # supporting one value) and ``point_probs()`` (the PRR's two probabilities of one output).
+    def with_irr(self, epsilon, threshold=None):
+        """A copy of this protocol with an instantaneous layer at ``epsilon`` (GRR on its
+        n_out outputs, threshold privacy.threshold(n_out, 1, epsilon) unless given):
+        its client applies the layer, its p and q are the composed channel's
+        (:meth:`mss_protocol.irr.IRR.compose`), ``report_eps_effective`` the exact worst
+        log-ratio of one composed report; ``prr`` is this protocol, ``irr`` the layer."""
+        from mss_protocol.irr import IRR, PROTOCOLS, composed_ratio
+        from mss_protocol.privacy import ln_down
+
+        if self.name not in PROTOCOLS or self.irr is not None:
+            raise ValueError(f"irr: an instantaneous layer applies to {', '.join(PROTOCOLS)} only "
+                             f"(one output per report), not {self.name}")
+        out = copy.copy(self)
+        out.prr, out.irr = self, IRR(self.outputs, epsilon, threshold)
+        out.p, out.q = (out.irr.compose(v, self.support_size) for v in (self.p, self.q))
+        out._report_ratio = composed_ratio(*self.point_probs(), out.irr)
+        out._report_eps = ln_down(out._report_ratio)
+        return out
+
+    @property
+    def report_ratio(self):
+        """The exact worst likelihood ratio of one report (a Fraction)."""
+        from mss_protocol.privacy import worst
+
+        if self.irr is not None:
+            return self._report_ratio
+        pin, pout = self.point_probs()
+        return worst(pin / pout)
+
+    @property
+    def report_eps_effective(self):
+        """The exact worst log-ratio of one report, rounded down (without an IRR: eps_effective)."""
+        return self.eps_effective if self.irr is None else self._report_eps
+
+    def _irr(self, y, rng):
+        """The instantaneous layer on one drawn output (none: y, no draw)."""
+        return y if self.irr is None else self.irr.apply(y, rng)
+
+    def _irr_np(self, y, rng):
+        """The instantaneous layer on drawn outputs, vectorised (none: y, no draw)."""
+        return y if self.irr is None else self.irr.perturb(y, rng)
 
     def sample_counts(self, values, rng):
         """Counts of reports for ``values``: an array, or an iterable of arrays
