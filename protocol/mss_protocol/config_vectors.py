@@ -39,7 +39,8 @@ def retag(d):
     """d with the config id its integers give (the device's own functions)."""
     name = d.get("protocol", "mss")
     if name in FIELDS:
-        cid = oracle_config_id(name, d["k"], [d[f] for f in FIELDS[name]])
+        irr = d["irr"]["t"] if "irr" in d else None
+        cid = oracle_config_id(name, d["k"], [d[f] for f in FIELDS[name]], d.get("seed", "epoch"), irr)
     else:
         cid = config_id(d["k"], d["moduli"], d["omegas"], d["thresholds"])
     return dict(d, config_id=cid.hex())
@@ -62,7 +63,15 @@ BASES.update({
     "grr-compact": OracleConfig("grr", 64, 2.0, "compact").to_dict(),
     "olh-compact-epoch": OracleConfig("olh", 64, 2.0, "compact-epoch").to_dict(),
     "mss-compact": MssConfig.build(64, 2.0, [59, 61, 63]).with_frame("compact").to_dict(),
+    # the two optional layers (SPEC.md section 5): olh's seed per device, the instantaneous layer
+    "olh-seed-device": OracleConfig("olh", 64, 2.0, seed="device").to_dict(),
+    "olh-seed-device-compact": OracleConfig("olh", 64, 2.0, "compact", seed="device").to_dict(),
+    "grr-irr": OracleConfig("grr", 64, 3.0, irr_epsilon=1.0).to_dict(),
+    "olh-irr": OracleConfig("olh", 64, 3.0, seed="device", irr_epsilon=1.0).to_dict(),
+    "hr-irr": OracleConfig("hr", 64, 3.0, irr_epsilon=1.0).to_dict(),
+    "pgr-irr": OracleConfig("pgr", 64, 3.0, irr_epsilon=1.0).to_dict(),
 })
+IRR = BASES["grr-irr"]["irr"]  # a layer to put where none may be
 
 
 def on_board(d):
@@ -170,6 +179,39 @@ TABLE = {
     "issued-negative": (_with("mss", issued=-1), r"issued must be a non-negative JSON integer", True),
     "issued-float": (_with("grr", issued=3.0), r"issued must be a non-negative JSON integer", True),
     "format-missing": (_without("grr", "format"), r"not an mss-config v1 file", False),
+    # olh's seed: "epoch" (default) or "device"; no other protocol has one
+    "olh-seed-public": (_re("olh", seed="public"), r"seed must be one of epoch, device", True),
+    "olh-seed-int": (_re("olh", seed=1), r"seed must be one of epoch, device", True),
+    "olh-seed-epoch": (_re("olh", seed="epoch"), None, False),  # the default, named: accepted
+    "olh-seed-device-compact-epoch": (_re("olh-seed-device", frame="compact-epoch"), None, False),
+    "seed-on-grr": (_re("grr", seed="device"), r"seed: only olh has a hash seed", True),
+    "seed-epoch-on-hr": (_re("hr", seed="epoch"), r"seed: only olh has a hash seed", True),
+    "seed-on-mss": (_with("mss", seed="device"), r"seed: only olh has a hash seed", True),
+    # the instantaneous layer: grr, olh, hr, pgr only; {epsilon, t}, t the rule's for (n_out, irr.epsilon)
+    "irr-on-rappor": (_re("rappor", irr=IRR), r"irr: only grr, olh, hr, pgr", True),
+    "irr-on-sue": (_re("sue", irr=IRR), r"irr: only grr, olh, hr, pgr", True),
+    "irr-on-mss": (_with("mss", irr=IRR), r"irr: only grr, olh, hr, pgr", True),
+    "irr-on-ss": (_with("ss", irr=IRR), r"irr: only grr, olh, hr, pgr", True),
+    "irr-null": (_with("grr", irr=None), r"irr must be an object", True),
+    "irr-number": (_with("hr-irr", irr=1.0), r"irr must be an object", True),
+    "irr-list": (_with("pgr-irr", irr=[1.0, 5]), r"irr must be an object", True),
+    "irr-t-missing": (_with("grr-irr", irr={"epsilon": 1.0}), r"missing field 'irr\.t'", True),
+    "irr-eps-missing": (_re("grr-irr", irr={"t": IRR["t"]}), r"missing field 'irr\.epsilon'", True),
+    "irr-t-zero": (_re("grr-irr", irr=dict(IRR, t=0)), r"irr\.t = 0 is not", True),
+    "irr-t-2**30": (_re("olh-irr", irr=dict(BASES["olh-irr"]["irr"], t=ONE)), r"irr\.t = 1073741824 is not", True),
+    "irr-t-float": (_re("grr-irr", irr=dict(IRR, t=float(IRR["t"]))), r"irr\.t must be a JSON integer", True),
+    "irr-t-bool": (_with("grr-irr", irr=dict(IRR, t=True)), r"irr\.t must be a JSON integer", True),
+    "irr-t-off-rule": (_re("hr-irr", irr=dict(BASES["hr-irr"]["irr"], t=BASES["hr-irr"]["irr"]["t"] + 1)),
+                       r"irr\.t = \d+ is not the instantaneous layer's value", False),
+    "irr-t-contradicts-eps": (_re("pgr-irr", irr=dict(BASES["pgr-irr"]["irr"], t=ONE - 1)),
+                              r"irr\.t = 1073741823 is not", True),
+    "irr-eps-bool": (_with("grr-irr", irr=dict(IRR, epsilon=True)), r"irr\.epsilon must be a positive", True),
+    "irr-eps-string": (_with("grr-irr", irr=dict(IRR, epsilon="1.0")), r"irr\.epsilon must be a positive", True),
+    "irr-eps-zero": (_with("grr-irr", irr=dict(IRR, epsilon=0)), r"irr\.epsilon must be a positive", True),
+    "irr-eps-above-max": (_with("grr-irr", irr=dict(IRR, epsilon=21.0)), r"irr\.epsilon 21\.0 is above", False),
+    "irr-id-without-layer": (_with("grr-irr", irr=dict(IRR, t=IRR["t"] - 1)), r"irr\.t = \d+ is not", True),
+    "irr-wrong-id": (dict(BASES["grr-irr"], config_id=BASES["grr"]["config_id"]), r"config_id .* does not match",
+                     True),
 }
 
 
@@ -191,6 +233,12 @@ CAPS = {
     "olh-compact-capped": (dict(_capped(_re("olh", frame="compact"), 2.0)), r"frame: olh cannot use compact",
                            True),
     "compact-on-mqtt": (dict(BASES["grr-compact"], device={"device_id": "x", "transport": "mqtt"}), None, True),
+    # memoize: olh only with its seed per device (an epoch seed changes every epoch)
+    "memoize-olh-seed-epoch": (dict(BASES["olh"], device={"device_id": "x", "memoize": True}), None, True),
+    "memoize-olh-seed-device": (dict(BASES["olh-seed-device"], device={"device_id": "x", "memoize": True}), None,
+                                False),
+    "memoize-pgr-irr": (dict(BASES["pgr-irr"], device={"device_id": "x", "memoize": True}), None, False),
+    "cap-grr-irr-prr-above": (_capped(OracleConfig("grr", 64, 3.0, irr_epsilon=1.0).to_dict(), 2.0), None, True),
 }
 
 

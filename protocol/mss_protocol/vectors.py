@@ -7,6 +7,14 @@ reject each ``rejected`` input with its ``reason``.  Files live in
 ``protocol/vectors/<protocol>/``.  ``python -m mss_protocol.vectors --write
 protocol/vectors`` regenerates them from the fixed list below; ``--check``
 verifies them.
+
+Configs with a memo (olh ``seed: device``, and every config with an
+instantaneous layer ``irr``) also pin the memo: each vector's
+``memo_body_hex`` is the body of the permanent draw y' the device memoizes
+(the report's own body without an IRR; ``Client.fresh``), and ``replays``
+re-send it: ``{"memo_body_hex", "epoch", "seq", "random_hex",
+"bytes_consumed", "report_hex"}``, the report a device makes from that memo
+body reading ``random_hex`` (a fresh IRR draw; nothing without one).
 """
 import argparse
 import hashlib
@@ -26,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1] / "vectors"  # protocol/vectors
 DIR = ROOT / "mss"
 DEVICE_ID = "vec-device-1"  # every vector's device id (OLH's seed depends on it)
 
-# (protocol, file name, k, epsilon, MSS moduli (None: the planner's), frame, values)
+# (protocol, file name, k, epsilon, MSS moduli (None: the planner's), frame, values[, extras]);
+# extras: OracleConfig's seed and irr_epsilon
 CASES = [
     ("mss", "k8_eps1_m5_7", 8, 1.0, [5, 7], "full", [0, 3, 7]),
     ("mss", "k64_eps1", 64, 1.0, None, "full", [0, 1, 31, 63]),
@@ -52,6 +61,13 @@ for _name in ("grr", "rappor", "sue", "olh", "hr", "pgr"):
               (_name, "k1024_eps4_compact_epoch", 1024, 4.0, None, "compact-epoch", [0, 1023])]
 CASES += [("pgr", "k300_eps6", 300, 6.0, None, "full", [0, 299]),  # q = 409: 2-byte draws
           ("grr", "k257_eps3", 257, 3.0, None, "full", [0, 256])]  # below(256): one byte
+# olh with its seed per device (compact allowed), and an instantaneous layer on each one-output protocol
+CASES += [("olh", "k64_eps2_seed_device_compact", 64, 2.0, None, "compact", [0, 33, 63], {"seed": "device"}),
+          ("grr", "k16_eps3_irr1", 16, 3.0, None, "full", [0, 7, 15], {"irr_epsilon": 1.0}),
+          ("olh", "k64_eps3_seed_device_irr1_5", 64, 3.0, None, "compact-epoch", [0, 63],
+           {"seed": "device", "irr_epsilon": 1.5}),
+          ("hr", "k16_eps2_irr1_compact", 16, 2.0, None, "compact", [0, 15], {"irr_epsilon": 1.0}),
+          ("pgr", "k64_eps4_irr2", 64, 4.0, None, "full", [0, 33, 63], {"irr_epsilon": 2.0})]
 
 
 def stream_reader(data):
@@ -75,6 +91,28 @@ def report_from_stream(config, value, stream, epoch, seq, device_id=DEVICE_ID):
     return client.report(value, rng, epoch, seq), rng.consumed
 
 
+def fresh_from_stream(config, value, stream, epoch, seq, device_id=DEVICE_ID):
+    """(report bytes, memo body, bytes consumed) of the device's memoizing draw (``Client.fresh``)."""
+    rng = ByteRng(stream_reader(stream))
+    client = Params(config).client()
+    client.device_id = device_id
+    report, body = client.fresh(value, rng, epoch, seq)
+    return report, body, rng.consumed
+
+
+def replay_from_stream(config, body, stream, epoch, seq, device_id=DEVICE_ID):
+    """(report bytes, bytes consumed) of a memo body re-sent (``Client.replay``)."""
+    rng = ByteRng(stream_reader(stream))
+    client = Params(config).client()
+    client.device_id = device_id
+    return client.replay(body, rng, epoch, seq), rng.consumed
+
+
+def memoized(config):
+    """A config whose vectors pin the memo (olh seed device, an instantaneous layer)."""
+    return "irr" in config or config.get("seed") == "device"
+
+
 def _stream(label, nbytes):
     out = b""
     counter = 0
@@ -84,11 +122,11 @@ def _stream(label, nbytes):
     return out[:nbytes]
 
 
-def build(protocol, k, eps, moduli, frame):
+def build(protocol, k, eps, moduli, frame, extras=None):
     from mss_protocol.mss.config import MssConfig
 
     if protocol not in ("mss", "ss"):
-        return OracleConfig(protocol, k, eps, frame)
+        return OracleConfig(protocol, k, eps, frame, **(extras or {}))
     if moduli is None:
         from mss_protocol.mss.planner import plan
 
@@ -192,8 +230,8 @@ def _rejected(cfg, report, epoch, seq):
 EDGES = [(131071, 131072), (131072, 131071), (4294967295, 4294967290)]
 
 
-def make_case(protocol, name, k, eps, moduli, frame, values):
-    cfg = build(protocol, k, eps, moduli, frame)
+def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
+    cfg = build(protocol, k, eps, moduli, frame, extras)
     d = cfg.to_dict()
     c = codec(cfg)
     draws = [(x, 70000 + i, 70000 + i) for i, x in enumerate(values)]  # above 65536
@@ -208,10 +246,25 @@ def make_case(protocol, name, k, eps, moduli, frame, values):
         vectors.append({"value": x, "epoch": epoch, "link_epoch": link, "seq": seq, "device_id": DEVICE_ID,
                         "random_hex": stream[:used].hex(), "bytes_consumed": used,
                         "j": r.j, "subset": list(r.subset), "report_hex": report.hex()})
+        if memoized(d):
+            _, body, _ = fresh_from_stream(d, x, stream, epoch, seq)
+            vectors[-1]["memo_body_hex"] = body.hex()
     x, epoch, _ = draws[len(values) - 1]
     report = bytes.fromhex(vectors[len(values) - 1]["report_hex"])
-    return {"name": name, "protocol": protocol, "config": d, "vectors": vectors,
-            "rejected": _rejected(cfg, report, epoch, vectors[len(values) - 1]["seq"])}
+    out = {"name": name, "protocol": protocol, "config": d, "vectors": vectors,
+           "rejected": _rejected(cfg, report, epoch, vectors[len(values) - 1]["seq"])}
+    if memoized(d):
+        replays = []
+        for i, v in enumerate(vectors):
+            body = bytes.fromhex(v["memo_body_hex"])
+            epoch, seq = (v["epoch"] + 1) & 0xFFFFFFFF, 0 if cfg.frame else v["seq"] + 1
+            stream = _stream(f"{protocol}/{name}/replay/{i}", 64)
+            report, used = replay_from_stream(d, body, stream, epoch, seq)
+            replays.append({"memo_body_hex": body.hex(), "epoch": epoch, "seq": seq, "device_id": DEVICE_ID,
+                            "random_hex": stream[:used].hex(), "bytes_consumed": used,
+                            "report_hex": report.hex()})
+        out["replays"] = replays
+    return out
 
 
 def check_file(path):
@@ -228,6 +281,21 @@ def check_file(path):
         r = c.decode(report, v["device_id"], v["link_epoch"])
         if (r.j, list(r.subset), r.epoch, r.seq) != (v["j"], v["subset"], v["epoch"], v["seq"]):
             errors.append(f"{path}: value {v['value']}: decoded to {r}")
+        if "memo_body_hex" in v:
+            report, body, used = fresh_from_stream(d["config"], v["value"], bytes.fromhex(v["random_hex"]),
+                                                   v["epoch"], v["seq"], v["device_id"])
+            if (report.hex(), body.hex(), used) != (v["report_hex"], v["memo_body_hex"], v["bytes_consumed"]):
+                errors.append(f"{path}: value {v['value']}: memoizing draw gave {report.hex()}, "
+                              f"memo {body.hex()} (used {used})")
+    for rp in d.get("replays", []):
+        report, used = replay_from_stream(d["config"], bytes.fromhex(rp["memo_body_hex"]),
+                                          bytes.fromhex(rp["random_hex"]), rp["epoch"], rp["seq"], rp["device_id"])
+        if report is None or (report.hex(), used) != (rp["report_hex"], rp["bytes_consumed"]):
+            errors.append(f"{path}: replay of {rp['memo_body_hex']}: got {report and report.hex()} (used {used})")
+            continue
+        r = c.decode(report, rp["device_id"], rp["epoch"])
+        if (r.epoch, r.seq) != (rp["epoch"], rp["seq"]):
+            errors.append(f"{path}: replay of {rp['memo_body_hex']}: decoded to {r}")
     for bad in d["rejected"]:
         data = bad["report"] if "report" in bad else bytes.fromhex(bad["report_hex"])
         try:

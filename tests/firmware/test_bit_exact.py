@@ -66,3 +66,56 @@ def test_vectors_without_the_native_emitter(path, plain_lib):
     got = [json.loads(line) for line in out.stdout.splitlines()]
     want = [[v["report_hex"], v["bytes_consumed"]] for v in json.loads(path.read_text())["vectors"]]
     assert got == want
+
+
+MEMO = [p for p in VECTORS if "replays" in json.loads(p.read_text())]
+
+MEMO_SCRIPT = r"""
+import json, sys
+from mss_device.params import Params
+from mss_device.rng import ByteRng
+
+d = json.load(open(sys.argv[1]))
+client = Params(d["config"]).client()
+
+
+def rng_of(hexs):
+    data = bytes.fromhex(hexs)
+    pos = [0]
+    def read(n):
+        out = data[pos[0]:pos[0] + n]
+        pos[0] += len(out)
+        return out
+    return ByteRng(read)
+
+
+for v in d["vectors"]:
+    rng = rng_of(v["random_hex"])
+    client.device_id = v["device_id"]
+    report, body = client.fresh(v["value"], rng, v["epoch"], v["seq"])
+    print(json.dumps(["fresh", report.hex(), body.hex(), rng.consumed]))
+for r in d["replays"]:
+    rng = rng_of(r["random_hex"])
+    client.device_id = r["device_id"]
+    print(json.dumps(["replay", client.replay(bytes.fromhex(r["memo_body_hex"]), rng, r["epoch"], r["seq"]).hex(),
+                      rng.consumed]))
+"""
+
+
+def test_memo_vectors_exist():
+    """olh with seed device and every protocol with an instantaneous layer pin their memo."""
+    names = {(json.loads(p.read_text())["protocol"], "irr" in json.loads(p.read_text())["config"]) for p in MEMO}
+    assert {("olh", False), ("grr", True), ("olh", True), ("hr", True), ("pgr", True)} <= names
+
+
+@pytest.mark.parametrize("path", MEMO, ids=[f"{p.parent.name}-{p.stem}" for p in MEMO])
+def test_memo_vectors_under_micropython(path):
+    """The memoizing draw (report, memo body of the permanent draw y') and the re-sent memo
+    (a fresh instantaneous-layer draw of y', or none) are the host's bytes under MicroPython."""
+    out = run(MEMO_SCRIPT, args=[str(path)])
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    d = json.loads(path.read_text())
+    want = [["fresh", v["report_hex"], v["memo_body_hex"], v["bytes_consumed"]] for v in d["vectors"]]
+    want += [["replay", r["report_hex"], r["bytes_consumed"]] for r in d["replays"]]
+    assert got == want
