@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -120,6 +121,14 @@ def test_api_metrics_and_openapi(dashboard):
     assert config["bits_per_report"] == CFG.bits_per_report
     assert [a["prior"] for a in config["audit"]] == ["uniform", "current estimate"]
     assert all(a["no_information"] <= a["bayes_exact"] <= a["ceiling"] for a in config["audit"])
+    assert all(a["strength"] in ("weak", "moderate", "strong") for a in config["audit"])
+    dep = config["deployment"]  # the loss so far: one epoch (the store's first), no memo, no budget
+    assert dep["source"] == "config" and dep["epochs"] == 1 and dep["memoize"] is False and dep["budget"] is None
+    assert dep["counted_from"] == "first epoch in the store" and dep["first_epoch"] == 0
+    assert [a["prior"] for a in dep["attacker"]] == ["uniform", "current estimate"]
+    for a in dep["attacker"]:
+        assert a["fresh_draws"] == 1 and a["epsilon_spent"] == pytest.approx(CFG.eps_effective)
+        assert a["ci"][0] <= a["ceiling"] and a["strength"] in ("weak", "moderate", "strong")
     status, ctype, body = get(url + "metrics")
     assert status == 200 and ctype.startswith("text/plain")
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -186,6 +195,60 @@ def test_token_and_binding(tmp_path, mosquitto):
             get(url, token="wrong")
     finally:
         agg.stop()
+
+
+def _view(tmp_path, cfg, device, epochs_ago, period=600):
+    """A LiveView on an empty store whose campaign clock started ``epochs_ago`` epochs ago."""
+    from mss_aggregator.collect.store import open_store
+    from mss_aggregator.web.live import LiveView
+
+    tmp_path.mkdir()
+    store = open_store(tmp_path / "s.sqlite", cfg)
+    origin = int(time.time()) - period // 2 - epochs_ago * period
+    store.set_clock({"period_s": period, "epoch_origin": origin, "accept_past_epochs": 32})
+    store.close()
+    device = None if device is None else dict(device, period_s=period, epoch_origin=origin)
+    return LiveView(tmp_path / "s.sqlite", interval=60, device=device)
+
+
+def test_privacy_panel_loss_so_far(tmp_path):
+    """/api/config's deployment (API level, LiveView): epochs since epoch_origin, fresh draws
+    as the device section says (every epoch; one with memoize; B a window with a budget),
+    the attacker's success at that horizon under the ceiling at the epsilon spent, and the
+    verdict: 100 fresh MSS reports give a value away (weak); the same fleet memoized stays
+    at one report's success.  The demo's defaults (k = 16, epsilon 3, zipf prior: the
+    single-report best attacker near 0.5) are called weak."""
+    from mss_aggregator.distributions import parse
+    from mss_aggregator.privacy import ceilings
+    from mss_protocol import registry
+    from mss_protocol.budget import budget_section
+
+    cfg = MssConfig.build(16, 2.0, [5, 7])
+    fresh = _view(tmp_path / "a", cfg, {}, 99)
+    dep = fresh.config_doc()["deployment"]
+    fresh.close()
+    assert dep["epochs"] == 100 and dep["counted_from"] == "epoch_origin" and dep["current_epoch"] == 99
+    (a,) = dep["attacker"]  # no reports: the uniform prior only
+    assert a["fresh_draws"] == 100 and a["epsilon_spent"] == pytest.approx(100 * cfg.eps_effective)
+    assert a["success"] > 0.9 and a["strength"] == "weak" and a["ceiling"] == pytest.approx(1.0)
+    memo = _view(tmp_path / "b", cfg, {"memoize": True}, 99)
+    (a,) = memo.config_doc()["deployment"]["attacker"]
+    memo.close()
+    single = ceilings.ldp_prior(np.full(16, 1 / 16), cfg.eps_effective)
+    assert a["fresh_draws"] == 1 and a["ceiling"] == pytest.approx(single) and a["ci"][0] <= single
+    budget = _view(tmp_path / "c", cfg, {"budget": budget_section(4.0, 1)}, 299)  # 144 epochs a day
+    dep = budget.config_doc()["deployment"]
+    budget.close()
+    (a,) = dep["attacker"]
+    assert dep["budget"]["days"] == 1 and a["draws_per_window"] == 2 and a["fresh_draws"] == 6  # 3 windows
+    assert a["ci"][0] <= ceilings.ldp_prior(np.full(16, 1 / 16), 6 * cfg.eps_effective) == pytest.approx(a["ceiling"])
+    without = _view(tmp_path / "d", cfg, None, 0)  # no device section: the store's clock, memoize unknown
+    dep = without.config_doc()["deployment"]
+    without.close()
+    assert dep["source"].startswith("campaign clock") and dep["epochs"] == 1
+    prior = parse("zipf:1.1", 16)
+    best = registry.make("mss", 16, 3.0).channel().bayes_exact(prior)  # the demo's planned config
+    assert 0.45 < best < 0.65 and ceilings.strength(best, ceilings.no_information(prior)) == "weak"
 
 
 def _chromium():

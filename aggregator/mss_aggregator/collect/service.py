@@ -88,6 +88,7 @@ class Aggregator:
             check_topic_level(share_group, "--share-group")
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
+        self.device = raw.get("device")  # the boards' section: the dashboard's loss so far (web.live)
         try:
             clock = campaign_clock(raw)  # first: it checks that the sections are objects
         except ValueError as exc:
@@ -216,7 +217,8 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
             from mss_aggregator.web.live import LiveView
             from mss_aggregator.web.server import WebServer
 
-            view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers, no_clock=agg.no_clock)
+            view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers, no_clock=agg.no_clock,
+                            device=agg.device if isinstance(agg.device, dict) else None)
             web = WebServer(view, http, token, hosts=hosts, log=agg.log, on_death=agg.failures.report).start()
             view.start()
             console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")

@@ -245,6 +245,36 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
             "no_information": no_info, "max_draws": max_draws, "rows": rows}
 
 
+def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
+    """One device of the deployment ``cfg`` (its ``device`` section: memoize, budget,
+    period_s) after ``reports`` epochs, holding a fixed value: {"reports",
+    "fresh_draws", "epsilon_spent", "success" (Bayes product attack, ``trials``
+    devices), "ci", "lower_bound" (past ``max_draws`` draws), "ceiling" (at the
+    epsilon spent), "no_information", "strength"} (the dashboard's privacy panel)."""
+    from mss_protocol import budget as budgets
+
+    device = device or {}
+    name, k, epsilon = cfg.name, cfg.k, cfg.epsilon
+    ch, irr = prr_channel(name, k, epsilon, cfg)
+    worst = _worst_ratio(name, k, epsilon, cfg, ch)
+    draw_eps = math.log(worst.numerator) - math.log(worst.denominator)
+    memoize = bool(device.get("memoize", False))
+    if irr is not None and not memoize:
+        draw_eps = min(draw_eps, channel(name, k, epsilon, cfg).eps_effective)
+    bud = device.get("budget")
+    draws = window = None
+    if bud:
+        draws = budgets.draws_per_window(bud, worst)
+        window = bud["days"] * DAY_S / (device.get("period_s") or FIRMWARE_PERIOD_S)
+    no_info = ceilings.no_information(prior)
+    figs = _horizon_figures(ch, prior, [max(1, int(reports))], trials, seed, memoize, irr, draws, window,
+                            draw_eps, max_draws, no_info)
+    out = {key: value[0] for key, value in figs.items()}
+    out.update(reports=max(1, int(reports)), no_information=no_info, trials=trials, draws_per_window=draws,
+               epsilon_per_draw=draw_eps)
+    return out
+
+
 def _irr_doc(cfg):
     eps1 = getattr(cfg, "irr_epsilon", None)
     if eps1 is None:
@@ -265,9 +295,15 @@ def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, wind
     sim = [min(r, cut) if cut else r for r in reports]
     hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh)
     by_t = dict(zip(sorted(set(sim)), hits))
-    success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])
+    success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
+    success, ci = list(success), list(ci)
+    exact = [False] * len(reports)
+    one = ch.bayes_exact(prior) if irr is None and 1 in n_draws else None
+    for i, n in enumerate(n_draws):  # one draw and no layer: the single-report value, exact
+        if n == 1 and one is not None:
+            success[i], ci[i], exact[i] = one, [one, one], True
     spent = [n * draw_eps for n in n_draws]
-    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": list(success), "ci": list(ci),
+    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": success, "ci": ci, "exact": exact,
             "simulated_reports": sim, "lower_bound": [s < r for s, r in zip(sim, reports)],
             "ceiling": [ceilings.ldp_prior(prior, e) for e in spent],
             "strength": [ceilings.strength(x, no_info) for x in success]}

@@ -13,6 +13,17 @@ with each decode.  ``brokers`` (a callable: the aggregator's broker
 connection states) is read at request time: a broken link shows at once;
 so is ``no_clock`` (a callable: the devices that said they have no clock,
 :class:`~mss_aggregator.collect.link_health.DeviceClocks`).
+
+The deployment's loss so far (``deployment`` in /api/config): from the
+config's ``device`` section (``device``: period_s, memoize, budget; without
+it the store's campaign clock and the firmware's defaults, memoize off) and
+the epochs elapsed since the campaign's first epoch in the store (else since
+``epoch_origin``): one device's fresh draws and epsilon spent, and the Bayes
+product attacker's success at that horizon on a device holding a fixed value
+(:func:`mss_aggregator.privacy.audit.loss_so_far`) beside the ceiling at the
+epsilon spent, with the verdict of :func:`~mss_aggregator.privacy.ceilings.strength`
+(also on each single-report row).  Recomputed when the epoch count or the
+prior's source changes (and the estimate prior once an epoch), off the request path.
 """
 import threading
 import time
@@ -26,16 +37,23 @@ from mss_aggregator.privacy import ceilings
 from mss_protocol import postprocess, registry
 
 AUDIT_MAX_K = 1 << 16  # the estimate-prior audit is O(k log k) per refresh; above this, uniform only
+LOSS_TRIALS, LOSS_DRAWS = 200, 200  # the loss-so-far attack: devices, and fresh draws simulated (then a lower bound)
+LOSS_SMALL_K = 4096  # above: 50 devices and 50 draws (an MSS report's likelihood costs O(k))
 
 
 def _audit(channel, prior, label, epsilon):
-    return {"prior": label, "bayes_exact": channel.bayes_exact(prior), "paper_rule": channel.paper_exact(prior),
-            "ceiling": ceilings.ldp_prior(prior, epsilon), "no_information": ceilings.no_information(prior)}
+    best = channel.bayes_exact(prior)
+    no_info = ceilings.no_information(prior)
+    return {"prior": label, "bayes_exact": best, "paper_rule": channel.paper_exact(prior),
+            "ceiling": ceilings.ldp_prior(prior, epsilon), "no_information": no_info,
+            "strength": ceilings.strength(best, no_info)}
 
 
 class LiveView:
-    def __init__(self, location, interval=2.0, history=720, brokers=list, no_clock=list):
+    def __init__(self, location, interval=2.0, history=720, brokers=list, no_clock=list, device=None):
         self.brokers, self.no_clock = brokers, no_clock
+        self.device = device  # the config's device section (period_s, memoize, budget), or None
+        self._loss = {}  # (prior label, epochs, epoch) -> loss_so_far
         self.store = open_store(location)
         self.cfg = self.store.cfg
         self.protocol = registry.from_config(self.cfg)
@@ -78,10 +96,58 @@ class LiveView:
         if counts.total and self.cfg.k <= AUDIT_MAX_K:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
         epochs = self.store.devices_per_epoch()
+        prior = postprocess.simplex(est.raw) if counts.total and self.cfg.k <= AUDIT_MAX_K else None
         return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex, **scope.document(),
                 "estimates": est.rows(), "decode_seconds": est.seconds, "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
+                "deployment": self._deployment(now, prior),
                 "error": None}  # a good refresh clears the last failure
+
+    def _first_epoch(self):
+        """The campaign's first epoch with an accepted report, or None."""
+        try:
+            rows = self.store._query("SELECT MIN(epoch) FROM reports WHERE status='accepted'")
+        except Exception:  # noqa: BLE001 (a store without it: count from epoch_origin)
+            return None
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    def _deployment(self, now, estimate_prior):
+        """The deployment's loss so far: the document described in the module's docstring."""
+        from mss_aggregator.privacy import audit as privacy_audit
+
+        clock = self.store.clock() or {}
+        device = dict(self.device) if self.device is not None else {}
+        source = "config" if self.device is not None else "campaign clock; memoize and budget unknown (off assumed)"
+        period = device.get("period_s") or clock.get("period_s")
+        origin = device.get("epoch_origin", clock.get("epoch_origin", 0))
+        if not period:
+            return {"error": "no campaign clock (device.period_s): the epochs elapsed are unknown"}
+        device["period_s"] = period
+        current = int((now - origin) // period)
+        first = self._first_epoch()
+        since = "first epoch in the store" if first is not None else "epoch_origin"
+        start = first if first is not None else 0
+        epochs = max(1, current - start + 1)
+        doc = {"source": source, "period_s": period, "epoch_origin": origin, "memoize": bool(device.get("memoize")),
+               "budget": device.get("budget"), "irr": privacy_audit._irr_doc(self.cfg), "first_epoch": start,
+               "counted_from": since, "current_epoch": current, "epochs": epochs,
+               "days": epochs * period / 86400, "value": "fixed (a stable reading)", "attacker": []}
+        small = self.cfg.k <= LOSS_SMALL_K
+        trials, draws = (LOSS_TRIALS, LOSS_DRAWS) if small else (50, 50)
+        priors = [("uniform", np.full(self.cfg.k, 1 / self.cfg.k))]
+        if estimate_prior is not None:
+            priors.append(("current estimate", estimate_prior))
+        try:
+            for label, prior in priors:
+                key = (label, epochs, current)
+                if key not in self._loss:
+                    self._loss = {k: v for k, v in self._loss.items() if k[0] != label}
+                    self._loss[key] = privacy_audit.loss_so_far(self.cfg, device, prior, epochs, trials=trials,
+                                                                max_draws=draws)
+                doc["attacker"].append(dict(self._loss[key], prior=label))
+        except (ValueError, TypeError) as exc:  # a config the attack cannot run: said, not fatal
+            doc["error"] = f"cannot compute the loss so far: {exc}"
+        return doc
 
     def _run(self):
         while not self.stop_event.wait(self.interval):
@@ -125,4 +191,4 @@ class LiveView:
 
     def config_doc(self):
         with self.lock:
-            return dict(self.config, audit=self.snapshot["audit"])
+            return dict(self.config, audit=self.snapshot["audit"], deployment=self.snapshot.get("deployment"))

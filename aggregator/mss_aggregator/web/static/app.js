@@ -140,13 +140,29 @@ function drawBrokers(brokers) {
   }
 }
 
+const VERDICT = {
+  weak: "WEAK: the attacker is right at least half the time, or has gained half the room above the prior",
+  moderate: "moderate: at least 10 points above what the prior alone gives",
+  strong: "strong: close to what the prior alone gives",
+};
+
+function verdictCell(tr, strength) {
+  const td = tr.insertCell();
+  td.textContent = strength || "–";
+  if (strength) {
+    td.className = `verdict ${strength}`;
+    td.title = VERDICT[strength];
+  }
+  return td;
+}
+
 function drawConfig(cfg) {
   const table = document.getElementById("config");
   table.replaceChildren();
-  const rows = [["config id", cfg.config_id], ["k (categories)", cfg.k], ["epsilon", cfg.epsilon],
-                ["eps_effective", fmt(cfg.eps_effective, 6)], ["moduli", cfg.moduli.join(", ")],
-                ["subset sizes", cfg.omegas.join(", ")],
-                ["bits per report", `${cfg.bits_per_report.max} max, ${fmt(cfg.bits_per_report.mean, 1)} mean`]];
+  const rows = [["config id", cfg.config_id], ["protocol", cfg.protocol || "mss"], ["k (categories)", cfg.k],
+                ["epsilon", cfg.epsilon], ["eps_effective", fmt(cfg.eps_effective, 6)]];
+  if (cfg.moduli) rows.push(["moduli", cfg.moduli.join(", ")], ["subset sizes", cfg.omegas.join(", ")]);
+  rows.push(["bits per report", `${cfg.bits_per_report.max} max, ${fmt(cfg.bits_per_report.mean, 1)} mean`]);
   for (const [k, v] of rows) {
     const tr = table.insertRow();
     tr.insertCell().textContent = k;
@@ -155,7 +171,7 @@ function drawConfig(cfg) {
   const audit = document.getElementById("audit");
   audit.replaceChildren();
   const head = audit.insertRow();
-  for (const c of ["prior", "best attacker", "paper's rule", "no information", "any-protocol ceiling"]) {
+  for (const c of ["prior", "best attacker", "paper's rule", "no information", "any-protocol ceiling", "verdict"]) {
     head.insertCell().textContent = c;
   }
   for (const a of cfg.audit) {
@@ -163,6 +179,44 @@ function drawConfig(cfg) {
     for (const v of [a.prior, fmt(a.bayes_exact, 5), fmt(a.paper_rule, 5), fmt(a.no_information, 5), fmt(a.ceiling, 5)]) {
       tr.insertCell().textContent = v;
     }
+    verdictCell(tr, a.strength);
+  }
+  drawDeployment(cfg.deployment);
+}
+
+function drawDeployment(dep) {
+  const table = document.getElementById("loss");
+  const summary = document.getElementById("loss-summary");
+  table.replaceChildren();
+  if (!dep) {
+    summary.textContent = "–";
+    return;
+  }
+  if (dep.error && !dep.attacker) {
+    summary.textContent = dep.error;
+    summary.className = "note error";
+    return;
+  }
+  const budget = dep.budget ? `budget ${dep.budget.epsilon} per ${dep.budget.days} days` : "no budget";
+  const irr = dep.irr ? `IRR epsilon ${dep.irr.epsilon}` : "no IRR";
+  const span = dep.days >= 1 ? `${fmt(dep.days, 1)} days` : `${fmt(dep.days * 24, 1)} hours`;
+  summary.textContent = `${dep.epochs} epoch${dep.epochs === 1 ? "" : "s"} of ${dep.period_s} s (${span}, since the ${dep.counted_from}),`
+    + ` memoize ${dep.memoize ? "on" : "off"}, ${budget}, ${irr}`
+    + (dep.source === "config" ? "" : ` (${dep.source})`) + (dep.error ? ` · ${dep.error}` : "");
+  summary.className = dep.error ? "note error" : "note";
+  const head = table.insertRow();
+  for (const c of ["prior", "fresh draws", "epsilon spent", "attacker now", "no information", "ceiling at epsilon spent", "verdict"]) {
+    head.insertCell().textContent = c;
+  }
+  for (const a of dep.attacker || []) {
+    const tr = table.insertRow();
+    tr.dataset.strength = a.strength;
+    const how = a.exact ? " (exact)" : a.lower_bound ? "" : ` (${a.trials} devices)`;
+    for (const v of [a.prior, a.fresh_draws, fmt(a.epsilon_spent, 2), (a.lower_bound ? "≥ " : "") + fmt(a.success, 3) + how,
+                     fmt(a.no_information, 3), fmt(a.ceiling, 3)]) {
+      tr.insertCell().textContent = v;
+    }
+    verdictCell(tr, a.strength);
   }
 }
 
