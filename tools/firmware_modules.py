@@ -8,7 +8,7 @@ config ``cfg`` (the protocol fields plus its ``device`` section) imports:
   (``mss_device.params.MODULES``), the transport's link
   (``mss_node.settings.LINKS``), the LoRaWAN modem's dialect
   (``mss_node.modem.MODULES``) and the ``OPTIONS`` below (TLS, signed
-  pushes, held configs, memoize, the cap);
+  pushes, held configs, memoize, the cap, the budget);
 * then, followed automatically, every import a listed module makes at its
   top level (not inside a function), and each package's ``__init__.py``.
 
@@ -38,6 +38,7 @@ OPTIONS = (
     (lambda dev: dev.get("memoize") is True, ("mss_node.memo",)),
     (lambda dev: dev.get("max_epsilon") is not None or dev.get("max_ratio") is not None, ("mss_node.cap",)),
     (lambda dev: dev.get("sleep") in ("light", "deep"), ("mss_node.power",)),
+    (lambda dev: dev.get("budget") is not None, ("mss_node.ledger", "mss_node.cap")),
 )
 EXTERNAL = {"mqtt": ("umqtt.simple",)}  # from micropython-lib: mpremote mip install
 

@@ -154,7 +154,7 @@ def test_every_on_demand_import_is_known():
     list must know which (firmware_modules.OPTIONS; the link, protocol and modem tables)."""
     listed = set()
     for protocol in ("mss", "grr", "rappor", "olh", "hr", "pgr"):
-        for dev in ({"transport": "serial", "memoize": True, "max_epsilon": 1.0, "sleep": "light"},
+        for dev in ({"transport": "serial", "memoize": True, "max_epsilon": 1.0, "sleep": "light", "budget": {}},
                     {"transport": "mqtt", "mqtt": {"tls": True}, "fleet_key": "00"},
                     {"transport": "lorawan", "lorawan": {"modem": "rak3172"}},
                     {"transport": "lorawan", "lorawan": {"modem": "wio-e5"}},

@@ -13,7 +13,7 @@ DEVICE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 MARK = "$MSS"  # a line that does not start with it is console output
 _REPORT = re.compile(r"(?:[0-9a-f]{2})+\Z")
 _CRC = re.compile(r"[0-9a-f]{4}\Z")
-_STATUS = re.compile(r"![a-z][a-z-]{0,31}\Z")
+_STATUS = re.compile(r"![a-z][a-z0-9-]{0,31}\Z")  # no-clock, skipped-<epoch>
 
 
 class LineError(ValueError):
@@ -27,7 +27,7 @@ class LineError(ValueError):
 
 def parse_status(line):
     """(device id, word) of a good status line ``$MSS2,<device id>,!<word>,<crc>`` (SPEC.md
-    section 8: ``no-clock``, the board has no clock), else None (:func:`parse` says why not)."""
+    section 8: ``no-clock``, the board has no clock; ``skipped-<epoch>``, its budget is spent), else None (:func:`parse` says why not)."""
     if isinstance(line, (bytes, bytearray)):
         try:
             line = bytes(line).decode("ascii")

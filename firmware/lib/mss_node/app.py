@@ -70,12 +70,21 @@ class Node:
             if self.s.device_id is None:
                 raise ValueError("the modem gave no DevEUI; set device.device_id")
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
+        self.ledger = None  # device.budget (mss_node.ledger): loaded only with one
+        if self.s.budget is not None:
+            from mss_node.ledger import Ledger
+
+            self.ledger = Ledger(self.state, self.s.budget)
         self.pace = None
         if self.s.params.frame == _COMPACT:
             from mss_node.pace import Pace
 
             self.pace = Pace(self)
+        if self.state.nap:  # the deep sleep's time is credited now (pace, ledger): used once
+            self.state.nap = 0
+            self.state.save()
         self._told = None  # clock time of the last "no clock" line
+        self.skipped = None  # the epoch last skipped for the budget (None: reporting)
 
     def clocked(self):
         return int(self.clock()) + _UNIX_OFFSET >= max(self.s.device["epoch_origin"], _CLOCK_SANE)
@@ -93,6 +102,8 @@ class Node:
 
     def tick(self):
         cid, st, p = self.s.config_id, self.state, self.pace
+        if self.ledger:
+            self.ledger.now()  # board time: its ticks are read at least once a tick
         if not self.clocked():
             if p:
                 p.paced(cid)
@@ -127,7 +138,16 @@ class Node:
             value = None
         if self.reporter.valid(value):
             report, memo = self._report(cid, value, epoch)
-            self.state.add(cid, epoch, report, memo)
+            if report is None:
+                return self._skip_epoch(cid, epoch)
+            if self.ledger and (memo is not None or not self.s.device["memoize"]):  # a fresh draw
+                # its spend goes in the write that queues it: spend before send
+                self.state.add(cid, epoch, report, memo, self.ledger.spend(self.s.ratio))
+            else:
+                self.state.add(cid, epoch, report, memo)
+            if self.skipped is not None:
+                self.skipped = None
+                getattr(self.link, "status", _skip)("online")
         else:
             log.warn("sensor value %r is not a category in [0, %d); no report"
                      % (value, self.s.params.k))
@@ -143,12 +163,28 @@ class Node:
         getattr(self.link, "status", _skip)("no-clock")  # the link says it its own way (SPEC.md sections 8, 9)
 
     def _report(self, cid, value, epoch):
-        """(report, new memo dict or None); with device.memoize see :mod:`mss_node.memo`."""
+        """(report, new memo dict or None); with device.memoize see :mod:`mss_node.memo`.
+        (None, None): device.budget is spent and the value has no memo."""
+        may = self._may_draw if self.ledger else None
         if not self.s.device["memoize"]:
+            if may is not None and not may():
+                return None, None
             return self.reporter.report(value, epoch, self.state.seq), None
         from mss_node.memo import report
 
-        return report(self.reporter, self.state, cid, value, epoch)
+        return report(self.reporter, self.state, cid, value, epoch, may)
+
+    def _may_draw(self):
+        return self.ledger.allows(self.s.ratio)
+
+    def _skip_epoch(self, cid, epoch):
+        """device.budget spent and no memo of the value: the epoch is used, nothing is queued;
+        logged once and told to the link (status ``skipped-<epoch>``, SPEC.md section 10)."""
+        clocked = self.clocked()
+        self.state.skip(cid, epoch)
+        self.skipped = epoch
+        self.ledger.skipped(self.s.ratio, epoch if clocked else None, self.s.device["memoize"])
+        getattr(self.link, "status", _skip)("skipped-%d" % epoch if clocked else "skipped")
 
     def new_config(self, msg):
         """A config pushed to a board with a fleet key and a cap (the MQTT link passes

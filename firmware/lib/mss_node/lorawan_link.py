@@ -26,6 +26,9 @@
   time, sends right after the join one uplink without a report on
   ``device.lorawan.time_fport`` (default 3) carrying DeviceTimeReq; the
   aggregator counts those uplinks (``time_probes``) and stores nothing;
+* ``status("skipped...")``: the epoch has no report (device.budget spent, no
+  memo): one uplink of the byte 01 on ``time_fport``, counted by the aggregator
+  (``skipped_epochs``);
 * ``before_air``, if set, is called right before a report goes to the modem
   (the node marks it in flight in flash).
 
@@ -42,6 +45,7 @@ from mss_node.pace import set_clock
 DEFAULTS = {"modem": "rak3172", "uart": None, "baud": None, "tx": None, "rx": None, "path": None,
             "fport": 1, "config_fport": 2, "time_fport": 3, "join_timeout_s": 30, "tx_timeout_s": 20,
             "retry_s": 30, "backoff_max_s": 3600, "pace_margin_ms": None}
+SKIP = "01"  # the payload of a skip uplink on time_fport (SPEC.md section 11)
 RESYNC_S = 86400  # network time asked again a day after it was set
 RETIME_S = 3600  # ... an hour after it failed
 
@@ -148,11 +152,7 @@ class LorawanLink:
         timed = self._ask_time()
         status, why, down = self.modem.send(self.cfg["fport"], report.hex(),
                                             self.cfg["tx_timeout_s"] * 1000)
-        if down is not None:
-            try:
-                self.on_downlink(down[0], down[1])
-            except Exception as exc:  # the uplink went: it must count as sent whatever the downlink does
-                log.warn("lorawan: downlink failed: %r" % (exc,))
+        self._downlink(down)  # the uplink went: it must count as sent whatever the downlink does
         if status == SENT:
             self.backoff = self.cfg["retry_s"]
             if why != "sent":
@@ -165,6 +165,28 @@ class LorawanLink:
             self.joined = False
         self._later("uplink refused (%s)" % why)
         return False
+
+    def _downlink(self, down):
+        if down is not None:
+            try:
+                self.on_downlink(down[0], down[1])
+            except Exception as exc:
+                log.warn("lorawan: downlink failed: %r" % (exc,))
+
+    def status(self, word):
+        """``skipped...`` (device.budget spent and no memo: the epoch has no report): one
+        uplink of the 1 byte ``01`` on ``time_fport`` (a time probe's is ``00``), in place of
+        the epoch's report and shorter on air; best effort, not retried.  Others: nothing."""
+        if not word.startswith("skipped") or not self._up() or self.clock() < self.next_try:
+            return
+        self._awake()
+        status, why, down = self.modem.send(self.cfg["time_fport"], SKIP, self.cfg["tx_timeout_s"] * 1000)
+        self._downlink(down)
+        if status == SENT:
+            return
+        if status == UNJOINED:
+            self.joined = False
+        self._later("skip uplink refused (%s)" % why)
 
     def poll(self):
         pass
@@ -200,11 +222,7 @@ class LorawanLink:
             log.warn("lorawan: the modem refused the network time request of the time probe")
             return True
         status, why, down = self.modem.send(self.cfg["time_fport"], "00", self.cfg["tx_timeout_s"] * 1000)
-        if down is not None:
-            try:
-                self.on_downlink(down[0], down[1])
-            except Exception as exc:
-                log.warn("lorawan: downlink failed: %r" % (exc,))
+        self._downlink(down)
         if status == SENT:
             self._read_time()
             return True

@@ -37,8 +37,10 @@ def remember(state, config_id, memo):
     return {config_id: entries}
 
 
-def report(rep, state, cid, value, epoch):
-    """(report, new memo dict or None) for ``value`` at ``epoch`` with the Reporter ``rep``."""
+def report(rep, state, cid, value, epoch, may_draw=None):
+    """(report, new memo dict or None) for ``value`` at ``epoch`` with the Reporter ``rep``;
+    a new memo dict means a fresh draw.  ``may_draw()`` (device.budget: the ledger's check)
+    False on a miss: (None, None), nothing drawn (the node skips the epoch)."""
     seq = state.seq
     hit = recall(state, cid, value)
     if hit is not None:
@@ -46,5 +48,7 @@ def report(rep, state, cid, value, epoch):
         if out is not None:
             return out, None
         log.warn("memo is no report body of config %s: drawing afresh" % cid)
+    if may_draw is not None and not may_draw():
+        return None, None
     out, body = rep.fresh(value, epoch, seq)  # body: the permanent draw's (an IRR re-draws per report)
     return out, remember(state, cid, [value, body.hex()])

@@ -6,7 +6,8 @@
 * persistent session, retained ``online`` status and an ``offline`` will;
   ``status("no-clock")`` (the node has no clock: its reports need the time)
   replaces ``online`` until ``status("online")``, and is the status of every
-  connect meanwhile;
+  connect meanwhile; so does ``skipped-<epoch>`` (device.budget spent, no
+  memo: that epoch has no report) until the next report;
 * subscription to the campaign's retained config topic, so the fleet can
   be re-parameterised; ``on_config(dict)`` gets every new config (on a board
   with a fleet key and a cap; without, they are ignored, logged once);

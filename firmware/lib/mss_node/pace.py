@@ -38,16 +38,7 @@ drifts by the margin each period); a board with a clock skips none.
 from mss_node import log
 from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET
 
-try:
-    from time import ticks_diff, ticks_ms
-except ImportError:  # CPython (host tests)
-    import time
-
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+from mss_node.uptime import napped, ticks_diff, ticks_ms
 
 _DIV = 32  # the default margin: period / 32
 
@@ -80,14 +71,11 @@ class Pace:
         self.ms = d["period_s"] * 1000 + m
         self.guard = min(m, 2000) / 1000
         a = st.ago
-        if a >= 0 and st.nap and _timer_woke():  # a deep sleep's time, credited only if it ran to its end
-            a += st.nap
+        if a >= 0:  # a deep sleep's time, credited only if it ran to its end (mss_node.uptime)
+            a += napped(st)
         self.since = None if a < 0 else min(a, self.ms)  # ms since the last uplink
         self.t = ticks_ms()
-        st.age = self.age
-        if st.nap:  # used once: a reset after this boot credits nothing
-            st.nap = 0
-            st.save()
+        st.age = self.age  # the node then clears nap (used once: a reset after this boot credits nothing)
         if st.fly is not None:  # a reset while an uplink was with the modem: it may have left
             if st.fly >= 0:
                 _used(st, node.s.config_id, st.fly)
@@ -133,9 +121,13 @@ class Pace:
         if self.due_ms():
             return
         if not st.queue:
+            n.skipped = None
             n.draw(cid, n.epoch())  # the unset clock's epoch: a compact frame does not carry it
         if st.queue:
             self.send(cid, None)
+        elif n.skipped is not None:  # device.budget spent, no memo: the next try a pace later
+            self.since, self.t = 0, ticks_ms()
+            st.save()
 
     def resolve(self, cid):
         """The clock is set and the last uplink left without one: mark the epochs it may be in."""
@@ -180,18 +172,6 @@ def _used(st, cid, epoch):
     frame leaves in it again (saved with the next write)."""
     st.sent_in = max(st.sent_in, epoch)
     st.last[cid] = max(st.last.get(cid, -1), epoch)
-
-
-def _timer_woke():
-    """The board booted from a deep sleep its timer ended (machine.DEEPSLEEP_RESET, and a
-    TIMER_WAKE where the port tells the wake): not a power cycle, a watchdog or a button."""
-    try:
-        import machine
-
-        w = getattr(machine, "wake_reason", None)
-        return machine.reset_cause() == machine.DEEPSLEEP_RESET and (w is None or w() == machine.TIMER_WAKE)
-    except Exception:  # not told (the unix port, rp2): the time asleep counts as zero
-        return False
 
 
 def set_clock(clock, unix):

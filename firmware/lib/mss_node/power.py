@@ -21,6 +21,8 @@ waits with the CPU on, one without deepsleep sleeps light: each said once.
 Without a clock (compact frames, :mod:`mss_node.pace`) the board sleeps until
 the next paced uplink may leave; deep only on a port that tells a deep sleep's
 wake (``machine.DEEPSLEEP_RESET``: the pace credits the time asleep), else light.
+The same holds for a board with a budget (``device.budget``): its ledger's board
+time credits a deep sleep only when the port tells that its timer ended it.
 """
 from mss_device.frame import kind_index
 from mss_node import log
@@ -57,7 +59,8 @@ class Rest:
         except ImportError:  # CPython
             self.light = self.deepsleep = None
             told = False
-        if self.deep and (self.deepsleep is None or node.pace and not told):
+        self.timed = node.pace or node.ledger  # board time counts the sleep (mss_node.uptime)
+        if self.deep and (self.deepsleep is None or self.timed and not told):
             log.warn("no machine.deepsleep (or DEEPSLEEP_RESET) on this port: sleeping light")
             self.deep = False
         if self.light is None:
@@ -99,7 +102,7 @@ class Rest:
         self.feed()
         if self.deep:
             ms = min(ms, self.slice)
-            if self.node.pace:  # the pace counts this sleep if the timer ends it (mss_node.pace)
+            if self.timed:  # the pace and the ledger count this sleep if the timer ends it (mss_node.uptime)
                 try:
                     self.node.state.nap = ms
                     self.node.state.save()

@@ -1,7 +1,8 @@
 """Reports as lines ``$MSS2,<device id>,<report hex>,<crc>`` (mss_device.framing)
 on a UART, the USB console, or (tests) a pty path; ``status("no-clock")`` (the
 node calls it once a minute while it has no clock) writes the line
-``$MSS2,<device id>,!no-clock,<crc>``."""
+``$MSS2,<device id>,!no-clock,<crc>``, ``status("skipped-<epoch>")`` (device.budget
+spent, no memo: that epoch has no report) ``$MSS2,<device id>,!skipped-<epoch>,<crc>``."""
 import sys
 
 from mss_device.framing import frame, status_line

@@ -6,7 +6,8 @@ The one loader of every config the board may use (config.json at boot, a
 held config a downlink switches to, a pushed one once its signature holds):
 the protocol integers must pass :func:`mss_device.check.verify` and, when
 the board has a cap (``device.max_epsilon`` with its exact ``max_ratio``),
-their worst likelihood ratio must not exceed it (SPEC.md section 5).
+their worst likelihood ratio must not exceed it (SPEC.md section 5); with a
+budget (``device.budget``) one fresh draw must fit it (SPEC.md section 10).
 """
 import json
 
@@ -30,6 +31,7 @@ DEVICE_DEFAULTS = {
     "fleet_key": None,  # hex; signs pushed configs (mss_node.auth); never sent
     "max_epsilon": None,  # the cap on a config's privacy loss, with its exact form:
     "max_ratio": None,  # e^max_epsilon as a decimal string (tools/deploy.py writes both)
+    "budget": None,  # {"epsilon", "ratio", "days"}: fresh draws' loss per window (mss_node.ledger)
 }
 # Each transport's link module holds its section's DEFAULTS and check(section): only
 # the one in use is loaded and checked; another transport's section is kept as given.
@@ -126,6 +128,11 @@ class Settings:
             from mss_node.cap import cap  # only a board with a cap reads it
 
             self.cap = cap(dev["max_epsilon"], dev["max_ratio"], self.ratio)
+        self.budget = None
+        if dev["budget"] is not None:
+            from mss_node.ledger import budget  # only a board with a budget keeps a ledger
+
+            self.budget = budget(dev["budget"], self.ratio)
         self.issued = d.get("issued", 0)  # of the pushed config in use (mss_node.auth)
         if type(self.issued) is not int or self.issued < 0:
             raise ValueError("config field issued must be a non-negative integer")
