@@ -117,3 +117,87 @@ def test_firmware_under_micropython_is_audited():
     assert all(len(r) == 20000 for r in reports)
     row = empirical.audit_client(ch, *reports, 1.0)
     assert row["within_epsilon"] and row["tp"] > row["fp"]
+
+
+def _deployment_config(path, device, **kw):
+    from mss_protocol.oracle_config import OracleConfig
+
+    OracleConfig("grr", 12, 2.0, **kw).save(path, {"device": device})
+    return path
+
+
+def test_audit_of_a_deployment_config(tmp_path):
+    """--config audits that deployment: its protocol only, its device section over
+    --campaign-days (fresh draws 1 with memoize; the budget's B per window without),
+    linkability with its instantaneous layer, and every existing field kept."""
+    from mss_protocol.budget import budget_section
+
+    cfg = _deployment_config(tmp_path / "c.json", {"period_s": 3456, "memoize": True,
+                                                   "budget": budget_section(8.0, 30)}, irr_epsilon=1.0)
+    out = mss("audit", "--config", cfg, "--trials", 300, "--longitudinal", "--horizons", "1,10,100",
+              "--long-trials", 40, "--link-pairs", 300, "--campaign-days", 60, "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert AUDIT_FIELDS <= set(d) and [r["protocol"] for r in d["rows"]] == ["grr"] and d["skipped"] == []
+    assert [(r["protocol"], r["mode"]) for r in d["longitudinal"]["rows"]] == [("grr", "fresh"), ("grr", "memoize")]
+    dep = d["deployment"]
+    assert (dep["period_s"], dep["memoize"], dep["campaign_days"]) == (3456, True, 60)
+    assert dep["budget"]["days"] == 30 and dep["irr"]["epsilon"] == 1.0 and dep["horizons_days"] == [1, 7, 30, 60]
+    assert dep["reports"] == [25, 175, 750, 1500]
+    configured, fresh = dep["rows"]
+    assert configured["mode"] == "configured" and configured["fresh_draws"] == [1, 1, 1, 1]
+    assert configured["epsilon_spent"] == pytest.approx([2.0] * 4, abs=1e-6)
+    assert fresh["mode"] == "fresh" and fresh["fresh_draws"] == dep["reports"]
+    assert all(s == "weak" for s in fresh["strength"]) and configured["draws_per_window"] == 4
+    link = {r["mode"]: r for r in d["linkability"]["rows"]}
+    assert link["memoize+irr"]["irr"]["configured"] and link["memoize+irr"]["irr"]["epsilon"] == 1.0
+    assert link["memoize"]["advantage"] > 0.8 > 0.2 > link["memoize+irr"]["exact"]["advantage"]
+    budgeted = _deployment_config(tmp_path / "b.json", {"period_s": 3456, "budget": budget_section(8.0, 30)})
+    d = json.loads(mss("audit", "--config", budgeted, "--trials", 0, "--longitudinal", "--horizons", "1",
+                       "--long-trials", 20, "--link-pairs", 50, "--json").stdout)
+    assert d["deployment"]["rows"][0]["fresh_draws"] == [4, 4, 4, 52]  # 4 a 30-day window over a year
+
+
+def test_audit_k2_leaves_mss_out_and_protocols_narrow_longitudinal():
+    """--k accepts 2 like plan: MSS (k >= 4) is left out with its reason, the rest run;
+    --longitudinal follows --protocols."""
+    out = mss("audit", "--k", 2, "--epsilon", 1, "--trials", 200, "--json", "--longitudinal", "--horizons", "1,5",
+              "--long-trials", 20, "--link-pairs", 50, "--protocols", "mss,grr,ss")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert [r["protocol"] for r in d["rows"]] == ["grr", "ss"]
+    assert d["skipped"][0]["protocol"] == "mss" and "k >= 4" in d["skipped"][0]["reason"]
+    assert {r["protocol"] for r in d["longitudinal"]["rows"]} == {"grr", "ss"}
+    out = mss("audit", "--k", 3, "--epsilon", 1, "--protocols", "mss")
+    assert out.returncode == 2 and "k >= 4" in out.stderr
+
+
+def test_empirical_firmware_row_is_the_configs_protocol(tmp_path):
+    """--empirical with a grr config runs grr's firmware under MicroPython (reports decoded
+    by the aggregator's codec), not MSS's; the control is still caught."""
+    from micropython_runner import require_micropython
+
+    require_micropython()
+    cfg = _deployment_config(tmp_path / "c.json", {"period_s": 600})
+    out = mss("audit", "--config", cfg, "--trials", 0, "--empirical", "--audit-trials", 6000, "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["client"]: r for r in json.loads(out.stdout)["epsilon_audit"]["rows"]}
+    assert set(rows) == {"grr", "grr firmware", "control: mss at 2 eps"}
+    fw = rows["grr firmware"]
+    assert fw["runtime"] == "micropython" and fw["within_epsilon"] and fw["tp"] > fw["fp"]
+
+
+@pytest.mark.parametrize("name", ["olh", "hr", "rappor"])
+def test_firmware_reports_of_every_protocol_are_audited(name):
+    """The firmware path for the other device modules: olh (a device id whose seed
+    separates the inputs), hr, a unary encoding."""
+    from micropython_runner import require_micropython
+
+    from mss_protocol.oracle_config import OracleConfig
+
+    require_micropython()
+    cfg = OracleConfig(name, 16, 1.0)
+    ch = channel(name, 16, 1.0)
+    reports = [empirical.firmware_channel_reports(ch, cfg, x, 3000) for x in (empirical.X1, empirical.X2)]
+    row = empirical.audit_client(ch, *reports, 1.0)
+    assert row["within_epsilon"] and row["tp"] > 1.5 * row["fp"]

@@ -208,7 +208,8 @@ def _print_audit(report, plot):
         colour = {"weak": "red", "moderate": "yellow", "strong": "green"}
         for r in dep["rows"]:
             for i, d in enumerate(dep["horizons_days"]):
-                success = ("≥ " if r["lower_bound"][i] else "") + f"{r['success'][i]:.3f}"
+                success = ("≥ " if r["lower_bound"][i] else "") + f"{r['success'][i]:.3f}" + (
+                    " (exact)" if r["exact"][i] else f" [{r['ci'][i][0]:.2f}, {r['ci'][i][1]:.2f}]")
                 verdict = r["strength"][i]
                 table.add_row(r["protocol"], r["mode"], str(d), str(dep["reports"][i]), str(r["fresh_draws"][i]),
                               f"{r['epsilon_spent'][i]:.3g}", success, f"{dep['no_information']:.3g}",

@@ -178,7 +178,7 @@ def schedule(reports, memoize=False, draws=None, window=None):
     return fresh
 
 
-def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, fresh=None):
+def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, fresh=None, device_seed=False):
     """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
     (ascending): array of len(set(horizons)), over ``trials`` devices.
 
@@ -187,7 +187,8 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
     fresh is a replay of the last draw (with ``irr``: a fresh IRR of it; without:
     nothing new) if ``memoize``, else skipped.  ``irr`` (:class:`Irr`): the
     instantaneous layer; ``ch`` is then the permanent draw's channel (the
-    protocol without the layer)."""
+    protocol without the layer).  ``device_seed``: olh's hash seed is drawn once per
+    device and kept for all its draws (``seed: device``), else drawn afresh per draw."""
     rng = np.random.default_rng(seed)
     device = ByteRng(random.Random(seed).randbytes)
     log_prior = _log_prior(prior)
@@ -205,6 +206,7 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
         post = log_prior.copy()
         memo = None  # with irr: [a report of the current draw, {output: times reported}]
         done, h = 0, 0  # reports sent so far; next horizon
+        fixed = None  # olh's seed of this device with device_seed
         for t in events:
             if memo is not None and memoize:  # the epochs since the last event re-send the draw
                 _add(memo[1], irr.counts(body(ch, memo[0]), t - 1 - done, rng))
@@ -212,7 +214,11 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
                 if memo is not None:  # a new draw: the old one's reports are complete
                     post = post + irr_loglik(ch, irr, *memo)
                     memo = None
-                report = ch.client(x, device)
+                if device_seed and ch.name == "olh":
+                    report = ch.oracle.randomise(x, device, seed=fixed)
+                    fixed = report[:2]
+                else:
+                    report = ch.client(x, device)
                 if irr is None:
                     post = post + ch.loglik(report)
                 else:

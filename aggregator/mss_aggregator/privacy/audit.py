@@ -155,8 +155,9 @@ def linkability(k, epsilon, prior, names, pairs=1000, seed=0, cfg=None, irr_epsi
         for irr in variants:
             row = {"protocol": name, "mode": "memoize" if irr is None else "memoize+irr", "irr": None}
             if irr is not None:
-                row["irr"] = {"epsilon": irr.epsilon, "t": irr.threshold, "n_out": irr.n, "p1": irr.p1,
-                              "configured": configured}
+                nominal = getattr(cfg, "irr_epsilon", None) if configured else (irr_epsilon or epsilon)
+                row["irr"] = {"epsilon": nominal, "eps_effective": irr.epsilon, "t": irr.threshold, "n_out": irr.n,
+                              "p1": irr.p1, "configured": configured}
             row.update(attacks.linkability(ch, prior, pairs, seed, irr))
             row["exact"] = attacks.link_exact(ch, prior, irr) if name in attacks.IRR_PROTOCOLS else None
             rows.append(row)
@@ -229,7 +230,7 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
         row = {"protocol": name, "mode": "configured", "draws_per_window": draws,
                "epsilon_per_draw": draw_eps}
         row.update(_horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window,
-                                    report_eps, max_draws, no_info))
+                                    report_eps, max_draws, no_info, _device_seed(name, cfg)))
         rows.append(row)
         if memoize or bud or irr is not None:
             plain = prr_channel(name, k, epsilon)[0] if irr is not None else ch
@@ -268,11 +269,16 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
         window = bud["days"] * DAY_S / (device.get("period_s") or FIRMWARE_PERIOD_S)
     no_info = ceilings.no_information(prior)
     figs = _horizon_figures(ch, prior, [max(1, int(reports))], trials, seed, memoize, irr, draws, window,
-                            draw_eps, max_draws, no_info)
+                            draw_eps, max_draws, no_info, _device_seed(name, cfg))
     out = {key: value[0] for key, value in figs.items()}
     out.update(reports=max(1, int(reports)), no_information=no_info, trials=trials, draws_per_window=draws,
                epsilon_per_draw=draw_eps)
     return out
+
+
+def _device_seed(name, cfg):
+    """olh configured with ``seed: device``: one hash seed for all of a device's draws."""
+    return name == "olh" and cfg is not None and cfg.name == "olh" and getattr(cfg, "seed", "epoch") == "device"
 
 
 def _irr_doc(cfg):
@@ -284,7 +290,8 @@ def _irr_doc(cfg):
             "report_eps_effective": getattr(cfg, "report_eps_effective", None)}
 
 
-def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info):
+def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
+                     device_seed=False):
     """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
     attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict."""
     fresh = attacks.schedule(max(reports), memoize, draws, window)
@@ -293,7 +300,8 @@ def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, wind
     # past max_draws fresh draws: simulate up to the report of the max_draws-th draw only
     cut = int(np.searchsorted(cum, max_draws) + 1) if cum[-1] > max_draws else None
     sim = [min(r, cut) if cut else r for r in reports]
-    hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh)
+    hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
+                                device_seed=device_seed)
     by_t = dict(zip(sorted(set(sim)), hits))
     success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
     success, ci = list(success), list(ci)
