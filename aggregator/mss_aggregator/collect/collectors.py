@@ -45,6 +45,15 @@ def check_topic_level(value, flag):
     return value
 
 
+def skipped(word):
+    """The epoch of a status ``skipped-<epoch>`` (SPEC.md section 10: the board's budget is
+    spent and its value has no memo, so that epoch has no report), else None."""
+    head, _, digits = word.partition("-")
+    if head != "skipped" or not digits.isdigit() or not digits.isascii() or len(digits) > 12:
+        return None
+    return int(digits)
+
+
 def check_client_id(value, flag="--client-id"):
     """An MQTT client id: at least one character, printable UTF-8; else ValueError naming ``flag``."""
     if not value or not value.isprintable():
@@ -229,8 +238,14 @@ class MqttCollector:
         topic, payload, mid, qos = msg._topic, msg.payload, msg.mid, msg.qos
         if self.status_topic and topic.endswith(b"/status"):  # a device's status: not a report
             parts = topic.decode("utf-8", "replace").split("/")
-            if len(parts) == 5 and DEVICE_ID.match(parts[3]) and len(payload) <= 16:
-                self.clocks.said(parts[3], bytes(payload).decode("ascii", "replace"), self.source)
+            if len(parts) == 5 and DEVICE_ID.match(parts[3]) and len(payload) <= 32:
+                word = bytes(payload).decode("ascii", "replace")
+                epoch = skipped(word)
+                if epoch is not None:  # device.budget spent: counted once, acked after the commit
+                    self.writer.inbox.put((lambda: self.writer.ingest.skip("mqtt", parts[3], epoch, self.source),
+                                           (lambda: client.ack(mid, qos)) if qos else None))
+                    return
+                self.clocks.said(parts[3], word, self.source)
             if qos:
                 client.ack(mid, qos)
             return
@@ -283,7 +298,12 @@ class SerialCollector(threading.Thread):
 
     def _line(self, line, mark=MARK.encode()):
         status = self.clocks is not None and line.startswith(mark) and parse_status(line)
-        if status:  # $MSS2,<id>,!no-clock,<crc>: the board has no clock (DeviceClocks)
+        epoch = skipped(status[1]) if status else None
+        if epoch is not None:  # $MSS2,<id>,!skipped-<epoch>,<crc>: device.budget spent, counted once
+            device = status[0]
+            self.writer.inbox.put((lambda: self.writer.ingest.skip("serial", device, epoch, f"serial:{self.port}"),
+                                   None))
+        elif status:  # $MSS2,<id>,!no-clock,<crc>: the board has no clock (DeviceClocks)
             self.clocks.said(status[0], status[1], f"serial:{self.port}")
         elif line.startswith(mark):  # else console log output, not a report line
             self.writer.inbox.put((lambda: self.writer.ingest.from_serial(self.port, line), None))

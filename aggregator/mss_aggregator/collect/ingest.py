@@ -11,7 +11,8 @@ required field missing or of the wrong type: no DevEUI, payload not a
 string, FCnt not an integer), ``lorawan_base64`` (payload not base64),
 ``lorawan_fport`` (not the reports' FPort, MAC-only FPort 0 included; an
 uplink on ``time_fport`` is a clockless board's time probe, no report: it is
-counted as ``time_probes``, neither stored nor quarantined),
+counted as ``time_probes``, neither stored nor quarantined; one of the byte
+01 says the board skipped that epoch, device.budget spent: :meth:`Ingest.skip`),
 ``payload`` (longer than any frame of the config), ``wire_<reason>`` (see
 :class:`mss_protocol.mss.wire.WireError`), ``frame``/``checksum`` (serial),
 ``epoch`` (outside the window of the campaign clock: more than
@@ -37,6 +38,7 @@ from mss_protocol.oracle_config import codec
 
 MAX_TOPIC = 256
 KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)
+SKIP_UPLINK = b"\x01"  # a LoRaWAN uplink on time_fport saying the epoch was skipped (a probe is 00)
 PAST_EPOCHS = 32  # default window into the past: the firmware's default device.queue_max
 
 
@@ -104,7 +106,9 @@ class Ingest:
             up = self.lorawan.uplink(text, document, self.fport, (self.time_fport,))
         except UplinkError as exc:
             return dict(item, reason=exc.reason, detail=exc.detail)
-        if up.fport == self.time_fport:  # a time probe (DeviceTimeReq), no report
+        if up.fport == self.time_fport:  # no report: a skipped epoch (the byte 01), else a time probe
+            if up.frame == SKIP_UPLINK:
+                return self.skip("lorawan", up.dev_eui, self._link_epoch(up.time), item["source"])
             return dict(item, ignored="time_probes")
         return self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
 
@@ -123,6 +127,16 @@ class Ingest:
             return None
         device_id, frame = parsed
         return self._held(self._report(dict(item, payload=frame), device_id, frame, self._link_epoch()), frame)
+
+    def skip(self, link, device_id, epoch, source):
+        """The store item of a board's skipped ``epoch`` (SPEC.md section 10: device.budget
+        spent and no memo), counted once per (link, device, epoch); an epoch outside the
+        window of accepted epochs (or none: no campaign clock) is not counted."""
+        if epoch is not None and self.period_s:
+            now = self.current_epoch()
+            if not now - self.past_epochs <= epoch <= now + 1:
+                epoch = None
+        return {"skip": link, "device_id": device_id, "epoch": epoch if self.period_s else None, "source": source}
 
     @staticmethod
     def _held(out, raw):

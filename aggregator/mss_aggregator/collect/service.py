@@ -189,7 +189,7 @@ def config_message(cfg, campaign, fleet_key, log):
     return seal(cfg.to_dict(), fleet_key, campaign, time.time())
 
 
-def counters_table(counters, title, no_clock=()):
+def counters_table(counters, title, no_clock=(), skipped=None):
     table = Table(title=title)
     table.add_column("counter")
     table.add_column("value", justify="right")
@@ -198,6 +198,9 @@ def counters_table(counters, title, no_clock=()):
     if no_clock:  # link health: boards whose reports wait for the time
         ids = ", ".join(d["device_id"] for d in no_clock[:5]) + (", ..." if len(no_clock) > 5 else "")
         table.add_row("[bold red]devices without a clock[/]", f"[bold red]{len(no_clock)}: {ids}[/]")
+    if skipped and any(skipped.values()):  # boards whose budget was spent with no memo of their value
+        table.add_row("[bold yellow]skipped epochs (budget spent)[/]",
+                      "[bold yellow]" + ", ".join(f"{k} {v}" for k, v in skipped.items() if v) + "[/]")
     return table
 
 
@@ -230,10 +233,10 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
             while not stop.is_set() and not died.wait(0.5):
                 pass
         else:
-            with Live(counters_table(reader.counters(), title, agg.no_clock()), console=console,
-                      refresh_per_second=2) as display:
+            with Live(counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()),
+                      console=console, refresh_per_second=2) as display:
                 while not stop.is_set() and not died.wait(0.5):
-                    display.update(counters_table(reader.counters(), title, agg.no_clock()))
+                    display.update(counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()))
     finally:
         agg.stop()
         if web is not None:

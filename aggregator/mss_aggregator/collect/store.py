@@ -81,7 +81,12 @@ MIGRATIONS = [
     (2, ["CREATE INDEX IF NOT EXISTS accepted_by_epoch ON reports (epoch) WHERE status = 'accepted'"]),
     (3, ["ALTER TABLE quarantine ADD COLUMN length BIGINT",  # of what arrived; NULL in older rows
          "ALTER TABLE quarantine ADD COLUMN sha256 TEXT"]),
+    # epochs a board skipped (device.budget spent, no memo: SPEC.md section 10), once each
+    (4, ["""CREATE TABLE IF NOT EXISTS skips (
+            link TEXT NOT NULL, device_id TEXT NOT NULL, epoch BIGINT NOT NULL, received {real} NOT NULL,
+            PRIMARY KEY (link, device_id, epoch))"""]),
 ]
+LINKS = ("mqtt", "serial", "lorawan")  # the links whose skipped epochs are counted
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
 QUARANTINE_MAX_ROWS = 10_000  # default cap; a row is at most ~4.6 KB (4 KiB payload, 256 B topic)
@@ -194,8 +199,13 @@ class Store:
         ``reason`` and ``detail`` (quarantine; optional ``length`` and
         ``sha256`` of what arrived) or ``device_id`` and ``report``.
         Outcomes: "accepted", "extra", "duplicate" or "quarantined" (whether
-        or not the quarantine row was kept under the cap).  A batch that
-        cannot be committed raises StoreError (and nothing of it is stored).
+        or not the quarantine row was kept under the cap).  An item with
+        ``skip`` (a link), ``device_id`` and ``epoch`` is a board's skipped
+        epoch (its status): counted once per (link, device, epoch) as
+        ``skipped_<link>``, not as received (outcome "skipped"; "duplicate"
+        when seen before, "ignored" with epoch None: outside the window).  A
+        batch that cannot be committed raises StoreError (and nothing of it
+        is stored).
         """
         try:
             for attempt in range(RETRIES):
@@ -210,18 +220,23 @@ class Store:
 
     def _write(self, items):
         now = time.time()
-        outcomes, bump = {}, {"received": len(items)}
+        outcomes, bump = {}, {"received": sum(1 for it in items if "skip" not in it)}
         cid = self.cfg.config_id_hex
         insert = ("INSERT INTO reports (config_id, device_id, epoch, seq, j, subset, payload, source, "
                   "received, status) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
 
         def key(i):  # (device, epoch) order: concurrent workers take row locks in one order, and
             it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
-            return (0, "", 0) if "reason" in it or "ignored" in it else (1, it["device_id"], it["report"].epoch)
+            if "reason" in it or "ignored" in it or "skip" in it:
+                return (0, "", 0)
+            return (1, it["device_id"], it["report"].epoch)
         with self._transaction() as cur:
             room = self._quarantine_room(cur) if any("reason" in it for it in items) else 0
             for i in sorted(range(len(items)), key=key):
                 it = items[i]
+                if "skip" in it:  # a skipped epoch: once per (link, device, epoch)
+                    outcomes[i] = self._skip(cur, it, now, bump)
+                    continue
                 if "ignored" in it:  # no report (a time probe): counted only
                     outcome = counter = it["ignored"]
                 elif "reason" in it:
@@ -250,6 +265,16 @@ class Store:
                 self._exec(cur, "INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) "
                                 "DO UPDATE SET value = counters.value + excluded.value", (name, bump[name]))
         return [outcomes[i] for i in range(len(items))]
+
+    def _skip(self, cur, it, now, bump):
+        if it["epoch"] is None or it["skip"] not in LINKS:
+            return "ignored"
+        if self._exec(cur, "INSERT INTO skips (link, device_id, epoch, received) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT DO NOTHING", (it["skip"], it["device_id"], it["epoch"], now)).rowcount != 1:
+            return "duplicate"
+        name = "skipped_" + it["skip"]
+        bump[name] = bump.get(name, 0) + 1
+        return "skipped"
 
     def _extra(self, cur, row, insert):
         """(outcome, counter, dropped) of a report whose epoch has an accepted
@@ -319,6 +344,12 @@ class Store:
             if c.get(name):
                 out[name] = c[name]
         return out
+
+    def skipped_epochs(self):
+        """{"mqtt": n, "serial": n, "lorawan": n}: the epochs boards skipped (device.budget
+        spent and no memo of their value), each (link, device, epoch) once."""
+        c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
+        return {link: c.get("skipped_" + link, 0) for link in LINKS}
 
     def counts(self, epoch=None):
         """The additive counts of the accepted reports (vectorised tally), of one

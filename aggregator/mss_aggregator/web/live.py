@@ -84,6 +84,7 @@ class LiveView:
             snap = dict(self.snapshot, updated=now, error=None)  # nothing new: keep the decode
         else:
             snap = self._decode(counters, now)
+        snap["skipped_epochs"] = self.store.skipped_epochs()  # per link (device.budget spent, no memo)
         with self.lock:
             self.snapshot = snap
             self.history.append(point)
@@ -186,7 +187,8 @@ class LiveView:
         with self.lock:
             s = self.snapshot
             doc = {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
-                   "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error")}
+                   "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error"),
+                   "skipped_epochs": s["skipped_epochs"]}
         return dict(doc, brokers=self.brokers(), no_clock=self.no_clock())
 
     def config_doc(self):

@@ -158,6 +158,11 @@ class MetricsCollector:
                                 value=epochs[-1]["devices"] if epochs else 0)
         yield GaugeMetricFamily("mss_snapshot_timestamp_seconds", "When the snapshot was taken",
                                 value=snap["updated"])
+        skipped = CounterMetricFamily("mss_skipped_epochs", "Epochs boards skipped (device.budget spent and no "
+                                      "memo of their value), each device and epoch once, by link", labels=["link"])
+        for link, n in snap["skipped_epochs"].items():
+            skipped.add_metric([link], n)
+        yield skipped
         yield from broker_metrics(snap["brokers"])
 
 
