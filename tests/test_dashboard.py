@@ -293,9 +293,41 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         top = sorted(get_json(url + "api/estimates")["estimates"], key=lambda r: -r["estimate"])[:20]
         assert _bars(page) == [(r["item"], pytest.approx(r["estimate"], abs=1e-12)) for r in top]
         page.wait_for_timeout(700)  # one more refresh so the counters chart has a history
+        dep = get_json(url + "api/config")["deployment"]  # the privacy panel shows the API's verdicts
+        assert page.locator("#loss td.verdict").count() == len(dep["attacker"]) == 2
+        assert [c.inner_text() for c in page.locator("#loss td.verdict").all()] == [a["strength"] for a in dep["attacker"]]
+        assert "memoize off, no budget" in page.inner_text("#loss-summary")
         page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
         browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
+
+
+def test_privacy_panel_says_weak_in_chromium(tmp_path):
+    """A fleet of fresh MSS reports 100 epochs into its campaign: the panel's verdict
+    cell says weak, in the weak colour (build/screenshots/privacy-panel.png)."""
+    exe = _chromium()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from mss_aggregator.web.server import WebServer
+
+    view = _view(tmp_path / "v", MssConfig.build(16, 2.0, [5, 7]), {}, 99)
+    web = WebServer(view, f"127.0.0.1:{free_port()}").start()
+    shots = ROOT / "build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(web.url)
+            page.wait_for_selector("#loss td.verdict", timeout=20000)
+            cell = page.locator("#loss td.verdict").first
+            assert cell.inner_text() == "weak"
+            assert cell.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(178, 24, 43)"
+            assert "100 epochs of 600 s" in page.inner_text("#loss-summary")
+            page.locator("#loss").locator("xpath=..").screenshot(path=str(shots / "privacy-panel.png"))
+            browser.close()
+    finally:
+        web.stop()
+        view.close()
 
 
 def test_page_shows_a_broker_it_cannot_reach(tmp_path):

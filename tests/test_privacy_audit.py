@@ -152,6 +152,11 @@ def test_audit_of_a_deployment_config(tmp_path):
     link = {r["mode"]: r for r in d["linkability"]["rows"]}
     assert link["memoize+irr"]["irr"]["configured"] and link["memoize+irr"]["irr"]["epsilon"] == 1.0
     assert link["memoize"]["advantage"] > 0.8 > 0.2 > link["memoize+irr"]["exact"]["advantage"]
+    ot = dep["over_time"]  # mss plan's figures for this config agree on the draws
+    assert ot["deployment"] == "budgeted" and [h["days"] for h in ot["horizons"]] == [1, 30, 60]
+    for h in ot["horizons"]:
+        i = dep["horizons_days"].index(h["days"])
+        assert h["budgeted"]["fresh_draws"] == configured["fresh_draws"][i] and h["reports"] == dep["reports"][i]
     budgeted = _deployment_config(tmp_path / "b.json", {"period_s": 3456, "budget": budget_section(8.0, 30)})
     d = json.loads(mss("audit", "--config", budgeted, "--trials", 0, "--longitudinal", "--horizons", "1",
                        "--long-trials", 20, "--link-pairs", 50, "--json").stdout)

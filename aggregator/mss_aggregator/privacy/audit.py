@@ -202,7 +202,10 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
     devices; past ``max_draws`` fresh draws a lower bound, flagged: more reports
     never lower the optimal attacker's success), the ceiling at the epsilon spent and
     the verdict of :func:`.ceilings.strength`.  The same figures for fresh reports
-    (no memo, no budget, no layer) are in ``fresh``, for comparison."""
+    (no memo, no budget, no layer) are in ``fresh``, for comparison.  With a config,
+    ``over_time`` is :func:`mss_aggregator.privacy.over_time.over_time` for it (the
+    figures ``mss plan --json`` prints as ``privacy_over_time``: fresh, memoized and
+    budgeted at a day, 30 days and the campaign, with the value's worst case)."""
     from mss_protocol import budget as budgets
 
     device = device or {}
@@ -240,10 +243,18 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
             rows.append(fresh)
         if progress:
             progress()
-    return {"period_s": period, "period_source": source, "memoize": memoize, "budget": bud,
-            "irr": _irr_doc(cfg), "campaign_days": campaign_days, "value": "fixed (a stable reading)",
-            "horizons_days": horizons_days, "reports": reports, "trials": trials, "seed": seed,
-            "no_information": no_info, "max_draws": max_draws, "rows": rows}
+    out = {"period_s": period, "period_source": source, "memoize": memoize, "budget": bud,
+           "irr": _irr_doc(cfg), "campaign_days": campaign_days, "value": "fixed (a stable reading)",
+           "horizons_days": horizons_days, "reports": reports, "trials": trials, "seed": seed,
+           "no_information": no_info, "max_draws": max_draws, "rows": rows}
+    if cfg is not None and isinstance(period, int):  # what mss plan --json shows for it (privacy_over_time)
+        try:
+            from mss_aggregator.privacy.over_time import over_time
+        except ImportError:
+            pass
+        else:
+            out["over_time"] = over_time(cfg, period, prior, campaign_days, memoize, bud, trials=trials, seed=seed)
+    return out
 
 
 def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):

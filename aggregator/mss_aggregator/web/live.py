@@ -22,8 +22,10 @@ the epochs elapsed since the campaign's first epoch in the store (else since
 product attacker's success at that horizon on a device holding a fixed value
 (:func:`mss_aggregator.privacy.audit.loss_so_far`) beside the ceiling at the
 epsilon spent, with the verdict of :func:`~mss_aggregator.privacy.ceilings.strength`
-(also on each single-report row).  Recomputed when the epoch count or the
-prior's source changes (and the estimate prior once an epoch), off the request path.
+(also on each single-report row).  Recomputed off the request path with each
+decode where it is exact (one draw, no layer: the single-report value), else
+when the epoch changes (a simulation: the estimate prior's figure is then
+the one of the epoch's first decode).
 """
 import threading
 import time
@@ -141,7 +143,7 @@ class LiveView:
         try:
             for label, prior in priors:
                 key = (label, epochs, current)
-                if key not in self._loss:
+                if key not in self._loss or self._loss[key]["exact"]:  # exact: cheap, follow the estimate
                     self._loss = {k: v for k, v in self._loss.items() if k[0] != label}
                     self._loss[key] = privacy_audit.loss_so_far(self.cfg, device, prior, epochs, trials=trials,
                                                                 max_draws=draws)
