@@ -84,9 +84,13 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
         click.echo(json.dumps(verdict, sort_keys=True))
     elif verdict["ok"]:
         cap = "none" if verdict["cap"] is None else f"epsilon {verdict['cap']:g}"
+        b = verdict.get("budget")
+        budget = "none" if b is None else (f"epsilon {b['epsilon']:g} per {b['days']} days "
+                                           f"({b['draws']} fresh draws of this config a window)")
         click.echo(f"accepted by the board ({runtime}): {verdict['protocol']} k = {verdict['k']}, config id "
                    f"{verdict['config_id']}, frame {verdict['frame']}, transport {verdict['transport']}, "
-                   f"device id {verdict['device_id']}, worst ratio epsilon {verdict['epsilon']:.9g}, cap {cap}")
+                   f"device id {verdict['device_id']}, worst ratio epsilon {verdict['epsilon']:.9g}, cap {cap}, "
+                   f"budget {budget}")
     else:
         console.print(f"[red]refused by the board ({runtime}):[/red] {verdict['error']}")
     if not verdict["ok"]:

@@ -3,7 +3,7 @@
     micropython -m mss_node.check_config CONFIG [--device ID]
 
 Loads CONFIG with the board's own loader (``mss_node.settings.load``: the
-protocol's checks and worst ratio, the device section, the cap) and prints
+protocol's checks and worst ratio, the device section, the cap, the budget) and prints
 one JSON line: what it accepted, or ``{"ok": false, "error": ...}`` (the
 board's message, naming the field) and exits 1.  ``--device`` stands in for
 the board's unique id (the unix port has none) when the config sets no
@@ -23,7 +23,8 @@ def summary(s):
     hi, lo = s.ratio
     return {"ok": True, "protocol": s.params.protocol, "k": s.params.k, "config_id": s.config_id,
             "frame": KINDS[s.params.frame], "transport": s.device["transport"], "device_id": s.device_id,
-            "epsilon": epsilon(s.ratio), "ratio": [str(hi), str(lo)], "cap": s.device["max_epsilon"]}
+            "epsilon": epsilon(s.ratio), "ratio": [str(hi), str(lo)], "cap": s.device["max_epsilon"],
+            "budget": None if s.budget is None else {k: s.budget[k] for k in ("epsilon", "days", "draws")}}
 
 
 def main(argv):
