@@ -667,3 +667,44 @@ def test_check_only_shows_the_budget(tmp_path):
     path.write_text(json.dumps(config(budget=budget_section(0.9, 1))))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "device.budget.epsilon 0.9 is below one fresh report" in out.stderr
+
+
+@pytest.mark.parametrize("woke", [True, False], ids=["timer-wake", "other-reset"])
+def test_a_deep_sleep_counts_only_when_its_timer_ended_it(tmp_path, monkeypatch, woke):
+    """A deep sleep's time (nap, written just before it) is added to board time at the next
+    boot only when the port says its timer woke the board; either way it is used once."""
+    from mss_node import uptime
+    from mss_node.app import Node
+
+    monkeypatch.setattr(uptime, "ticks_ms", lambda: 777)
+    monkeypatch.setattr(uptime, "timer_woke", lambda: woke)
+    write(tmp_path, serial={"path": str(tmp_path / "out")})
+    (tmp_path / "state.json").write_text(json.dumps({"spent": [[3, 1, 100]], "bt": 1000, "nap": 5000}))
+    node = Node(str(tmp_path / "config.json"), str(tmp_path / "state.json"), lambda: 1, clock=lambda: 1704067200)
+    saved = json.loads((tmp_path / "state.json").read_text())
+    assert node.ledger.now() == (6000 if woke else 1000) and saved["nap"] == 0 and saved["bt"] == node.ledger.now()
+    again = Node(str(tmp_path / "config.json"), str(tmp_path / "state.json"), lambda: 1, clock=lambda: 1704067200)
+    assert again.ledger.now() == saved["bt"]  # a reset after that boot credits nothing more
+
+
+def test_a_board_with_a_budget_writes_its_nap_before_a_deep_sleep(tmp_path, monkeypatch):
+    """device.sleep deep with a budget (full frames, no pace): the sleep's length is written
+    (nap) just before machine.deepsleep, so that the ledger can credit it; on a port that cannot
+    tell a timer wake (no DEEPSLEEP_RESET) the board sleeps light instead."""
+    import sys
+    import types
+
+    from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET, Node
+    from mss_node.power import Rest
+
+    calls = []
+    fake = types.SimpleNamespace(lightsleep=lambda ms: calls.append(("light", ms)),
+                                 deepsleep=lambda ms: calls.append(("deep", ms)), DEEPSLEEP_RESET=4)
+    monkeypatch.setitem(sys.modules, "machine", fake)
+    write(tmp_path, sleep="deep", serial={"path": str(tmp_path / "out")})
+    node = Node(str(tmp_path / "config.json"), str(tmp_path / "state.json"), lambda: 1, clock=lambda: 1704067200)
+    Rest(node, lambda: None, lambda s: None, _UNIX_OFFSET, _CLOCK_SANE)(60000)
+    assert calls == [("deep", 60000)] and json.loads((tmp_path / "state.json").read_text())["nap"] == 60000
+    del fake.DEEPSLEEP_RESET
+    Rest(node, lambda: None, lambda s: None, _UNIX_OFFSET, _CLOCK_SANE)(60000)
+    assert calls[-1] == ("light", 60000)
