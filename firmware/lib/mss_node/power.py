@@ -114,6 +114,8 @@ class Rest:
             n = min(ms, self.slice)
             self.light(n)
             self.feed()
+            if self.node.ledger:  # its ticks are read at least once a slice (wrap-safe for days)
+                self.node.ledger.now()
             ms -= n
         if self.wifi is not None:
             try:
