@@ -52,9 +52,12 @@ def test_audit_table_longitudinal_and_config(tmp_path):
     cfg = MssConfig.build(16, 1.0, [11, 13, 15])
     cfg.save(tmp_path / "cfg.json")
     out = mss("audit", "--config", tmp_path / "cfg.json", "--protocols", "mss,grr", "--trials", 500,
-              "--longitudinal", "--horizons", "1,10,100", "--long-trials", 20)
+              "--longitudinal", "--horizons", "1,10,100", "--long-trials", 20, "--link-pairs", 100,
+              "--campaign-days", 7)
     assert out.returncode == 0, out.stderr
     assert "single-report reconstruction: k=16" in out.stdout and "repeated reports" in out.stdout
+    assert "linkability of a memoized device" in out.stdout and "the deployment over 7 days" in out.stdout
+    assert "firmware default (no device.period_s)" in out.stdout
     out = mss("audit", "--config", tmp_path / "cfg.json", "--k", 32)
     assert out.returncode == 3 and "disagree" in out.stderr
     out = mss("audit", "--k", 16, "--epsilon", 1, "--protocols", "mss,nope")

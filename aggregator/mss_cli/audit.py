@@ -179,6 +179,9 @@ def _print_audit(report, plot):
         for i, t in enumerate(lon["horizons"]):
             table.add_row(str(t), *[f"{r['success'][i]:.3f}" for r in lon["rows"]], f"{lon['ceiling'][i]:.3g}")
         out.print(table)
+        if any(r.get("exact") for r in lon["rows"]):
+            out.print("memoize without an instantaneous layer: one draw re-sent, the exact single-report success "
+                      "at every T (the simulation's figure is in the JSON's measured)")
     link = report.get("linkability")
     if link:
         table = Table(title=f"linkability of a memoized device: {link['test']} ({link['pairs']} pairs each)")

@@ -129,8 +129,13 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
         for mode in ("fresh", "memoize"):
             hits = attacks.longitudinal(ch, prior, horizons, trials, seed, memoize=mode == "memoize", irr=irr)
             rates = [attacks.rate(h, trials) for h in hits]
-            rows.append({"protocol": name, "mode": mode, "success": [r[0] for r in rates],
-                         "ci": [r[1] for r in rates]})
+            row = {"protocol": name, "mode": mode, "success": [r[0] for r in rates], "ci": [r[1] for r in rates],
+                   "exact": False}
+            one = ch.bayes_exact(prior) if mode == "memoize" and irr is None else None
+            if one is not None:  # one draw re-sent: the single-report value at every T, exactly
+                row.update(success=[one] * len(horizons), ci=[[one, one]] * len(horizons), exact=True,
+                           measured=[r[0] for r in rates])
+            rows.append(row)
             if progress:
                 progress()
     return {"horizons": horizons, "trials": trials, "seed": seed,
