@@ -320,7 +320,7 @@ def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, wind
                                 device_seed=device_seed)
     by_t = dict(zip(sorted(set(sim)), hits))
     success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
-    success, ci = list(success), list(ci)
+    success, ci = [float(x) for x in success], [[float(a), float(b)] for a, b in ci]
     exact = [False] * len(reports)
     one = ch.bayes_exact(prior) if irr is None and 1 in n_draws else None
     for i, n in enumerate(n_draws):  # one draw and no layer: the single-report value, exact
