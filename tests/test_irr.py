@@ -431,3 +431,34 @@ def test_node_memoizes_olh_with_device_seed_and_redraws_the_irr(tmp_path, irr):
     else:
         assert used[0] > 4 and all(u >= 4 for u in used[1:])  # chance(T1) reads 4 bytes a report
         assert len({r[HEADER[0]:] for r in reports}) > 1  # p1 ~ 0.08 on g = 21: all equal w.p. < 1e-5
+
+
+@pytest.mark.parametrize("name", ["grr", "olh", "hr", "pgr"])
+def test_the_audit_channel_is_the_composed_report(name):
+    """cfg.protocol.channel() (what mss_aggregator.privacy attacks) is one composed report:
+    its log-ratio and eps_effective are the exact composed ones, and (grr, hr, pgr: enumerable)
+    its exact Bayes attacker's success equals the sum over outputs of max_x prior(x) P[u | x]
+    of the firmware's enumerated composed channel; protocol.prr.channel() is the PRR's."""
+    k = 5
+    cfg = OracleConfig(name, k, 2.0, seed="device" if name == "olh" else "epoch", irr_epsilon=1.0)
+    ch = cfg.protocol.channel()
+    assert ch.eps_effective == cfg.report_eps_effective
+    assert cfg.protocol.prr.channel().eps_effective == cfg.eps_effective
+    report = ch.client(0, ByteRng(random.Random(5).randbytes))
+    _, log_r = ch.support(report)
+    assert log_r == pytest.approx(math.log(cfg.protocol.report_ratio), rel=1e-12)
+    if name == "olh":
+        return
+    client = _client(cfg, "d")
+    kernel = _kernel(client)
+    prior = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
+    composed = []
+    for x in range(k):
+        out = {}
+        for y, py in _prr(client, x).items():
+            for rep, pr in kernel[y].items():
+                out[rep] = out.get(rep, 0) + py * pr
+        composed.append(out)
+    outputs = set().union(*composed)
+    bayes = sum(max(prior[x] * float(composed[x][u]) for x in range(k)) for u in outputs)
+    assert ch.bayes_exact(prior) == pytest.approx(bayes, rel=1e-9)
