@@ -7,7 +7,9 @@ H(v) = ((a v + b) mod P) mod g with g = floor(E + 1/2) + 1 (E = e^eps to
 60 digits, SPEC.md section 1), and reports
 y = GRR_g(H(x)).  The seed is not sent: both ends derive it from the
 report's config id, epoch and device id (``mss_device.olh.seed``; SPEC.md
-section 6), so the body is ceil(log2 g) bits.  Here, without a device id
+section 3), or with the config's ``seed: device`` from the config id and
+device id only (``mss_device.olh.device_seed``: one seed per device, so a
+memo holds and compact frames need no epoch), so the body is ceil(log2 g) bits.  Here, without a device id
 (simulation, the audit), the seed is drawn uniformly, which is the law the
 derived seed is analysed under.  (a v + b, a x + b) is uniform over distinct pairs
 of Z_P for v != x, so the collision probability
