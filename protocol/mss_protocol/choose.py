@@ -52,6 +52,7 @@ DECODE_CELLS_PER_S = 1e8
 QUICK_K = 256
 MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
+IRR_PROTOCOLS = ("grr", "olh", "hr", "pgr")  # one output a report: an instantaneous layer applies
 
 
 def decode_cells(cfg, n):
@@ -83,15 +84,19 @@ def ingest_us(cfg):
     return 8.0 + (0.03 * cfg.k if name in ("rappor", "sue") else 0.0)
 
 
-def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick):
+def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick, olh_seed="epoch",
+               irr_epsilon=None):
     """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
+    if irr_epsilon is not None and name not in IRR_PROTOCOLS:
+        raise PlanError(f"no instantaneous layer (--irr-epsilon: {', '.join(IRR_PROTOCOLS)} only)")
     if name in ("mss", "ss"):
         if name == "mss" and k < 4:
             raise PlanError("MSS needs k >= 4")
         res = plan_mss(k, eps, max_bits=budget_bits, n=n, seed=seed, use_cache=use_cache,
                        prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3)
         return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
-    cfg = OracleConfig(name, k, eps, frame)
+    cfg = OracleConfig(name, k, eps, frame, olh_seed if name == "olh" else "epoch",
+                       irr_epsilon if name in IRR_PROTOCOLS else None)
     bits = cfg.bits_per_report["max"]
     if budget_bits is not None and bits > budget_bits:
         raise PlanError(f"too long ({bits} bits)")
@@ -100,14 +105,18 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=10000, prior=None,
            prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
-           link=None, board="rp2040", modem="rak3172", period_s=None):
+           link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` and ``device_ok`` (within
     ``max_device_ms``, None: no budget), and ``candidates`` (every protocol
     considered, with why it was left out where it was).  With a ``link``
     (:class:`mss_protocol.lorawan.Link`) each candidate that fits also has
     ``energy_mj_per_report`` on ``board`` + ``modem`` at ``period_s``, and
-    ``auto`` ranks by it (module docstring)."""
+    ``auto`` ranks by it (module docstring).  ``olh_seed``: OLH's hash seed, "epoch"
+    (compact frames refused: the seed needs the drawing epoch) or "device" (one seed a
+    device, which memoized reports need; compact frames allowed).  ``irr_epsilon``: an
+    instantaneous layer at that epsilon on every one-output protocol (grr, olh, hr,
+    pgr; the others are left out), its MSE that of the composed channel."""
     if protocol not in CHOICES:
         raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
     try:
@@ -136,7 +145,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                "variance_ratio_vs_ss": None, "device_ms": None, "decode_s": None}
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
-            cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick)
+            cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick,
+                                       olh_seed, irr_epsilon)
         except (PlanError, ConfigError, ValueError) as exc:
             rows.append(dict(row, excluded=str(exc)))
             continue
