@@ -1,0 +1,251 @@
+"""A device's privacy loss over a campaign, before it is deployed (``mss plan``).
+
+:func:`over_time` answers, for one config reporting every ``period_s``
+seconds, the question of docs/privacy.md section 3 at three horizons (a day,
+30 days, the campaign): how much epsilon a device spends and how likely the
+Bayes-optimal attacker is to recover a **stable** value from everything it
+sent, beside the epsilon-LDP ceiling at that epsilon.  Three ways of
+reporting are compared:
+
+``fresh``
+    every report a fresh draw (no memo, no budget; with an instantaneous layer,
+    a fresh draw of the composed channel).  T reports of one value are one
+    (T eps_report)-LDP release (basic composition: Dwork & Roth, *The
+    Algorithmic Foundations of Differential Privacy*, 2014, Theorem 3.16), so
+    epsilon = T x eps_report.
+``memoized``
+    ``device.memoize`` (RAPPOR's permanent randomised response: Erlingsson,
+    Pihur & Korolova, CCS 2014): one draw per distinct value, re-sent (with an
+    instantaneous layer: a fresh IRR of the memoized output each time).  A
+    stable value costs one draw, min(T eps_report, eps_draw) (any number of
+    IRR reports of one draw are a post-processing of it: eps_draw; each one
+    alone eps_report).  A value that changes every period costs a draw per
+    distinct value: at most min(T, k) draws when ``memo_max`` >= k (every value
+    keeps its draw), else up to T (a value evicted from the memo is drawn
+    afresh when it returns): ``epsilon_worst`` = min(T eps_report, D eps_draw),
+    D that number of draws.
+``budgeted``
+    ``device.budget`` {epsilon B, days W} on top (memoized or not as
+    configured): the board refuses a fresh draw that would take the product of
+    the window's draws' worst ratios above e^B (exact integers on the board,
+    :mod:`mss_protocol.budget`), so H days hold at most B x ceil(H / W) of
+    fresh-draw epsilon (the horizon is covered by that many windows), and never
+    more than the same device without a budget.
+
+Not counted (state them to the reviewer): re-draws after a lost or reset
+state file or a config switch (each costs eps_draw; the budget's ledger
+survives both on the board), and the value's own changes (the attacker's
+figure is for a stable value, the worst case for epsilon only).
+
+The attacker is the audit's (:func:`mss_aggregator.privacy.audit._horizon_figures`,
+:func:`mss_aggregator.privacy.attacks.longitudinal`): ``trials`` devices with
+values from the prior, each randomised by the protocol's real integer client on
+a seeded byte stream (``seed``: the figures are reproducible), the product of
+the posteriors of every report (with an IRR the exact likelihood of the
+draw's reports), the MAP guess; 95% Clopper-Pearson intervals.  Where a
+device makes one draw without an IRR the exact single-report success
+(:meth:`Channel.bayes_exact`) is used.  **Saturation**: more reports never
+lower the Bayes-optimal attacker's success (it can ignore them), so past
+``max_draws`` fresh draws the simulation stops and the figure at the last
+simulated report is a lower bound (``lower_bound``), the ceiling the upper
+one.  ``max_draws`` defaults to what a fixed modelled cost (``WORK_US`` of
+client and posterior time, :func:`report_us`, measured on a 2-core VM) allows,
+at most the audit's ``MAX_DRAWS``: ``mss plan`` stays interactive, and the
+cap depends on (protocol, k, trials) only, so the figures are reproducible.
+"""
+import math
+
+import numpy as np
+
+from mss_aggregator.privacy import audit, ceilings
+from mss_protocol import budget as budgets
+
+HORIZON_DAYS = (1, 30)  # those within the campaign, and the campaign
+CAMPAIGN_DAYS = 365
+TRIALS = 100
+SEED = 0
+MEMO_MAX = 16  # the firmware's device.memo_max default (mss_node.settings)
+WORK_US = 1.5e6  # modelled simulation time for the fresh reports
+IRR_CELL_US = 0.02  # the IRR likelihood of one draw's reports: per (distinct output seen, value)
+EXACT_CELLS = 1 << 25  # outputs x k enumerated for an exact single-report success (under a second)
+MODES = ("fresh", "memoized", "budgeted")
+DAY_S = 86400
+
+
+def report_us(name, k):
+    """A model of the microseconds one simulated report takes (client + posterior),
+    fitted to timings on a 2-core AMD EPYC VM (k = 12 to 22000)."""
+    if name in ("mss", "ss"):
+        return 5 + 0.2 * k
+    if name in ("rappor", "sue"):
+        return 5 + 0.8 * k
+    if name == "grr":
+        return 3 + 0.001 * k
+    return 10 + 0.03 * k  # olh, hr, pgr
+
+
+def default_max_draws(name, k, trials=TRIALS):
+    """Fresh draws simulated per device: what WORK_US allows, 1 to audit.MAX_DRAWS."""
+    return int(max(1, min(audit.MAX_DRAWS, WORK_US // (trials * report_us(name, k)))))
+
+
+def reports_in(days, period_s):
+    """Reports a device sends in ``days`` days, one a period (at least one; the audit's rule)."""
+    return max(1, int(days * DAY_S // period_s))
+
+
+class _NoExact:
+    """A channel whose exact single-report success is not computed (too many outputs to
+    enumerate interactively): the simulation is used instead."""
+
+    def __init__(self, ch):
+        self._ch = ch
+
+    def __getattr__(self, name):
+        return getattr(self._ch, name)
+
+    def bayes_exact(self, prior):
+        return None
+
+
+def _fast(ch):
+    n = getattr(ch, "n_outputs", None)
+    return _NoExact(ch) if n is not None and n * ch.k > EXACT_CELLS else ch
+
+
+def _config(cfg, irr):
+    from mss_protocol.oracle_config import OracleConfig, load_dict
+
+    if isinstance(cfg, dict):
+        cfg = load_dict(cfg)
+    if irr is not None:
+        e1 = irr.get("epsilon") if isinstance(irr, dict) else irr
+        if getattr(cfg, "irr_epsilon", None) is None or float(e1) != cfg.irr_epsilon:
+            if not isinstance(cfg, OracleConfig):
+                raise ValueError(f"irr: {cfg.name} has no instantaneous layer (grr, olh, hr, pgr only)")
+            from mss_device.frame import KINDS
+
+            cfg = OracleConfig(cfg.name, cfg.k, cfg.epsilon, KINDS[cfg.frame], getattr(cfg, "seed", "epoch"),
+                               float(e1))
+    return cfg
+
+
+def _budget(budget):
+    if budget is None:
+        return None
+    if isinstance(budget, dict):
+        return dict(budget) if "ratio" in budget else budgets.budget_section(budget["epsilon"], budget["days"])
+    return budgets.budget_section(*budget)
+
+
+def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=True, budget=None, irr=None, *,
+              prior_label=None, trials=TRIALS, seed=SEED, max_draws=None, memo_max=MEMO_MAX):
+    """The loss of one device of ``cfg`` reporting every ``period_s`` seconds, at 1 day,
+    30 days and ``campaign_days`` (module docstring: the math and its sources).
+
+    ``cfg``: a config (MssConfig / OracleConfig) or its dict; ``prior``: (k,) value
+    distribution (None: uniform); ``memoize``: the deployment's ``device.memoize``;
+    ``budget``: None, a ``device.budget`` dict, {"epsilon", "days"} or (epsilon, days);
+    ``irr``: None (the config's own instantaneous layer, if any) or its epsilon
+    (a float, or {"epsilon": e1}), for grr, olh, hr and pgr.
+
+    Returns {"protocol", "k", "epsilon", "config_id", "period_s", "reports_per_day",
+    "campaign_days", "prior", "eps_draw", "eps_report", "irr", "memoize", "memo_max",
+    "budget", "deployment", "modes", "horizons": [{"days", "reports", <mode>: {...}}],
+    "no_information", "attacker", "assumptions"}; each mode's entry: "fresh_draws"
+    (stable value), "epsilon" (stable value), "epsilon_worst" (the value changing
+    every period), "success", "ci", "exact", "lower_bound", "simulated_reports",
+    "ceiling" (at "epsilon"), "ceiling_worst", "strength" (:func:`ceilings.strength`)."""
+    cfg = _config(cfg, irr)
+    if isinstance(period_s, bool) or not isinstance(period_s, int) or period_s < 1:
+        raise ValueError(f"period_s must be a whole number of seconds >= 1, got {period_s!r}")
+    if isinstance(campaign_days, bool) or not isinstance(campaign_days, int) or campaign_days < 1:
+        raise ValueError(f"campaign_days must be a whole number of days >= 1, got {campaign_days!r}")
+    name, k = cfg.name, cfg.k
+    prior = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, dtype=float)
+    bud = _budget(budget)
+    ch_prr, layer = audit.prr_channel(name, k, cfg.epsilon, cfg)
+    ch_report = audit.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
+    ch_prr, ch_report = _fast(ch_prr), _fast(ch_report)
+    worst = budgets.worst_ratio(cfg)
+    eps_draw = float(cfg.eps_effective)
+    eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
+    device_seed = audit._device_seed(name, cfg)
+    max_draws = default_max_draws(name, k, trials) if max_draws is None else max_draws
+    no_info = ceilings.no_information(prior)
+    days = sorted({d for d in HORIZON_DAYS if d <= campaign_days} | {campaign_days})
+    reports = [reports_in(d, period_s) for d in days]
+    draws = window = None
+    if bud is not None:
+        draws = budgets.draws_per_window(bud, worst)
+        window = bud["days"] * DAY_S / period_s
+
+    def figures(ch, memo, layer_, draws_, window_, draw_eps, dev_seed):
+        sim = reports
+        if layer_ is not None and memo:  # the IRR likelihood costs (distinct outputs seen) x k a horizon
+            most = int(WORK_US // (IRR_CELL_US * k * trials * len(reports)))
+            if min(max(reports), layer_.n) > most:
+                sim = [min(t, max(1, most)) for t in reports]
+        f = audit._horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
+                                   max_draws, no_info, dev_seed)
+        if sim is not reports:  # a memoized draw: one draw whatever the horizon; fewer reports simulated
+            f["lower_bound"] = [b or s < t for b, s, t in zip(f["lower_bound"], f["simulated_reports"], reports)]
+        return f
+
+    # the attacker and the draws of a stable value
+    figs = {"fresh": figures(ch_report, False, None, None, None, eps_report, device_seed),
+            "memoized": figures(ch_prr, True, layer, None, None, eps_draw, device_seed)}
+    if bud is not None:
+        if memoize:  # a stable value makes one draw, which the budget allows (draws >= 1)
+            figs["budgeted"] = figs["memoized"]
+        else:
+            figs["budgeted"] = figures(ch_prr if layer is not None else ch_report, False, layer, draws, window,
+                                       eps_report, device_seed)
+    distinct = [min(t, k) if memo_max >= k else t for t in reports]
+    horizons = []
+    for i, (d, t) in enumerate(zip(days, reports)):
+        row = {"days": d, "reports": t}
+        for mode, f in figs.items():
+            n = f["fresh_draws"][i]
+            if mode == "fresh" or (mode == "budgeted" and not memoize):
+                eps = n * eps_report
+                worst_eps = eps if mode == "fresh" else min(t * eps_report, bud["epsilon"] * math.ceil(d / bud["days"]))
+            else:
+                eps = min(t * eps_report, n * eps_draw)
+                worst_eps = min(t * eps_report, distinct[i] * eps_draw)
+                if mode == "budgeted":
+                    worst_eps = min(worst_eps, bud["epsilon"] * math.ceil(d / bud["days"]))
+            row[mode] = {"fresh_draws": n, "epsilon": eps, "epsilon_worst": max(eps, worst_eps),
+                         "success": float(f["success"][i]), "ci": [float(c) for c in f["ci"][i]],
+                         "exact": bool(f["exact"][i]), "lower_bound": bool(f["lower_bound"][i]),
+                         "simulated_reports": int(f["simulated_reports"][i]),
+                         "ceiling": ceilings.ldp_prior(prior, eps),
+                         "ceiling_worst": ceilings.ldp_prior(prior, max(eps, worst_eps)),
+                         "strength": f["strength"][i]}
+        horizons.append(row)
+    deployment = "budgeted" if bud is not None else ("memoized" if memoize else "fresh")
+    irr_doc = None
+    if layer is not None:
+        irr_doc = {"epsilon": cfg.irr_epsilon, "t": cfg.irr_threshold, "eps_effective": cfg.irr_eps_effective,
+                   "report_eps_effective": eps_report}
+    return {"protocol": name, "k": k, "epsilon": float(cfg.epsilon), "config_id": cfg.config_id_hex,
+            "period_s": period_s, "reports_per_day": DAY_S / period_s, "campaign_days": campaign_days,
+            "prior": prior_label, "eps_draw": eps_draw, "eps_report": eps_report, "irr": irr_doc,
+            "memoize": bool(memoize), "memo_max": memo_max,
+            "budget": None if bud is None else dict(bud, draws_per_window=draws),
+            "deployment": deployment, "modes": [m for m in MODES if m in figs], "horizons": horizons,
+            "no_information": no_info,
+            "attacker": {"what": "Bayes-optimal MAP guess from the product of the posteriors of every report "
+                                 "of a stable value (mss audit --longitudinal)",
+                         "trials": trials, "seed": seed, "max_draws": max_draws},
+            "assumptions": [
+                "a report every period_s from an epoch boundary: floor(days x 86400 / period_s) reports",
+                "epsilon: fresh draws x the epsilon of one draw (basic composition); a stable value makes "
+                "one draw when memoized",
+                f"epsilon_worst: the value changes every period: with memoize one draw per distinct value, "
+                f"at most min(reports, k) when memo_max ({memo_max}) >= k, else every report",
+                "a budget of B per W days: at most B x ceil(days / W) in fresh draws, never more than without it",
+                "not counted: re-draws after a lost state file or a config switch",
+                f"attacker: a stable value, simulated on {trials} devices (seed {seed}); past {max_draws} fresh "
+                "draws a lower bound (more reports never lower the Bayes attacker's success)",
+            ]}
