@@ -99,12 +99,13 @@ def test_plan_us915_dr0_json():
 
 
 def test_plan_olh_on_a_link_sends_the_epoch():
-    """OLH's seed needs the drawing epoch on the wire (SPEC.md section 4): on a
-    LoRaWAN link it is planned in compact-epoch frames, and refused in compact ones."""
-    d = plan_json("--k", 64, "--epsilon", 2, "--protocol", "olh", "--link", "lorawan:us915:0")
+    """OLH's epoch seed needs the drawing epoch on the wire (SPEC.md section 4): with fresh
+    reports (--fresh-reports; memoized reports use seed device, tests/test_plan_privacy.py) it
+    is planned on a LoRaWAN link in compact-epoch frames, and refused in compact ones."""
+    d = plan_json("--k", 64, "--epsilon", 2, "--protocol", "olh", "--link", "lorawan:us915:0", "--fresh-reports")
     assert (d["protocol"], d["frame"], d["frame_bytes"]) == ("olh", "compact-epoch", 4)
     out = CliRunner().invoke(main, ["plan", "--k", "64", "--epsilon", "2", "--protocol", "olh", "--link",
-                                    "lorawan:us915:0", "--frame", "compact"])
+                                    "lorawan:us915:0", "--frame", "compact", "--fresh-reports"])
     assert out.exit_code != 0 and "olh cannot use compact" in out.output
 
 

@@ -9,10 +9,12 @@ from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
+from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
 from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
+from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan
-from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, choose
+from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
@@ -32,6 +34,13 @@ def _slack(ctx, param, value):
     if math.isnan(value):  # click's FloatRange lets nan through (every comparison with it is false)
         raise click.BadParameter("must be a number >= 0, not nan")
     return value
+
+
+def _budget(ctx, param, value):
+    try:
+        return None if value is None else budgets.parse_budget(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc))
 
 
 def _writable_in(ctx, param, value):
@@ -93,10 +102,31 @@ def _writable_in(ctx, param, value):
 @click.option("--battery", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MAH",
               help="With --link: battery capacity in mAh; the plan states the days it lasts (docs/energy.md).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
+@click.option("--campaign-days", type=click.IntRange(min=1, max=36500), default=CAMPAIGN_DAYS, show_default=True,
+              metavar="D", help="The campaign's length: the privacy over time is stated at 1 day, 30 days and D days.")
+@click.option("--budget", "budget_spec", callback=_budget, default=None, metavar="EPS/DAYS",
+              help=f"device.budget: at most EPS spent on fresh draws in any DAYS days, enforced by the board "
+                   f"(default {budgets.DEFAULT_FACTOR} x --epsilon per {budgets.DEFAULT_DAYS} days).")
+@click.option("--fresh-reports", is_flag=True,
+              help="Every report a fresh draw: no device.memoize and no device.budget (the privacy loss grows "
+                   "with every report; the plan prints the attacker's success after a day in red).")
+@click.option("--irr-epsilon", type=EPSILON, default=None, metavar="E1",
+              help="An instantaneous layer (RAPPOR's IRR) at E1 per report over the memoized draw: grr, olh, hr "
+                   "and pgr only (repeated reports are no longer identical).")
 def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, mse_slack, seed,
-             as_json, device_config, period, board, modem, battery, no_cache):
+             as_json, device_config, period, board, modem, battery, no_cache, campaign_days, budget_spec,
+             fresh_reports, irr_epsilon):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
+    if fresh_reports and budget_spec is not None:
+        raise click.BadParameter("a budget limits fresh draws of memoized reports: give --budget or "
+                                 "--fresh-reports, not both", param_hint="--budget")
+    if irr_epsilon is not None and protocol not in ("auto",) + IRR_PROTOCOLS:
+        raise click.BadParameter(f"{protocol} has no instantaneous layer: only {', '.join(IRR_PROTOCOLS)} "
+                                 "(one output a report) take one", param_hint="--irr-epsilon")
+    memoize = not fresh_reports
+    # a memoized OLH report needs one hash seed a device (SPEC.md section 4): compact frames are then fine
+    olh_seed = "device" if memoize else "epoch"
     if not link:
         for flag, value in (("--board", board), ("--modem", modem), ("--battery", battery)):
             if value is not None:
@@ -115,7 +145,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         if click.get_current_context().get_parameter_source("frame") == ParameterSource.DEFAULT:
             # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
             # needs the drawing epoch on the wire (SPEC.md section 4)
-            frame = "compact-epoch" if protocol == "olh" else "compact"
+            frame = "compact-epoch" if protocol == "olh" and olh_seed == "epoch" else "compact"
     if frame == "compact":
         notes.append("compact frames are dated by arrival: boards need device.transport lorawan")
     try:
@@ -123,7 +153,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
                         prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
                         max_device_ms=max_device_ms, mse_slack=mse_slack, link=link, board=board or DEFAULT_BOARD,
-                        modem=modem or DEFAULT_MODEM, period_s=period)
+                        modem=modem or DEFAULT_MODEM, period_s=period, olh_seed=olh_seed, irr_epsilon=irr_epsilon)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
@@ -147,15 +177,28 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
                       battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
                       energy_times_s=e["times_s"], energy_model=e["energy_model"])
+    knows_period = period is not None or bool(link) or bool(device_config) or fresh_reports
     result["period_s"] = period = period or DEFAULT_PERIOD_S
     # a battery (LoRaWAN) board sleeps between reports in its port's best mode (rp2's deepsleep is
     # lightsleep then a reset: no lower, and a boot a report); a board on mains or Wi-Fi polls
     result["device_sleep"] = sleep = energy.BOARDS[board]["sleep"] if link else "none"
+    cfg = load_dict(result["config"])
+    section = None
+    if memoize:
+        section = _budget_section(cfg, budget_spec or (budgets.DEFAULT_FACTOR * epsilon, budgets.DEFAULT_DAYS),
+                                  budget_spec is None)
+    result.update(device_memoize=memoize, device_budget=section)
+    if knows_period:
+        result["privacy_over_time"] = over_time(cfg, period, prior, campaign_days, memoize, section,
+                                                prior_label=prior_spec)
     if device_config:
-        # the period and sleep only: a LoRaWAN transport also needs the modem's UART or path, which a
-        # plan cannot know
+        # the period, sleep, memoize and budget: a LoRaWAN transport also needs the modem's UART or path,
+        # which a plan cannot know
+        device = {"period_s": period, "sleep": sleep}
+        if memoize:
+            device.update(memoize=True, budget=section)
         try:
-            load_dict(result["config"]).save(device_config, {"device": {"period_s": period, "sleep": sleep}})
+            cfg.save(device_config, {"device": device})
         except OSError as exc:
             fail(f"--device-config {device_config}: cannot write it: {exc.strerror or exc}")
     if as_json:
@@ -197,8 +240,61 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         _print_energy(out, result)
     for note in notes:
         out.print(f"note: {note}")
+    if "privacy_over_time" in result:
+        _print_over_time(out, result["privacy_over_time"], fresh_reports)
     if device_config:
-        out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}")
+        extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
+                 if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
+        out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
+
+
+def _budget_section(cfg, spec, default):
+    """device.budget for ``cfg``, refused (exit 2) when no fresh draw would fit it or the board's ledger
+    could not hold the draws it allows."""
+    section = budgets.budget_section(*spec)
+    n = budgets.draws_per_window(section, budgets.worst_ratio(cfg))
+    how = f"the default {budgets.DEFAULT_FACTOR} x --epsilon" if default else f"--budget {spec[0]:g}/{spec[1]}"
+    if n == 0:
+        raise click.BadParameter(f"{how} is below one fresh draw of the config (eps_effective "
+                                 f"{cfg.eps_effective:.6g}): the board could never report; give at least that",
+                                 param_hint="--budget")
+    if n > budgets.SPENT_MAX:
+        raise click.BadParameter(f"{how} allows {n} fresh draws (eps_effective {cfg.eps_effective:.6g}) in "
+                                 f"{spec[1]} days, more than the {budgets.SPENT_MAX} a board's ledger holds: "
+                                 "give a smaller --budget", param_hint="--budget")
+    return section
+
+
+def _print_over_time(out, ot, fresh_reports):
+    """The privacy-over-time table of the human output (mss_aggregator.privacy.over_time)."""
+    b = ot["budget"]
+    labels = {"fresh": "fresh", "memoized": "memoized", "budgeted": f"budget {b['epsilon']:g}/{b['days']}d" if b else ""}
+    table = Table(title=f"privacy over time: {ot['protocol']}, a report every {ot['period_s']} s "
+                        f"({ot['reports_per_day']:.4g}/day), a stable value, {ot['prior']} prior")
+    for col in ("reporting", "days", "reports", "epsilon", "changing", "attacker", "ceiling"):
+        table.add_column(col, justify="left" if col == "reporting" else "right", no_wrap=col == "reporting")
+    for mode in ot["modes"]:
+        this = mode == ot["deployment"]
+        for i, h in enumerate(ot["horizons"]):
+            m = h[mode]
+            success = ("≥ " if m["lower_bound"] else "") + f"{m['success']:.2f}"
+            table.add_row((labels[mode] + (" *" if this else "")) if i == 0 else "", str(h["days"]),
+                          str(h["reports"]), f"{m['epsilon']:.3g}", f"≤ {m['epsilon_worst']:.3g}", success,
+                          f"{m['ceiling']:.3g}", style="bold" if this else None,
+                          end_section=i == len(ot["horizons"]) - 1)
+    out.print(table)
+    out.print(f"* this deployment. epsilon: spent by a device whose value stays the same (one draw "
+              f"{ot['eps_draw']:.4g}, one report {ot['eps_report']:.4g}); changing: the value changes every period, one draw per "
+              f"distinct value (device.memo_max {ot['memo_max']}); attacker: the Bayes-optimal attacker's success "
+              f"on a stable value, {ot['attacker']['trials']} simulated devices (seed {ot['attacker']['seed']}), "
+              f"exact for one draw, ≥: a lower bound past {ot['attacker']['max_draws']} fresh draws; ceiling: the "
+              f"most any epsilon-LDP protocol concedes at that epsilon (docs/privacy.md section 3)")
+    if fresh_reports:
+        h = ot["horizons"][0]["fresh"]
+        out.print(f"[red]--fresh-reports: every report is a fresh draw: after one day "
+                  f"({ot['horizons'][0]['reports']} reports, epsilon {h['epsilon']:.3g}) the best attacker recovers "
+                  f"a stable value with probability {'≥ ' if h['lower_bound'] else ''}{h['success']:.2f} "
+                  f"(ceiling {h['ceiling']:.3g}); without it the plan memoizes and budgets[/red]", highlight=False)
 
 
 def _print_budget(out, link, result):

@@ -23,6 +23,7 @@ DEFAULT_FACTOR = 4  # default budget: 4 x the config's epsilon ...
 DEFAULT_DAYS = 30  # ... per 30 days
 MAX_EPSILON = 200.0  # e^200 has 87 digits (and the float32 check of a board stays within 1e-4)
 MAX_DAYS = 10000  # days x 86400 s stays below 2**30 (a small int on every MicroPython port)
+SPENT_MAX = 256  # fresh draws a board's ledger holds in a window (mss_node.state.SPENT_MAX): no more may be allowed
 
 
 def ratio(epsilon):
