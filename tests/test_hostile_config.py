@@ -314,7 +314,7 @@ DEPLOY = [sys.executable, str(ROOT / "tools" / "deploy.py")]
 def _deploy(tmp_path, *args):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(GOOD))
-    return subprocess.run(DEPLOY + ["--config", str(cfg), "--dry-run", *map(str, args)], capture_output=True,
+    return subprocess.run(DEPLOY + ["--config", str(cfg), "--dry-run", "--no-budget", *map(str, args)], capture_output=True,
                           text=True)
 
 

@@ -4,7 +4,7 @@
     python tools/deploy.py --config cfg.json [--port /dev/ttyUSB0] [--mpy [--arch ARCH]]
                            [--no-native] [--set transport=mqtt --set mqtt.host=10.0.0.2 ...]
                            [--hold cfg-b.json ...] [--fleet-key-file fleet.key]
-                           [--max-epsilon E] [--dry-run]
+                           [--max-epsilon E] [--budget EPS/DAYS | --no-budget] [--dry-run]
 
 ``cfg.json`` comes from ``mss plan --device-config``; ``--set`` fills its
 ``device`` section (see firmware/README.md for the fields).  ``--hold``
@@ -16,6 +16,13 @@ and its exact ``max_ratio``; default with a key: the largest epsilon of the
 configs flashed, the boot one and the held ones).  The merged config and
 every held one are checked with the firmware's own loader, cap included,
 before anything is copied.
+
+A board reports every period, so a config without ``device.budget`` (the
+most epsilon its fresh draws may spend in any window of days, enforced by the
+board: docs/privacy.md section 3) is refused (exit 2) unless ``--no-budget``
+says the operator accepts a loss that grows with every report; ``mss plan
+--device-config`` writes one (with ``device.memoize``), and ``--budget
+EPS/DAYS`` adds one here (``mss_protocol.budget.budget_section``).
 
 Only the modules the merged config needs are copied
 (``tools/firmware_modules.py``: the protocol's module, the transport's link,
@@ -53,9 +60,17 @@ from firmware_modules import compile_mpy as compile_mpy_file  # noqa: E402
 MPY_VERSION = 6  # of the .mpy files mpy-cross writes
 
 
-def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None):
+NO_BUDGET = 2  # exit status of a config refused for want of device.budget (a usage error: a flag decides)
+
+
+def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None, budget=None,
+                  require_budget=False):
     cfg = json.loads(Path(config_path).read_text())
     device = cfg.setdefault("device", {})
+    if budget is not None:
+        from mss_protocol.budget import budget_section
+
+        device["budget"] = budget_section(*budget)
     if fleet_key_file or max_epsilon is not None:
         provision(device, cfg, held, fleet_key_file, max_epsilon)
     if held:
@@ -73,6 +88,13 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
         for p in parents:
             target = target.setdefault(p, {})
         target[leaf] = value
+    if require_budget and device.get("budget") is None:
+        print(f"deploy: {config_path} has no device.budget: this board would report every "
+              f"{device.get('period_s', 3600)} s and every fresh report adds to its privacy loss, without limit "
+              "(docs/privacy.md section 3). Write the config with mss plan --device-config (it adds device.memoize "
+              "and a budget, 4 x epsilon per 30 days unless --budget EPS/DAYS), or give --budget EPS/DAYS here "
+              "(e.g. --budget 4/30), or --no-budget to deploy without one", file=sys.stderr)
+        raise SystemExit(NO_BUDGET)
     sys.path.insert(0, str(FIRMWARE / "lib"))
     from mss_node.settings import Settings
 
@@ -207,6 +229,10 @@ def main(argv=None):
     ap.add_argument("--max-epsilon", type=float, metavar="E",
                     help="the board refuses any config whose thresholds give more (default with a key: "
                          "the largest epsilon of --config and --hold)")
+    ap.add_argument("--budget", metavar="EPS/DAYS",
+                    help="device.budget: at most EPS spent on fresh draws in any DAYS days (e.g. 4/30)")
+    ap.add_argument("--no-budget", action="store_true",
+                    help="deploy a config without device.budget (its privacy loss grows with every fresh report)")
     ap.add_argument("--mpy", action="store_true", help="compile the modules with mpy-cross first")
     ap.add_argument("--arch", choices=[a for a in ARCHS if a] + ["none"],
                     help="the board's -march for --mpy (default: read from the board; none: a port "
@@ -215,7 +241,18 @@ def main(argv=None):
                     help="remove @micropython.viper/native decorators (automatic when the board's arch is none)")
     ap.add_argument("--dry-run", action="store_true", help="print the mpremote commands only")
     args = ap.parse_args(argv)
-    cfg = merged_config(args.config, args.set, args.hold, args.fleet_key_file, args.max_epsilon)
+    budget = None
+    if args.budget is not None:
+        if args.no_budget:
+            ap.error("--budget and --no-budget: give one")
+        from mss_protocol.budget import parse_budget
+
+        try:
+            budget = parse_budget(args.budget)
+        except ValueError as exc:
+            ap.error(f"--budget {exc}")
+    cfg = merged_config(args.config, args.set, args.hold, args.fleet_key_file, args.max_epsilon, budget,
+                        require_budget=not args.no_budget)
     files = modules(cfg)
     arch, native = None, not args.no_native
     if args.mpy:

@@ -4,14 +4,19 @@ import subprocess
 import sys
 
 from micropython_runner import ROOT
+from mss_protocol.budget import budget_section
 from mss_protocol.mss.config import MssConfig
 
 DEPLOY = [sys.executable, str(ROOT / "tools" / "deploy.py")]
 
 
-def _config(tmp_path):
+BUDGET = budget_section(4.0, 30)
+
+
+def _config(tmp_path, device=None):
+    """A config as mss plan --device-config writes it: with a budget (issue 25)."""
     path = tmp_path / "cfg.json"
-    MssConfig.build(64, 1.0, [59, 61, 63]).save(path)
+    MssConfig.build(64, 1.0, [59, 61, 63]).save(path, {"device": {"budget": BUDGET} if device is None else device})
     return path
 
 
@@ -28,7 +33,7 @@ def test_dry_run_lists_the_steps(tmp_path):
         assert any(line.endswith(f":{name}") for line in lines)
     assert lines[-2] == "mpremote connect /dev/ttyACM0 reset"
     device = json.loads(lines[-1].split("config.json: ", 1)[1].rsplit(" config_id", 1)[0])
-    assert device == {"transport": "mqtt", "mqtt": {"host": "10.1.2.3"}, "period_s": 600}
+    assert device == {"transport": "mqtt", "mqtt": {"host": "10.1.2.3"}, "period_s": 600, "budget": BUDGET}
 
 
 def test_serial_deploy_skips_mip(tmp_path):
@@ -96,3 +101,28 @@ def test_no_native_strips_the_decorators(tmp_path):
     src = "import micropython\n@micropython.viper\ndef f(n: int) -> int:\n    return n + 1\n"
     assert deploy.is_native(src) and not deploy.is_native(deploy.plain(src))
     assert deploy.plain(src) == "import micropython\ndef f(n: int) -> int:\n    return n + 1\n"
+
+
+def test_a_config_without_a_budget_is_refused_unless_told(tmp_path):
+    """Issue 25 item 3: a board reports every period, so a config without device.budget is
+    refused (exit 2, naming the fixes) before anything is copied; --no-budget deploys it as it
+    is, --budget EPS/DAYS adds one (exactly mss plan's), and a bad one is named."""
+    bare = _config(tmp_path, device={"period_s": 600})
+    out = subprocess.run(DEPLOY + ["--config", bare, "--dry-run"], capture_output=True, text=True)
+    message = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "mpremote" not in out.stdout, out
+    for fix in ("no device.budget", "mss plan --device-config", "--budget EPS/DAYS", "--no-budget"):
+        assert fix in message, fix
+    out = subprocess.run(DEPLOY + ["--config", bare, "--dry-run", "--no-budget"], capture_output=True, text=True,
+                         check=True).stdout
+    device = json.loads(out.splitlines()[-1].split("config.json: ", 1)[1].rsplit(" config_id", 1)[0])
+    assert device == {"period_s": 600}
+    out = subprocess.run(DEPLOY + ["--config", bare, "--dry-run", "--budget", "3/7"], capture_output=True,
+                         text=True, check=True).stdout
+    device = json.loads(out.splitlines()[-1].split("config.json: ", 1)[1].rsplit(" config_id", 1)[0])
+    assert device == {"period_s": 600, "budget": budget_section(3.0, 7)}
+    for args, named in ((["--budget", "3"], "EPS/DAYS"), (["--budget", "3/0"], "days"),
+                        (["--budget", "3/7", "--no-budget"], "--no-budget"),
+                        (["--budget", "0.5/7"], "device.budget.epsilon")):  # below one draw at epsilon 1
+        out = subprocess.run(DEPLOY + ["--config", bare, "--dry-run", *args], capture_output=True, text=True)
+        assert out.returncode != 0 and named in out.stderr and "mpremote" not in out.stdout, (args, out.stderr)
