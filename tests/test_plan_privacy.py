@@ -229,6 +229,8 @@ def test_bounds_with_an_irr_a_device_seed_and_a_budget_without_memo():
     assert day["budgeted"]["fresh_draws"] == 4 and month["budgeted"]["fresh_draws"] <= 4 * 30
     assert day["budgeted"]["epsilon"] == pytest.approx(4 * cfg.eps_effective)
     assert day["fresh"]["epsilon"] == pytest.approx(24 * cfg.eps_effective)
+    with pytest.raises(ValueError, match="below one fresh draw"):
+        over_time(cfg, 3600, None, 30, True, (0.99, 30))
 
 
 def test_mss_plan_with_a_period_and_a_campaign():

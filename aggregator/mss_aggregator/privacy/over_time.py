@@ -178,6 +178,9 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     draws = window = None
     if bud is not None:
         draws = budgets.draws_per_window(bud, worst)
+        if draws == 0:
+            raise ValueError(f"a budget of {bud['epsilon']:g} per {bud['days']} days is below one fresh draw of "
+                             f"{name} (eps_effective {eps_draw:.6g}): the board could never report")
         window = bud["days"] * DAY_S / period_s
 
     def figures(ch, memo, layer_, draws_, window_, draw_eps, dev_seed):
