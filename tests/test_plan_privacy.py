@@ -271,6 +271,23 @@ def test_irr_epsilon_for_one_output_protocols_only():
             flat(out.output)
 
 
+def test_an_irr_that_costs_more_than_tenfold_in_mse_is_warned_about():
+    """The factor is the composed channel's predicted MSE over the permanent layer's alone; on hr every
+    output supports half the domain, so GRR over its K outputs costs far more than on grr's k."""
+    for name, k, eps, warned in (("hr", 64, 3, True), ("grr", 64, 3, True), ("olh", 1024, 2, False),
+                                 ("grr", 4, 2, False)):
+        args = ("--k", k, "--epsilon", eps, "--irr-epsilon", 3 if eps == 2 else 2, "--period", 3600,
+                "--protocol", name)
+        d = plan_json(*args)
+        cfg = load_dict(d["config"])
+        factor = cfg.protocol.variance(10000) / cfg.protocol.prr.variance(10000)
+        assert d["irr_mse_factor"] == pytest.approx(factor, rel=1e-12)
+        assert (factor > 10) is warned
+        out = flat(plan(*args).output)
+        assert ("multiplies %s's predicted MSE by %.3g" % (name, factor) in out) is warned
+    assert "irr_mse_factor" not in plan_json("--k", 64, "--epsilon", 3, "--protocol", "hr")
+
+
 @pytest.mark.parametrize("args,named", [
     (["--budget", "4"], "EPS/DAYS"), (["--budget", "x/30"], "not a number"), (["--budget", "4/0"], "days"),
     (["--budget", "4/2.5"], "days"), (["--budget", "-1/30"], "positive"), (["--budget", "nan/30"], "positive"),
@@ -286,3 +303,14 @@ def test_bad_budget_values_exit_2(tmp_path, args, named):
     assert out.exit_code == 2, out.output
     assert named in flat(out.output) and ("--budget" in out.output or "--campaign-days" in out.output)
     assert not path.exists()
+
+
+def test_aggregate_says_what_the_device_section_bounds():
+    """``mss aggregate``'s start line (budget.describe): weak exactly when no budget bounds the campaign."""
+    cfg = OracleConfig("grr", 12, 2.0)
+    line, weak = budget.describe(cfg, {"period_s": 3456})
+    assert weak and "50 a day per device" in line  # 2 x 86400 / 3456 = 25 reports a day
+    line, weak = budget.describe(cfg, {"period_s": 3456, "memoize": True})
+    assert weak and "no bound over the campaign" in line
+    line, weak = budget.describe(cfg, {"period_s": 3456, **budget.default_device(2.0)})
+    assert not weak and "device.budget 8 per 30 days (4 fresh draws" in line

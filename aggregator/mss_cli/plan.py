@@ -18,6 +18,7 @@ from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
+IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
 DEFAULT_BOARD = "rp2040"  # with --link: the energy model's board and modem unless given
 DEFAULT_MODEM = "rak3172"
@@ -188,6 +189,13 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         section = _budget_section(cfg, budget_spec or (budgets.DEFAULT_FACTOR * epsilon, budgets.DEFAULT_DAYS),
                                   budget_spec is None)
     result.update(device_memoize=memoize, device_budget=section)
+    if getattr(cfg, "irr_epsilon", None) is not None:
+        # the layer spreads y' over the whole alphabet: p* - q* = (p - q)(p1 - q1) (docs/privacy.md section 3)
+        result["irr_mse_factor"] = cfg.protocol.variance(n, prior) / cfg.protocol.prr.variance(n, prior)
+        if result["irr_mse_factor"] > IRR_MSE_WARN:
+            notes.append(f"[red]the instantaneous layer (irr epsilon {irr_epsilon:g}) multiplies {result['protocol']}'s "
+                         f"predicted MSE by {result['irr_mse_factor']:.3g}[/red]: it re-randomises over all "
+                         f"{cfg.protocol.irr.n} outputs; it pays on grr or olh with few buckets")
     if knows_period:
         result["privacy_over_time"] = over_time(cfg, period, prior, campaign_days, memoize, section,
                                                 prior_label=prior_spec)
