@@ -402,6 +402,11 @@ class Store:
                            "GROUP BY epoch ORDER BY epoch DESC LIMIT ?", (last,))
         return [(int(e), int(c)) for e, c in reversed(rows)]
 
+    def first_epoch(self):
+        """The campaign's first epoch with an accepted report, or None (the dashboard's loss so far)."""
+        rows = self._query("SELECT MIN(epoch) FROM reports WHERE status='accepted'")
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
     def report_epochs(self):
         """[(device_id, epoch, status)] of every stored report, accepted and extra (for a
         campaign's once-per-epoch check, ``mss demo --epochs``)."""

@@ -237,19 +237,19 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
             window = bud["days"] * DAY_S / period
         row = {"protocol": name, "mode": "configured", "draws_per_window": draws,
                "epsilon_per_draw": draw_eps}
-        row.update(_horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window,
-                                    report_eps, max_draws, no_info, _device_seed(name, cfg)))
+        row.update(horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window,
+                                    report_eps, max_draws, no_info, device_seed_of(name, cfg)))
         rows.append(row)
         if memoize or bud or irr is not None:
             plain = prr_channel(name, k, epsilon)[0] if irr is not None else ch
             fresh = {"protocol": name, "mode": "fresh", "draws_per_window": None, "epsilon_per_draw": draw_eps}
-            fresh.update(_horizon_figures(plain, prior, reports, trials, seed, False, None, None, None,
+            fresh.update(horizon_figures(plain, prior, reports, trials, seed, False, None, None, None,
                                           draw_eps, max_draws, no_info))
             rows.append(fresh)
         if progress:
             progress()
     out = {"period_s": period, "period_source": source, "memoize": memoize, "budget": bud,
-           "irr": _irr_doc(cfg), "campaign_days": campaign_days, "value": "fixed (a stable reading)",
+           "irr": irr_doc(cfg), "campaign_days": campaign_days, "value": "fixed (a stable reading)",
            "horizons_days": horizons_days, "reports": reports, "trials": trials, "seed": seed,
            "no_information": no_info, "max_draws": max_draws, "rows": rows}
     if cfg is not None and isinstance(period, int):  # what mss plan --json shows for it (privacy_over_time)
@@ -284,20 +284,20 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
         draws = budgets.draws_per_window(bud, worst)
         window = bud["days"] * DAY_S / (device.get("period_s") or FIRMWARE_PERIOD_S)
     no_info = ceilings.no_information(prior)
-    figs = _horizon_figures(ch, prior, [max(1, int(reports))], trials, seed, memoize, irr, draws, window,
-                            draw_eps, max_draws, no_info, _device_seed(name, cfg))
+    figs = horizon_figures(ch, prior, [max(1, int(reports))], trials, seed, memoize, irr, draws, window,
+                            draw_eps, max_draws, no_info, device_seed_of(name, cfg))
     out = {key: value[0] for key, value in figs.items()}
     out.update(reports=max(1, int(reports)), no_information=no_info, trials=trials, draws_per_window=draws,
                epsilon_per_draw=draw_eps)
     return out
 
 
-def _device_seed(name, cfg):
+def device_seed_of(name, cfg):
     """olh configured with ``seed: device``: one hash seed for all of a device's draws."""
     return name == "olh" and cfg is not None and cfg.name == "olh" and getattr(cfg, "seed", "epoch") == "device"
 
 
-def _irr_doc(cfg):
+def irr_doc(cfg):
     eps1 = getattr(cfg, "irr_epsilon", None)
     if eps1 is None:
         return None
@@ -306,7 +306,7 @@ def _irr_doc(cfg):
             "report_eps_effective": getattr(cfg, "report_eps_effective", None)}
 
 
-def _horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
+def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
                      device_seed=False):
     """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
     attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict."""

@@ -37,7 +37,7 @@ state file or a config switch (each costs eps_draw; the budget's ledger
 survives both on the board), and the value's own changes (the attacker's
 figure is for a stable value, the worst case for epsilon only).
 
-The attacker is the audit's (:func:`mss_aggregator.privacy.audit._horizon_figures`,
+The attacker is the audit's (:func:`mss_aggregator.privacy.audit.horizon_figures`,
 :func:`mss_aggregator.privacy.attacks.longitudinal`): ``trials`` devices with
 values from the prior, each randomised by the protocol's real integer client on
 a seeded byte stream (``seed``: the figures are reproducible), the product of
@@ -170,7 +170,7 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     worst = budgets.worst_ratio(cfg)
     eps_draw = float(cfg.eps_effective)
     eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
-    device_seed = audit._device_seed(name, cfg)
+    device_seed = audit.device_seed_of(name, cfg)
     max_draws = default_max_draws(name, k, trials) if max_draws is None else max_draws
     no_info = ceilings.no_information(prior)
     days = sorted({d for d in HORIZON_DAYS if d <= campaign_days} | {campaign_days})
@@ -189,7 +189,7 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
             most = int(WORK_US // (IRR_CELL_US * k * trials * len(reports)))
             if min(max(reports), layer_.n) > most:
                 sim = [min(t, max(1, most)) for t in reports]
-        f = audit._horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
+        f = audit.horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
                                    max_draws, no_info, dev_seed)
         if sim is not reports:  # a memoized draw: one draw whatever the horizon; fewer reports simulated
             f["lower_bound"] = [b or s < t for b, s, t in zip(f["lower_bound"], f["simulated_reports"], reports)]

@@ -106,13 +106,6 @@ class LiveView:
                 "deployment": self._deployment(now, prior),
                 "error": None}  # a good refresh clears the last failure
 
-    def _first_epoch(self):
-        """The campaign's first epoch with an accepted report, or None."""
-        try:
-            rows = self.store._query("SELECT MIN(epoch) FROM reports WHERE status='accepted'")
-        except Exception:  # noqa: BLE001 (a store without it: count from epoch_origin)
-            return None
-        return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     def _deployment(self, now, estimate_prior):
         """The deployment's loss so far: the document described in the module's docstring."""
@@ -127,12 +120,12 @@ class LiveView:
             return {"error": "no campaign clock (device.period_s): the epochs elapsed are unknown"}
         device["period_s"] = period
         current = int((now - origin) // period)
-        first = self._first_epoch()
+        first = self.store.first_epoch()
         since = "first epoch in the store" if first is not None else "epoch_origin"
         start = first if first is not None else 0
         epochs = max(1, current - start + 1)
         doc = {"source": source, "period_s": period, "epoch_origin": origin, "memoize": bool(device.get("memoize")),
-               "budget": device.get("budget"), "irr": privacy_audit._irr_doc(self.cfg), "first_epoch": start,
+               "budget": device.get("budget"), "irr": privacy_audit.irr_doc(self.cfg), "first_epoch": start,
                "counted_from": since, "current_epoch": current, "epochs": epochs,
                "days": epochs * period / 86400, "value": "fixed (a stable reading)", "attacker": []}
         small = self.cfg.k <= LOSS_SMALL_K
