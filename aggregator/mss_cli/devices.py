@@ -90,7 +90,10 @@ def check_only_cmd(config_path, runtime, device_id, as_json):
         click.echo(f"accepted by the board ({runtime}): {verdict['protocol']} k = {verdict['k']}, config id "
                    f"{verdict['config_id']}, frame {verdict['frame']}, transport {verdict['transport']}, "
                    f"device id {verdict['device_id']}, worst ratio epsilon {verdict['epsilon']:.9g}, cap {cap}, "
-                   f"budget {budget}")
+                   f"budget {budget}, memoize {str(verdict['memoize']).lower()}"
+                   + (f", olh seed per {verdict['seed']}" if verdict.get("seed") else "")
+                   + (f", instantaneous layer epsilon {verdict['irr_epsilon']:g}"
+                      if verdict.get("irr_epsilon") is not None else ""))
     else:
         console.print(f"[red]refused by the board ({runtime}):[/red] {verdict['error']}")
     if not verdict["ok"]:

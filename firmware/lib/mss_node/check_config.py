@@ -24,6 +24,8 @@ def summary(s):
     return {"ok": True, "protocol": s.params.protocol, "k": s.params.k, "config_id": s.config_id,
             "frame": KINDS[s.params.frame], "transport": s.device["transport"], "device_id": s.device_id,
             "epsilon": epsilon(s.ratio), "ratio": [str(hi), str(lo)], "cap": s.device["max_epsilon"],
+            "seed": s.params.seed, "irr_epsilon": s.params.irr_epsilon,
+            "memoize": s.device["memoize"],
             "budget": None if s.budget is None else {k: s.budget[k] for k in ("epsilon", "days", "draws")}}
 
 

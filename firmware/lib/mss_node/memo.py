@@ -1,7 +1,9 @@
 """Memoized reports (``device.memoize``; SPEC.md, Memoized reports).
 
-A value's first draw is kept (its report body, in hex, in state.json) and
-re-sent under a fresh header while it lasts: no new randomness.  At most
+A value's first draw is kept (the body of its permanent draw, in hex, in
+state.json) and re-sent under a fresh header while it lasts: no new
+randomness, except the config's instantaneous layer (``irr``), which
+re-randomises the kept draw in every report (Reporter.replay).  At most
 ``device.memo_max`` values per config, least recently used first; memos of
 other configs go in the write that queues the report.
 """
