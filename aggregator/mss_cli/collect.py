@@ -4,6 +4,9 @@ import click
 from click.core import ParameterSource
 
 from mss_cli.common import TOPIC_LEVEL, broker_password_option, broker_url, checked, console, fail, topic_level
+from rich.markup import escape
+
+from mss_protocol.budget import describe
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.sealed import load_key
 
@@ -132,6 +135,8 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
                          tls_cert=tls_cert, tls_key=tls_key)
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
+    line, weak = describe(agg.cfg, agg.device)
+    console.print(("[red]warning:[/red] " if weak else "") + escape(line), highlight=False, soft_wrap=True)
     try:
         serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts)
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write

@@ -11,6 +11,7 @@ from rich.console import Console
 from mss_aggregator.distributions import parse
 from mss_cli.common import EPSILON, broker_password_option, broker_url, fail, output_file, top_table, writing
 from mss_protocol import registry
+from mss_protocol.budget import default_device
 from mss_protocol.choose import CHOICES, choose
 from mss_protocol.lorawan import budget, parse_link
 from mss_protocol.oracle_config import load_dict
@@ -40,7 +41,8 @@ def device_rows(results, times):
     return rows
 
 
-def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_clock, resets, seed, runtime, tmp):
+def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_clock, resets, seed, runtime, tmp,
+              privacy):
     """--epochs: the boards from the start of epoch 0 (the warm-up: they boot, join, report
     for the first time) to the end of epoch ``epochs``; the boards (devices.field.FieldBoard)."""
     from pathlib import Path
@@ -62,7 +64,7 @@ def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_cl
     with out.status(f"{len(values)} boards running the firmware's loop on {runtime} until "
                     f"{time.strftime('%H:%M:%S', time.localtime(t_end))}"):
         return run_field(cfg, campaign, values, network, period, origin, t_end, no_clock, resets, seed,
-                         runtime, workdir)
+                         runtime, workdir, privacy=privacy)
 
 
 def print_field(out, s, period, no_clock, resets):
@@ -188,14 +190,17 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     try:
         with tempfile.TemporaryDirectory() as tmp:
             link = parse_link(LINK) if lorawan else None
+            # the fleet reports as mss plan --device-config configures by default: memoized, budgeted
+            # (so olh hashes with one seed a device, and may use compact frames)
             result = choose(k, epsilon, protocol, max_bytes=link and link.max_payload,
-                            frame="compact" if link else "full")
+                            frame="compact" if link else "full", olh_seed="device")
             cfg = load_dict(result["config"])
+            privacy = default_device(epsilon)
             cfg_path, store_path = f"{tmp}/cfg.json", f"{tmp}/store.sqlite"
             # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it;
             # a field campaign's epochs are numbered from its start (epoch 0 begins as the boards boot)
             origin = int(time.time()) + 2 if epochs else 0
-            cfg.save(cfg_path, {"device": {"period_s": period, "epoch_origin": origin}})
+            cfg.save(cfg_path, {"device": {"period_s": period, "epoch_origin": origin, **privacy}})
             out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
                       f"(eps_effective {cfg.eps_effective:.6f})"
                       + (f", moduli {result['moduli']}" if result["moduli"] else "")
@@ -227,14 +232,14 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 values = draw_values(parse(dist, k), devices, seed)
                 if epochs:
                     boards = field_run(out, cfg, campaign, values, network, period, origin, epochs, no_clock,
-                                       resets, seed, runtime, tmp)
+                                       resets, seed, runtime, tmp, privacy)
                     sent, wait_for = sum(len(b.arrivals) for b in boards), "received"  # uplinks on air
                 else:
                     with out.status(f"{devices} devices running the firmware on {runtime}"
                                     + (" with emulated LoRaWAN modems" if link else "")):
                         times = {}
                         results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=period,
-                                            network=network, times=times)
+                                            network=network, times=times, privacy=privacy)
                     sent, wait_for = sum(1 for _, rc, _ in results.values() if rc == 0), "accepted"
                 deadline = time.time() + 30
                 while agg.store.counters()[wait_for] < sent and time.time() < deadline:

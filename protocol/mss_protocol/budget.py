@@ -72,6 +72,12 @@ def budget_section(epsilon, days):
     return {"epsilon": float(epsilon), "ratio": ratio(epsilon), "days": days}
 
 
+def default_device(epsilon):
+    """The device fields ``mss plan --device-config`` writes unless ``--fresh-reports``:
+    memoized reports and the default budget for a config at ``epsilon``."""
+    return {"memoize": True, "budget": budget_section(DEFAULT_FACTOR * epsilon, DEFAULT_DAYS)}
+
+
 def parse_budget(text):
     """``"EPS/DAYS"`` (e.g. ``"4/30"``) -> (4.0, 30); ValueError naming what is wrong."""
     eps_text, sep, days_text = str(text).strip().partition("/")
@@ -124,3 +130,25 @@ def draws_per_window(section, worst):
 
 def _ln(r):
     return math.log(r.numerator) - math.log(r.denominator)
+
+
+def describe(cfg, device):
+    """(one line, weak) saying what a campaign's ``device`` section bounds, for ``cfg``:
+    ``mss aggregate`` says it at start.  ``weak`` when nothing bounds a device's loss
+    over the campaign (no budget), the line then says why (docs/privacy.md section 3)."""
+    device = device or {}
+    eps = cfg.eps_effective
+    per_day = 86400 / device.get("period_s", 3600)
+    memo = device.get("memoize") is True
+    section = device.get("budget")
+    if section:
+        n = draws_per_window(section, worst_ratio(cfg))
+        return (f"privacy: {'memoized' if memo else 'fresh'} reports, device.budget {section['epsilon']:g} per "
+                f"{section['days']} days ({n} fresh draws of epsilon {eps:.4g} a window, enforced by the boards)",
+                False)
+    if memo:
+        return (f"no device.budget: memoized reports spend epsilon {eps:.4g} per distinct value a device "
+                f"reports, with no bound over the campaign (mss plan --budget EPS/DAYS --device-config)", True)
+    return (f"no device.budget and no device.memoize: every report is a fresh draw, epsilon {eps:.4g} x "
+            f"{per_day:.3g} reports a day = {eps * per_day:.4g} a day per device; a stable value is recovered "
+            f"within days (mss audit --config CONFIG --longitudinal; mss plan --device-config writes both)", True)

@@ -44,14 +44,15 @@ KINDS = ("power", "power-mid-uplink", "watchdog", "reset")
 OFF_S = (0.1, 1.0)  # a power cycle's off time, uniform (s)
 
 
-def field_device_config(cfg, campaign, modem, period_s, epoch_origin):
+def field_device_config(cfg, campaign, modem, period_s, epoch_origin, privacy=None):
     """A LoRaWAN board's config.json: a sleeping battery board (device.sleep light), the
-    link's retries scaled to a short period."""
+    link's retries scaled to a short period; ``privacy`` as in :func:`.fleet.device_config`."""
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
                    "transport": "lorawan", "sleep": "light",
                    "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
                                "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 2, "tx_timeout_s": 2}}
+    d["device"].update(privacy or {})
     return d
 
 
@@ -211,7 +212,7 @@ def fleet_dialects(no_clock):
 
 
 def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_clock=False, resets=0,
-              seed=1, runtime="micropython", workdir=None, id_prefix="70b3d57ed0"):
+              seed=1, runtime="micropython", workdir=None, id_prefix="70b3d57ed0", privacy=None):
     """Run one board per value from now until ``t_end`` (unix time); return the boards
     (:class:`FieldBoard`, stopped, in order).  Resets are planned from ``seed`` over
     [epoch_origin + period_s / 2, t_end - period_s / 4)."""
@@ -229,7 +230,7 @@ def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_
             folder = base / modem.dev_eui
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(field_device_config(cfg, campaign, modem, period_s,
-                                                                               epoch_origin)))
+                                                                               epoch_origin, privacy)))
             b = FieldBoard(folder, modem, runtime, int(value), plans[i], t_end, no_clock)
             modem.on_uplink = lambda m, fport, fcnt, data, b=b, publish=publish: b.uplink(m, fport, fcnt, data,
                                                                                           publish)

@@ -22,7 +22,9 @@ from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
 
 
-def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0):
+def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0, privacy=None):
+    """An MQTT board's config.json; ``privacy``: device fields the campaign adds (memoize, budget:
+    :func:`mss_protocol.budget.default_device`)."""
     host, port, user, password, _ = parse_broker(broker)
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "device_id": device_id, "period_s": period_s,
@@ -30,20 +32,23 @@ def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=
                    "transport": "mqtt",
                    "mqtt": {"host": host, "port": port, "user": user, "password": password,
                             "timeout_s": 5, "backoff_max_s": 2}}
+    d["device"].update(privacy or {})
     return d
 
 
-def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, sleep="light"):
+def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, sleep="light", privacy=None):
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
                    "transport": "lorawan", "sleep": sleep,
                    "lorawan": {"modem": modem.dialect.replace("-old", ""), "path": modem.path,
                                "retry_s": 1, "backoff_max_s": 2, "join_timeout_s": 5, "tx_timeout_s": 5}}
+    d["device"].update(privacy or {})
     return d
 
 
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0, times=None):
+              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0, times=None,
+              privacy=None):
     """Run one device per value; return {device_id: (value, returncode, output)}.
     ``period_s`` and ``epoch_origin``: the campaign clock the devices date
     their reports by (the aggregator's config must carry the same).
@@ -52,7 +57,8 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
     the devices report over LoRaWAN, each known by its modem's DevEUI, and
     then sleep until their next report (emulated: no real time passes).
     ``times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
-    :func:`.runtime.board_times`, "radio": :meth:`.modem.ModemEmulator.stats`}}."""
+    :func:`.runtime.board_times`, "radio": :meth:`.modem.ModemEmulator.stats`}}.
+    ``privacy``: device fields every board gets (:func:`device_config`)."""
     if runtime == "micropython" and network is None:
         ensure_umqtt()
     results = {}
@@ -61,12 +67,13 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
             modem = None
             if network is None:
                 device_id = f"{id_prefix}{i}"
-                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin)
+                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin, privacy)
             else:
                 modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
                 modem.start()
-                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s, epoch_origin)
+                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s, epoch_origin,
+                                                                    privacy=privacy)
             folder = Path(tmp) / device_id
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(d))
