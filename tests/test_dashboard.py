@@ -6,6 +6,7 @@ build/screenshots/dashboard.png for people to look at."""
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -297,6 +298,9 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         assert page.locator("#loss td.verdict").count() == len(dep["attacker"]) == 2
         assert [c.inner_text() for c in page.locator("#loss td.verdict").all()] == [a["strength"] for a in dep["attacker"]]
         assert "memoize off, no budget" in page.inner_text("#loss-summary")
+        counters = page.inner_text("#counters")  # the skip counts per link, none here
+        for link in ("mqtt", "serial", "lorawan"):
+            assert re.search(rf"skipped epochs \({link}\)\s+0", counters), counters
         page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
         browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000

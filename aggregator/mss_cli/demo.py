@@ -11,7 +11,7 @@ from rich.console import Console
 from mss_aggregator.distributions import parse
 from mss_cli.common import EPSILON, broker_password_option, broker_url, fail, output_file, top_table, writing
 from mss_protocol import registry
-from mss_protocol.budget import default_device
+from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
 from mss_protocol.lorawan import budget, parse_link
 from mss_protocol.oracle_config import load_dict
@@ -200,11 +200,13 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it;
             # a field campaign's epochs are numbered from its start (epoch 0 begins as the boards boot)
             origin = int(time.time()) + 2 if epochs else 0
-            cfg.save(cfg_path, {"device": {"period_s": period, "epoch_origin": origin, **privacy}})
+            device = {"period_s": period, "epoch_origin": origin, **privacy}
+            cfg.save(cfg_path, {"device": device})
             out.print(f"config {cfg.config_id_hex}: {result['protocol'].upper()}, k={k}, epsilon={epsilon} "
                       f"(eps_effective {cfg.eps_effective:.6f})"
                       + (f", moduli {result['moduli']}" if result["moduli"] else "")
                       + f", {cfg.bits_per_report['max']} bits per report ({result['frame_bytes']}-byte frames)")
+            out.print(describe(cfg, device)[0], highlight=False)
             server = network = None
             if link:
                 air = budget(link, result["frame_bytes"])

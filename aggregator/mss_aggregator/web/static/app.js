@@ -95,6 +95,12 @@ function drawCounters(doc) {
     tr.insertCell().textContent = k;
     tr.insertCell().textContent = v;
   }
+  // epochs budgeted boards skipped (device.budget spent, no memo of the value), per link
+  for (const [link, n] of Object.entries(doc.skipped_epochs || {})) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = `skipped epochs (${link})`;
+    tr.insertCell().textContent = n;
+  }
   drawEpochs(doc.devices_per_epoch);
 }
 
