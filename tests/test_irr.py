@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 
 from channel import enumerate_outputs
-from micropython_runner import run
 from mss_device.frame import HEADER, put
 from mss_device.params import Params
 from mss_device.rng import ByteRng
@@ -377,60 +376,6 @@ def test_fresh_and_replay_on_the_device():
     bodies = {rep.replay(body, 4 + i, i)[HEADER[0]:] for i in range(200)}
     assert len(bodies) > 5  # p1 = e^0.5 / (e^0.5 + 15) ~ 0.1: 200 re-sends spread over the 16
     assert rep.replay(b"\xff", 5, 0) is None and rep.replay(b"", 5, 0) is None
-
-
-NODE = r"""
-import json, sys
-from mss_device.rng import ByteRng
-from mss_node.app import Node
-
-
-class Link:
-    def __init__(self):
-        self.out = []
-
-    def send(self, b):
-        self.out.append(b.hex())
-        return True
-
-    def poll(self):
-        pass
-
-
-res = []
-for i in range(6):
-    link, rng = Link(), ByteRng()
-    node = Node(sys.argv[1], sys.argv[2], lambda: 5, rng=rng, clock=lambda: 1704067200 + 3600 * i, link=link)
-    node.tick()
-    res.append([link.out, rng.consumed])
-print(json.dumps(res))
-"""
-
-
-@pytest.mark.parametrize("irr", [None, 0.5])
-def test_node_memoizes_olh_with_device_seed_and_redraws_the_irr(tmp_path, irr):
-    """The board (MicroPython, one boot per epoch, the value unchanged): memoize with olh
-    seed device; with an IRR every epoch reads a few random bytes (the IRR) and the memo
-    holds the first draw's y'; without one the body is re-sent and no byte read."""
-    cfg = OracleConfig("olh", 64, 3.0, seed="device", irr_epsilon=irr)
-    d = dict(cfg.to_dict(), device={"device_id": "m1", "transport": "serial", "memoize": True})
-    (tmp_path / "config.json").write_text(json.dumps(d))
-    out = run(NODE, cwd=tmp_path, args=[str(tmp_path / "config.json"), str(tmp_path / "state.json")])
-    assert out.returncode == 0, out.stdout + out.stderr
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    reports = [bytes.fromhex(sent[0]) for sent, _ in res]
-    used = [u for _, u in res]
-    memo = json.loads((tmp_path / "state.json").read_text())["memo"][cfg.config_id_hex]
-    assert len(memo) == 1 and memo[0][0] == 5
-    c = codec(cfg)
-    decoded = [c.decode(r, "m1") for r in reports]
-    assert len({r.subset[:2] for r in decoded}) == 1  # one seed for every epoch
-    if irr is None:
-        assert used[0] > 0 and used[1:] == [0] * 5
-        assert {r[HEADER[0]:].hex() for r in reports} == {memo[0][1]}
-    else:
-        assert used[0] > 4 and all(u >= 4 for u in used[1:])  # chance(T1) reads 4 bytes a report
-        assert len({r[HEADER[0]:] for r in reports}) > 1  # p1 ~ 0.08 on g = 21: all equal w.p. < 1e-5
 
 
 @pytest.mark.parametrize("name", ["grr", "olh", "hr", "pgr"])

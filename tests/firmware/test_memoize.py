@@ -27,6 +27,7 @@ from mss_protocol import privacy, vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
+from mss_protocol.oracle_config import OracleConfig, codec
 from mss_device.frame import HEADER_BYTES
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.sealed import seal
@@ -440,3 +441,30 @@ def test_turning_memoize_off_removes_the_memos_from_flash(tmp_path):
     assert json.loads((tmp_path / "state.json").read_text())["memo"]
     Device(tmp_path, seed=9, memoize=False)  # the board restarts with memoize off
     assert json.loads((tmp_path / "state.json").read_text())["memo"] == {}
+
+
+@pytest.mark.parametrize("irr", [None, 0.5])
+def test_node_memoizes_olh_with_device_seed_and_redraws_the_irr(tmp_path, irr):
+    """The board (MicroPython, one boot per epoch, the value unchanged): memoize with olh
+    seed device; with an IRR every epoch reads a few random bytes (the IRR) and the memo
+    holds the first draw's y'; without one the body is re-sent and no byte read."""
+    cfg = OracleConfig("olh", 64, 3.0, seed="device", irr_epsilon=irr)
+    d = dict(cfg.to_dict(), device={"device_id": "m1", "transport": "serial", "memoize": True})
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    out = run(REBOOTS, cwd=tmp_path, args=[str(tmp_path / "config.json"), str(tmp_path / "state.json"),
+                                           json.dumps([5] * 6)])
+    assert out.returncode == 0, out.stdout + out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    reports = [bytes.fromhex(sent[0]) for sent, _ in res]
+    used = [u for _, u in res]
+    memo = json.loads((tmp_path / "state.json").read_text())["memo"][cfg.config_id_hex]
+    assert len(memo) == 1 and memo[0][0] == 5
+    c = codec(cfg)
+    decoded = [c.decode(r, "m1") for r in reports]
+    assert len({r.subset[:2] for r in decoded}) == 1  # one seed for every epoch
+    if irr is None:
+        assert used[0] > 0 and used[1:] == [0] * 5
+        assert {r[HEADER_BYTES:].hex() for r in reports} == {memo[0][1]}
+    else:
+        assert used[0] > 4 and all(u >= 4 for u in used[1:])  # chance(T1) reads 4 bytes a report
+        assert len({r[HEADER_BYTES:] for r in reports}) > 1  # p1 ~ 0.08 on g = 21: all equal w.p. < 1e-5
