@@ -283,8 +283,9 @@ def test_an_irr_that_costs_more_than_tenfold_in_mse_is_warned_about():
         factor = cfg.protocol.variance(10000) / cfg.protocol.prr.variance(10000)
         assert d["irr_mse_factor"] == pytest.approx(factor, rel=1e-12)
         assert (factor > 10) is warned
-        out = flat(plan(*args).output)
-        assert ("multiplies %s's predicted MSE by %.3g" % (name, factor) in out) is warned
+        if k != 64 or name == "hr":  # the printed warning: one case each way
+            out = flat(plan(*args).output)
+            assert ("multiplies %s's predicted MSE by %.3g" % (name, factor) in out) is warned
     assert "irr_mse_factor" not in plan_json("--k", 64, "--epsilon", 3, "--protocol", "hr")
 
 
