@@ -33,7 +33,7 @@ TRANSPORTS = {
 }
 OPTION_MODULES = (("fleet_key: auth", "mss_node/auth.py"), ("+ switch (also with held configs)", "mss_node/switch.py"),
                   ("memoize: memo", "mss_node/memo.py"), ("max_epsilon: cap", "mss_node/cap.py"),
-                  ("sleep light/deep: power", "mss_node/power.py"))
+                  ("sleep light/deep: power", "mss_node/power.py"), ("budget: ledger", "mss_node/ledger.py"))
 UMQTT = Path(__file__).resolve().parent.parent / "build" / "mplib" / "umqtt" / "simple.py"
 
 
