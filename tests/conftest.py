@@ -30,9 +30,11 @@ def _wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")  # see the top of this file
 
 
-# Modules whose tests share an expensive module-scoped fixture: under pytest-xdist
-# (make test) all of such a module's tests go to one worker, so the fixture is made
-# once; every other test is scheduled on its own (xdist's "load").  A module list
+# Modules whose tests share an expensive module-scoped fixture: under --dist load or
+# loadgroup all of such a module's tests go to one worker, so the fixture is made
+# once; every other test is scheduled on its own.  make test uses --dist worksteal
+# (faster on 2 cores, see the Makefile), which keeps a module's tests on one worker
+# unless another runs dry and takes some: the fixture is then made once more there.  A module list
 # here, not xdist_group marks: pytest 9.2's structured node ids broke --dist
 # loadgroup, which silently ignores the marks (pytest-dev/pytest-xdist#1386).
 ONE_WORKER_MODULES = {
