@@ -193,13 +193,17 @@ def test_spent_and_renewed_exactly_at_the_window_edge(tmp_path, ticks):
     assert hi > lo
 
 
-RESETS = r"""
+# The start both scenarios share: a board reporting in three epochs, a second of board time apart.
+SPEND_THREE = r"""
 b = Board()
 W = int(sys.argv[3])
 res = []
 for i in range(3):
     res.append([b.ms(), b.epoch()])
     b.run(1000)
+"""
+
+RESETS = SPEND_THREE + r"""
 b.run(5000)  # not written: lost at the reset
 b.off(86400000, (1 << 30) - 700)  # a day off; it boots with ticks about to wrap
 res.append([b.ms(), b.epoch()])
@@ -276,13 +280,7 @@ def test_the_tick_sent_after_a_cut_is_the_queued_one(tmp_path):
     assert not s.broken and s.queue == ["00"] and s.spent == [[3, 1, 5]] and s.bt == 9
 
 
-JUMPS = r"""
-b = Board()
-W = int(sys.argv[3])
-res = []
-for i in range(3):
-    res.append([b.ms(), b.epoch()])
-    b.run(1000)
+JUMPS = SPEND_THREE + r"""
 res.append([b.ms(), b.epoch(wall=365 * 86400)])  # NTP moves the wall clock a year ahead
 res.append([b.ms(), b.epoch(wall=-366 * 86400)])  # ... then a year and a day back
 b.run(600000)
