@@ -25,6 +25,13 @@ def socat_pair(folder, dev="ttyDEV", host="ttyHOST"):
     return proc, dev, host
 
 
+def board_links(mqtt_port, dev_tty):
+    """The device.mqtt / device.serial sections of a board on each of the two links a test
+    runs side by side: {"mqtt": {...}, "serial": {...}} (broker on loopback, the pty's device end)."""
+    return {"mqtt": {"transport": "mqtt", "mqtt": {"port": mqtt_port, "timeout_s": 2}},
+            "serial": {"transport": "serial", "serial": {"path": str(dev_tty)}}}
+
+
 @pytest.fixture
 def pty_pair(tmp_path):
     proc, dev, host = socat_pair(tmp_path)

@@ -193,7 +193,7 @@ def test_spent_and_renewed_exactly_at_the_window_edge(tmp_path, ticks):
     assert hi > lo
 
 
-# The start both scenarios share: a board reporting in three epochs, a second of board time apart.
+# The start RESETS and JUMPS share: a board reporting in three epochs, a second of board time apart.
 SPEND_THREE = r"""
 b = Board()
 W = int(sys.argv[3])
@@ -203,16 +203,20 @@ for i in range(3):
     b.run(1000)
 """
 
-RESETS = SPEND_THREE + r"""
-b.run(5000)  # not written: lost at the reset
-b.off(86400000, (1 << 30) - 700)  # a day off; it boots with ticks about to wrap
-res.append([b.ms(), b.epoch()])
+# The end RESETS and CORRUPT share: an epoch 1 ms before the window's edge, then one on it.
+EDGE = r"""
 b.run(W - 1 - b.ms())
 res.append([b.ms(), b.epoch()])
 b.run(1)
 res.append([b.ms(), b.epoch()])
 print(json.dumps(res))
 """
+
+RESETS = SPEND_THREE + r"""
+b.run(5000)  # not written: lost at the reset
+b.off(86400000, (1 << 30) - 700)  # a day off; it boots with ticks about to wrap
+res.append([b.ms(), b.epoch()])
+""" + EDGE
 
 
 def test_time_off_and_unwritten_time_count_as_zero(tmp_path):
@@ -380,12 +384,7 @@ res = [[b.ms(), b.epoch()]]
 open("state.json", "w").write(sys.argv[4])
 b.off(1000, 5)
 res.append([b.ms(), b.epoch()])
-b.run(W - 1 - b.ms())
-res.append([b.ms(), b.epoch()])
-b.run(1)
-res.append([b.ms(), b.epoch()])
-print(json.dumps(res))
-"""
+""" + EDGE
 TAMPERED = ['{"broken', '{"spent": [[1, 2, 0]], "bt": 5}', '{"spent": [[3, 1, 9]], "bt": 5}',
             '{"spent": [[3, 1, 4, 2]], "bt": 5}', '{"spent": [[3, 1]], "bt": 5}', '{"spent": [[3, 1, true]], "bt": 5}',
             '{"spent": {"a": 1}}', '{"bt": -1}', '{"bt": "5"}', '{"seq": "x", "spent": []}',
@@ -528,7 +527,7 @@ def test_skipped_epochs_are_counted_once_per_link(tmp_path, mosquitto):
     skipped-<epoch>, a $MSS2,<id>,!skipped-<epoch> line); the aggregator counts each (device,
     epoch) once per link: not again when an aggregator restart gets the retained status
     again, nor for a repeated line; /api/counters and /metrics show the counts."""
-    from ptys import socat_pair
+    from ptys import board_links, socat_pair
 
     from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.devices.runtime import ensure_umqtt
@@ -539,8 +538,7 @@ def test_skipped_epochs_are_counted_once_per_link(tmp_path, mosquitto):
     ensure_umqtt()
     socat, dev_tty, host_tty = socat_pair(tmp_path)
     boards = {}
-    for name, link in (("mqtt", {"transport": "mqtt", "mqtt": {"port": mosquitto.port, "timeout_s": 2}}),
-                       ("serial", {"transport": "serial", "serial": {"path": str(dev_tty)}})):
+    for name, link in board_links(mosquitto.port, dev_tty).items():
         folder = tmp_path / name
         folder.mkdir()
         write(folder, device_id=f"dev-{name}", campaign="t", period_s=60, poll_s=1, **link)

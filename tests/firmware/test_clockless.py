@@ -423,7 +423,7 @@ def test_full_frame_boards_without_time_say_so_on_the_board_and_in_link_health(t
     minute (3 lines in 150 s, not 150), and say it to the aggregator (retained status
     no-clock; a $MSS2,<id>,!no-clock line), whose link health (/api no_clock, the live table)
     lists them until they report."""
-    from ptys import socat_pair
+    from ptys import board_links, socat_pair
 
     from mss_aggregator.collect.service import Aggregator, counters_table
     from mss_aggregator.devices.runtime import ensure_umqtt
@@ -434,8 +434,7 @@ def test_full_frame_boards_without_time_say_so_on_the_board_and_in_link_health(t
     cfg = MssConfig.from_dict(plan(64, 2.0)["config"])
     socat, dev_tty, host_tty = socat_pair(tmp_path)
     boards = {}
-    for name, link in (("mqtt", {"transport": "mqtt", "mqtt": {"port": mosquitto.port, "timeout_s": 2}}),
-                       ("serial", {"transport": "serial", "serial": {"path": str(dev_tty)}})):
+    for name, link in board_links(mosquitto.port, dev_tty).items():
         folder = tmp_path / name
         folder.mkdir()
         cfg.save(folder / "config.json", {"device": dict({"campaign": "t", "device_id": f"dev-{name}",
