@@ -315,3 +315,21 @@ def test_aggregate_says_what_the_device_section_bounds():
     assert weak and "no bound over the campaign" in line
     line, weak = budget.describe(cfg, {"period_s": 3456, **budget.default_device(2.0)})
     assert not weak and "device.budget 8 per 30 days (4 fresh draws" in line
+
+
+@pytest.mark.parametrize("device,named", [
+    ({"budget": {"epsilon": 4, "days": 30}}, "device.budget must be an object"),
+    ({"budget": "4/30"}, "device.budget must be an object"),
+    ({"memoize": "false"}, "device.memoize must be true or false"),
+    ({"budget": {"epsilon": 4.0, "ratio": "7.3", "days": 30}}, "device.budget.ratio"),
+    ({"budget": budget.budget_section(1.0, 30)}, "0 fresh draws"),  # below one draw at epsilon 2
+])
+def test_aggregate_refuses_a_device_section_the_boards_would(tmp_path, device, named):
+    """A memoize or budget the boards refuse is refused before the aggregator starts (exit 3,
+    naming the field), not a traceback in its start line or every dashboard refresh."""
+    cfg = OracleConfig("grr", 12, 2.0)
+    path = tmp_path / "cfg.json"
+    cfg.save(path, {"device": dict({"period_s": 3600}, **device)})
+    out = CliRunner().invoke(main, ["aggregate", "--config", str(path), "--store", str(tmp_path / "s.sqlite"),
+                                    "--serial", str(tmp_path / "no-such-port")])
+    assert out.exit_code == 3 and named in flat(out.output) and "Traceback" not in out.output

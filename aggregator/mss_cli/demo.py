@@ -225,7 +225,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                     from mss_aggregator.web.live import LiveView
                     from mss_aggregator.web.server import WebServer
 
-                    view = LiveView(store_path, interval=0.5, brokers=agg.brokers).start()
+                    view = LiveView(store_path, interval=0.5, brokers=agg.brokers, device=device).start()
                     try:
                         web = WebServer(view, http_bind).start()
                     except HttpError as exc:

@@ -72,6 +72,31 @@ def budget_section(epsilon, days):
     return {"epsilon": float(epsilon), "ratio": ratio(epsilon), "days": days}
 
 
+def check_device(device, cfg):
+    """Refuse (ValueError naming the field) a ``device`` section whose ``memoize`` or ``budget``
+    the boards would refuse for ``cfg`` (mss_node.settings): what the aggregator reads of them
+    (its start line, the dashboard's loss so far) is then what the boards enforce."""
+    memoize = device.get("memoize", False)
+    if not isinstance(memoize, bool):
+        raise ValueError(f"device.memoize must be true or false, got {memoize!r}")
+    section = device.get("budget")
+    if section is None:
+        return
+    if not isinstance(section, dict) or set(section) != {"epsilon", "ratio", "days"}:
+        raise ValueError("device.budget must be an object {epsilon, ratio, days} "
+                         "(mss plan --budget EPS/DAYS --device-config writes it)")
+    check_epsilon(section["epsilon"])
+    check_days(section["days"])
+    r = section["ratio"]
+    if not isinstance(r, str) or not r.replace(".", "", 1).isdigit() or \
+            abs(_ln(ratio_fraction(section)) - section["epsilon"]) > 1e-4:
+        raise ValueError(f"device.budget.ratio must be e^epsilon as a decimal string, got {r!r}")
+    n = draws_per_window(section, worst_ratio(cfg))
+    if not 1 <= n <= SPENT_MAX:
+        raise ValueError(f"device.budget allows {n} fresh draws of this config a window: a board takes "
+                         f"1 to {SPENT_MAX}")
+
+
 def default_device(epsilon):
     """The device fields ``mss plan --device-config`` writes unless ``--fresh-reports``:
     memoized reports and the default budget for a config at ``epsilon``."""
@@ -149,6 +174,7 @@ def describe(cfg, device):
     if memo:
         return (f"no device.budget: memoized reports spend epsilon {eps:.4g} per distinct value a device "
                 f"reports, with no bound over the campaign (mss plan --budget EPS/DAYS --device-config)", True)
+    eps = getattr(cfg, "report_eps_effective", eps)  # one report of the composed channel (an irr layer)
     return (f"no device.budget and no device.memoize: every report is a fresh draw, epsilon {eps:.4g} x "
             f"{per_day:.3g} reports a day = {eps * per_day:.4g} a day per device; a stable value is recovered "
             f"within days (mss audit --config CONFIG --longitudinal; mss plan --device-config writes both)", True)

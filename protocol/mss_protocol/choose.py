@@ -41,6 +41,7 @@ import math
 
 from mss_device.frame import HEADER, KINDS
 from mss_protocol import device_cost, energy
+from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.mss.variance import ss_mse
@@ -52,7 +53,6 @@ DECODE_CELLS_PER_S = 1e8
 QUICK_K = 256
 MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
-IRR_PROTOCOLS = ("grr", "olh", "hr", "pgr")  # one output a report: an instantaneous layer applies
 
 
 def decode_cells(cfg, n):

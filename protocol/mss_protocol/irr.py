@@ -51,11 +51,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from mss_device.params import IRR
 from mss_protocol import privacy
 from mss_protocol.limits import check_draw
 from mss_protocol.privacy import ONE
 
-PROTOCOLS = ("grr", "olh", "hr", "pgr")  # one output y' in [0, n_out): an IRR applies
+PROTOCOLS = IRR  # one output y' in [0, n_out): an IRR applies (the device's list)
 
 
 class IRR:

@@ -14,6 +14,7 @@ from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
+from mss_protocol.budget import check_device
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
 from mss_protocol.sealed import seal
@@ -93,6 +94,10 @@ class Aggregator:
             clock = campaign_clock(raw)  # first: it checks that the sections are objects
         except ValueError as exc:
             raise ConfigError(f"{config_path}: {exc}") from None
+        try:
+            check_device(self.device or {}, self.cfg)  # memoize and budget as the boards read them
+        except ValueError as exc:
+            raise ConfigError(f"{config_path}: {exc}") from None
         if clock is None:
             raise ConfigError(f"{config_path}: no device.period_s, the boards' reporting period in seconds: the "
                               f"aggregator needs it to bound the epochs it accepts and to choose the default "
@@ -163,6 +168,7 @@ class Aggregator:
         return self.clocks.status()
 
     def _reported(self, items, outcomes):
+        # a skip too: its epoch says the board has a clock again
         self.clocks.reported(i["device_id"] for i in items if i and "device_id" in i)
 
     def wait_connected(self, timeout=10):

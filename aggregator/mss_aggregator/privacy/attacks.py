@@ -32,9 +32,9 @@ import numpy as np
 from mss_aggregator.privacy.empirical import clopper_pearson
 from mss_device.point import grr
 from mss_device.rng import ByteRng
+from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output y' in [n_out): an IRR layer applies
 
 ONE = 1 << 30
-IRR_PROTOCOLS = ("grr", "olh", "hr", "pgr")  # one output y' in [n_out): an IRR layer applies
 
 
 def rate(hits, n):

@@ -131,6 +131,7 @@ class Node:
         self.link.poll()
 
     def draw(self, cid, epoch):
+        """Read the sensor and queue this epoch's report; True if the budget made it skip the epoch."""
         try:
             value = self.sensor()
         except Exception as exc:  # a user's sensor code must not stop the board
@@ -151,6 +152,7 @@ class Node:
         else:
             log.warn("sensor value %r is not a category in [0, %d); no report"
                      % (value, self.s.params.k))
+        return False
 
     def _no_clock(self):
         """Dated frames without a clock: nothing is drawn; said at most once a minute,
@@ -185,6 +187,7 @@ class Node:
         self.skipped = epoch
         self.ledger.skipped(self.s.ratio, epoch if clocked else None, self.s.device["memoize"])
         getattr(self.link, "status", _skip)("skipped-%d" % epoch if clocked else "skipped")
+        return True
 
     def new_config(self, msg):
         """A config pushed to a board with a fleet key and a cap (the MQTT link passes

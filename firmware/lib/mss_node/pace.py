@@ -120,12 +120,10 @@ class Pace:
                 return
         if self.due_ms():
             return
-        if not st.queue:
-            n.skipped = None
-            n.draw(cid, n.epoch())  # the unset clock's epoch: a compact frame does not carry it
+        skipped = not st.queue and n.draw(cid, n.epoch())  # the unset clock's epoch: a compact frame lacks it
         if st.queue:
             self.send(cid, None)
-        elif n.skipped is not None:  # device.budget spent, no memo: the next try a pace later
+        elif skipped:  # device.budget spent, no memo: the next try a pace later
             self.since, self.t = 0, ticks_ms()
             st.save()
 
