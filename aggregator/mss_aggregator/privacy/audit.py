@@ -313,16 +313,19 @@ def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, windo
     fresh = attacks.schedule(max(reports), memoize, draws, window)
     cum = np.cumsum(fresh)
     n_draws = [int(cum[r - 1]) for r in reports]
+    one = ch.bayes_exact(prior) if irr is None and 1 in n_draws else None
     # past max_draws fresh draws: simulate up to the report of the max_draws-th draw only
     cut = int(np.searchsorted(cum, max_draws) + 1) if cum[-1] > max_draws else None
     sim = [min(r, cut) if cut else r for r in reports]
-    hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
-                                device_seed=device_seed)
-    by_t = dict(zip(sorted(set(sim)), hits))
-    success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
-    success, ci = [float(x) for x in success], [[float(a), float(b)] for a, b in ci]
+    if one is not None and set(n_draws) == {1}:  # every horizon one draw, no layer: exact, nothing to simulate
+        success, ci = [float(one)] * len(reports), [[float(one)] * 2 for _ in reports]
+    else:
+        hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
+                                    device_seed=device_seed)
+        by_t = dict(zip(sorted(set(sim)), hits))
+        success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
+        success, ci = [float(x) for x in success], [[float(a), float(b)] for a, b in ci]
     exact = [False] * len(reports)
-    one = ch.bayes_exact(prior) if irr is None and 1 in n_draws else None
     for i, n in enumerate(n_draws):  # one draw and no layer: the single-report value, exact
         if n == 1 and one is not None:
             success[i], ci[i], exact[i] = one, [one, one], True

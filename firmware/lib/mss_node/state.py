@@ -49,7 +49,7 @@ class State:
         if self.broken:  # unreadable or tampered: start fresh rather than crash the loop
             log.warn("state file %s unreadable or tampered: starting fresh (a device.budget counts as "
                      "spent for a whole window)" % path)
-            d = {"spent": BLOCKED}
+            d = {"spent": [list(g) for g in BLOCKED]}  # a copy: the ledger is changed in place
         elif d is None:
             d = {}  # the first boot
         self.seq = d.get("seq", 0)
