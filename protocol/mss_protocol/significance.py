@@ -1,0 +1,82 @@
+"""Which estimates are signal: one-sided detection and simultaneous intervals.
+
+Every decoder's unbiased estimate is approximately normal, fhat_v ~
+N(f_v, se_v^2), with se_v the standard error it reports.  An item is
+*detected* (distinguishable from 0) when the one-sided test of H0: f_v = 0
+at level ``alpha`` rejects,
+
+    fhat_v > z_{1-alpha} se_v,
+
+so a fleet in which no device holds v flags it with probability at most
+alpha, and noise alone flags about k alpha of k items (``expected_false``).
+
+*Simultaneous* statements over all k items use Bonferroni: the per-item
+level alpha / k (one-sided detection) or alpha / (2k) per tail (two-sided
+intervals).  Bonferroni holds whatever the correlation between items; a
+max-type bound from the known covariance would be smaller only by the
+correlations, which are O(1/k) for every protocol here (support counts of
+distinct items share only the reports that support both), so at k >= 64 it
+would lower the critical value by well under 1% (z = 3.54 at k = 64, 4.37
+at k = 4096, alpha = 0.05).
+
+Power: with se(f) the standard error at true frequency f (it grows with f),
+the test above finds an item of frequency f with probability
+Phi(f / se(f) - z_{1-alpha}); it reaches ``POWER`` at the detectable
+frequency f* solving f* = (z_{1-alpha} + z_{POWER}) se(f*)
+(:func:`detectable`).
+"""
+import math
+
+import numpy as np
+from scipy.special import ndtri
+
+ALPHA = 0.05  # one-sided level of the detection test
+LEVEL = 0.95  # two-sided confidence of the intervals
+POWER = 0.80  # the detectable frequency is found with this probability
+METHOD = "bonferroni"  # the simultaneous method, as the views name it
+
+
+def z_detect(k=1, alpha=ALPHA, simultaneous=False):
+    """The one-sided critical value: z_{1-alpha}, or z_{1-alpha/k} over k items."""
+    return float(ndtri(1 - (alpha / k if simultaneous else alpha)))
+
+
+def z_interval(k=1, level=LEVEL, simultaneous=False):
+    """The two-sided interval's half-width in standard errors: z_{1-(1-level)/2},
+    or z_{1-(1-level)/(2k)} for intervals covering all k items together."""
+    tail = (1 - level) / 2
+    return float(ndtri(1 - (tail / k if simultaneous else tail)))
+
+
+def detected(raw, stderr, alpha=ALPHA, simultaneous=False):
+    """Boolean (k,): fhat_v > z se_v (module docstring); an infinite SE detects nothing."""
+    raw, stderr = np.asarray(raw, float), np.asarray(stderr, float)
+    z = z_detect(raw.size, alpha, simultaneous)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(stderr) & (raw > z * stderr)
+
+
+def expected_false(k, alpha=ALPHA, simultaneous=False):
+    """Items that noise alone flags in a fleet holding none of them: k alpha
+    (simultaneous: at most alpha in all, the family-wise rate)."""
+    return alpha if simultaneous else k * alpha
+
+
+def detectable(u0, u1, n, alpha=ALPHA, power=POWER):
+    """The smallest frequency found with probability ``power`` by the level-alpha
+    test at n reports, when one report's variance of the item's estimate is
+    u(f) = u0 + u1 f (n se(f)^2; affine in f for every protocol here).
+
+    Solves n f^2 = z^2 (u0 + u1 f), z = z_{1-alpha} + z_{power}:
+    f = (z^2 u1 + sqrt(z^4 u1^2 + 4 n z^2 u0)) / (2 n).  Arrays broadcast.
+    """
+    z2 = (float(ndtri(1 - alpha)) + float(ndtri(power))) ** 2
+    u0, u1 = np.asarray(u0, float), np.asarray(u1, float)
+    return (z2 * u1 + np.sqrt((z2 * u1) ** 2 + 4 * n * z2 * u0)) / (2 * n)
+
+
+def devices_for(f, u0, u1, alpha=ALPHA, power=POWER):
+    """Reports needed to detect frequency f (the inverse of :func:`detectable`):
+    n = z^2 (u0 + u1 f) / f^2, rounded up."""
+    z2 = (float(ndtri(1 - alpha)) + float(ndtri(power))) ** 2
+    return math.ceil(z2 * (u0 + u1 * f) / f ** 2)
