@@ -185,7 +185,8 @@ def test_estimate_csv_plot_and_errors(tmp_path):
               "--plot", tmp_path / "e.png", "--post", "simplex")
     assert out.returncode == 0, out.stderr
     lines = (tmp_path / "e.csv").read_text().splitlines()
-    assert lines[0] == "item,estimate,stderr,ci_low,ci_high" and len(lines) == 65
+    assert len(lines) == 65 and lines[0] == ("item,estimate,stderr,ci_low,ci_high,detected,sim_low,sim_high,"
+                                             "detected_simultaneous")
     assert (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
     out = mss("estimate", "--store", tmp_path / "s.sqlite", "--json", "--epoch", 1)
     assert out.returncode == 0, out.stderr

@@ -283,7 +283,12 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         page.wait_for_function("document.body.dataset.reports === '200'", timeout=20000)
         top = sorted(get_json(url + "api/estimates")["estimates"], key=lambda r: -r["estimate"])[:20]
         assert _bars(page) == [(r["item"], pytest.approx(r["estimate"], abs=1e-12)) for r in top]
-        assert page.locator("#estimates tbody tr").count() == CFG.k
+        shown = get_json(url + "api/estimates?top=20")  # the page's view: 20 of 64 picked by their estimates
+        assert shown["view"]["intervals"] == "simultaneous" and shown["estimates"] == top
+        assert page.eval_on_selector_all("#chart rect.bar", "els => els.map(e => e.dataset.signal === 'true')") \
+            == [r["detected_simultaneous"] for r in top]  # filled bars: distinguishable from 0, family-wise
+        assert page.locator("#estimates tbody tr").count() == 20  # the table lists the chart's items
+        assert "simultaneous" in page.inner_text("#view-title") and "noise alone" in page.inner_text("#caption")
         assert page.locator("#epochs-chart rect.bar").count() == 1
         assert "eps_effective" in page.inner_text("#config")
         assert page.locator("#brokers").get_attribute("data-connected") == "true"

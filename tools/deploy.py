@@ -56,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from firmware_modules import ARCHS, FIRMWARE, TOP_FILES, external, modules  # noqa: E402
 from firmware_modules import compile_mpy as compile_mpy_file  # noqa: E402
+from mss_protocol.categories import FIELDS as HOST_ONLY  # noqa: E402
 
 MPY_VERSION = 6  # of the .mpy files mpy-cross writes
 
@@ -66,6 +67,8 @@ NO_BUDGET = 2  # exit status of a config refused for want of device.budget (a us
 def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None, budget=None,
                   require_budget=False):
     cfg = json.loads(Path(config_path).read_text())
+    for field in HOST_ONLY:  # the operator's names for the items: no board needs them in RAM
+        cfg.pop(field, None)
     device = cfg.setdefault("device", {})
     if budget is not None:
         from mss_protocol.budget import budget_section

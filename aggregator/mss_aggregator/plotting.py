@@ -1,4 +1,6 @@
 """PNG plots of estimates against the truth (matplotlib, no display needed)."""
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -6,39 +8,51 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def plot_estimates(truth, est, path, title, top=40):
-    """Left: the ``top`` most frequent items, estimate +- 95% CI (and the truth
-    as bars when known).  Right, when the truth is known: every item,
-    estimate against truth."""
+def plot_estimates(view, path, title, truth=None):
+    """Left: the items of ``view`` (:class:`mss_aggregator.view.View`: its order,
+    top N, names and intervals), estimate +- the view's interval, filled where
+    the item is distinguishable from 0, hollow where not, the caption below
+    (and the truth as bars when known).  Right, when the truth is known:
+    every item, estimate against truth."""
+    est = view.est
+    order = view.shown() if truth is None else np.argsort(-truth, kind="stable")[:view.top]  # truth: its top
     if truth is None:
-        order = np.argsort(-est.estimate, kind="stable")[:top]
-        fig, ax1 = plt.subplots(figsize=(9, 4.8))
+        fig, ax1 = plt.subplots(figsize=(9, 5.2))
     else:
-        order = np.argsort(-truth, kind="stable")[:top]
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [2, 1]})
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [2, 1]})
     x = np.arange(order.size)
     if truth is not None:
         ax1.bar(x, truth[order], color="#c7d7ea", label="true frequency")
-    err = np.vstack([est.estimate[order] - est.ci_low[order], est.ci_high[order] - est.estimate[order]])
-    ax1.errorbar(x, est.estimate[order], yerr=np.clip(err, 0, None), fmt="o", ms=3.5,
-                 color="#b2182b", ecolor="#b2182b", capsize=2, label="estimate ± 95% CI")
-    ax1.set_xticks(x, [str(i) for i in order], rotation=90, fontsize=7)
-    ax1.set_xlabel(f"item (top {order.size} by {'estimated' if truth is None else 'true'} frequency)")
+    lo, hi = view.intervals()
+    err = np.clip(np.vstack([est.estimate[order] - lo[order], hi[order] - est.estimate[order]]), 0, None)
+    err[~np.isfinite(err)] = 0  # no reports: no whisker
+    signal = view.detected()[order]
+    for mask, face, label in ((signal, "#b2182b", "distinguishable from 0"), (~signal, "white", "not distinguishable from 0")):
+        if mask.any():
+            ax1.errorbar(x[mask], est.estimate[order][mask], yerr=err[:, mask], fmt="o", ms=4, mfc=face,
+                         color="#b2182b", ecolor="#b2182b", capsize=2, label=f"estimate ± {view.interval_name}: "
+                         + label)
+    ax1.axhline(0, color="grey", lw=0.6)
+    names = [view.categories.name(i) for i in order]
+    ax1.set_xticks(x, names, rotation=90 if max(map(len, names)) > 3 or order.size > 20 else 0, fontsize=7)
+    how = "in item order" if view.order == "item" else "largest first"
+    what = f"all {order.size} items" if order.size == est.raw.size else f"the {order.size} largest estimates"
+    if truth is not None:
+        what, how = f"the {order.size} most frequent", "largest first"
+    ax1.set_xlabel(f"item ({what}, {how})")
     ax1.set_ylabel("frequency")
-    ax1.legend()
-    ax1.set_title(title)
-    if truth is None:
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return
-    lim = [min(truth.min(), est.estimate.min()), max(truth.max(), est.estimate.max())]
-    ax2.plot(lim, lim, color="grey", lw=0.8)
-    ax2.scatter(truth, est.estimate, s=4, alpha=0.5)
-    ax2.set_xlabel("true frequency")
-    ax2.set_ylabel("estimate")
-    ax2.set_title(f"all {truth.size} items")
-    fig.tight_layout()
+    ax1.legend(fontsize=7)
+    ax1.set_title(title, fontsize=10)
+    caption = [part for line in view.caption() for part in textwrap.wrap(line, 170 if truth is not None else 120)]
+    fig.text(0.01, 0.005, "\n".join(caption), fontsize=6.5, va="bottom")
+    if truth is not None:
+        lim = [min(truth.min(), est.estimate.min()), max(truth.max(), est.estimate.max())]
+        ax2.plot(lim, lim, color="grey", lw=0.8)
+        ax2.scatter(truth, est.estimate, s=4, alpha=0.5)
+        ax2.set_xlabel("true frequency")
+        ax2.set_ylabel("estimate")
+        ax2.set_title(f"all {truth.size} items")
+    fig.tight_layout(rect=(0, 0.025 * len(caption), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -160,6 +160,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.devices.modem import ChirpStackEmulator
     from mss_aggregator.devices.field import FIELD_KEYS, summarize
     from mss_aggregator.devices.fleet import draw_values, run_fleet
+    from mss_aggregator import view as views
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
     from mss_aggregator.collect.service import Aggregator, counters_table
@@ -261,8 +262,8 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             out.print(top_table(f"{title}: top categories", truth, est, 8))
             out.print(counters_table(counters, "counters"))
             with writing("--plot", plot):
-                plot_estimates(truth, est, plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
-                               + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""))
+                plot_estimates(views.make(est, top=40), plot, f"demo: {devices} devices, k={k}, epsilon={epsilon}"
+                               + (f", LoRaWAN {LINK[8:]} via ChirpStack" if link else ""), truth)
             out.print(f"plot: {plot}")
             doc = {"campaign": campaign, "config_id": cfg.config_id_hex, "protocol": result["protocol"],
                    "link": link and link.spec, "runtime": runtime, "period_s": period, "devices": devices,

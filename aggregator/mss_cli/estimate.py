@@ -1,13 +1,19 @@
 """``mss estimate`` (decode a store or a counts file) and ``mss merge`` (sum counts)."""
+import csv
+
 import click
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator import jsonout
+from mss_aggregator import view as views
+from mss_aggregator.collect import scope as scopes
+from mss_aggregator.collect.store import StoreError, open_store
 from mss_cli.common import console, fail, output_file, writing
-from mss_protocol import postprocess, registry
+from mss_protocol import categories, postprocess, registry
+from mss_protocol.config_file import read_json
 from mss_protocol.mss.config import ConfigError
+from mss_protocol.oracle_config import load_dict
 
 
 @click.command("estimate")
@@ -15,25 +21,38 @@ from mss_protocol.mss.config import ConfigError
               help="SQLite file or postgresql:// URL of a campaign's store.")
 @click.option("--counts", "counts_path", type=click.Path(exists=True, dir_okay=False),
               help="Decode a counts file (mss estimate --export-counts, mss merge) instead of a store.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="The campaign's config file: its labels and ordinal name and order the items (default: what "
+                   "mss aggregate recorded in the store), and its config id must be the store's or the counts'.")
 @click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
-              help="Write estimates as CSV.")
+              help="Write every item's estimate as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
-              help="Write a PNG of the top estimates.")
+              help="Write a PNG of the items the table shows (same order, top and intervals).")
 @click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=None,
+              help=f"Show the N largest estimates, in table and plot (default: every item of an ordinal domain of "
+                   f"at most {views.ALL_ITEMS_UP_TO}, else {views.DEFAULT_TOP}).")
+@click.option("--order", type=click.Choice(views.ORDERS), default=None,
+              help="item: the items' own order; estimate: largest first (default: item when the config says "
+                   "ordinal, else estimate).")
+@click.option("--simultaneous/--marginal", default=None,
+              help="95% intervals that hold for all k items together (Bonferroni), or for each item alone. "
+                   "Default: simultaneous when fewer than k items are shown (the largest of k estimates are a "
+                   "selection), else marginal.")
 @click.option("--epoch", type=click.IntRange(0, 2**32 - 1), default=None,
               help="Only this epoch's reports (an epoch is a u32, SPEC.md section 4). Default: the fuller "
                    "of the last complete epoch and the current one (each device counts once).")
 @click.option("--all-epochs", is_flag=True,
               help="Pool every epoch's reports; standard errors widened by the reports per device.")
-def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot, post, top, epoch, all_epochs):
-    """Frequency estimates with standard errors and 95% CIs from a store or a counts file."""
+def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
+                 simultaneous, epoch, all_epochs):
+    """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
+    a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
+    of another config), saying what there is."""
     from mss_protocol.mss.counts import Counts
-    from mss_aggregator.collect import scope as scopes
-    from mss_aggregator.collect.store import StoreError, open_store
 
     if (store_path is None) == (counts_path is None):
         raise click.UsageError("give --store or --counts")
@@ -42,15 +61,17 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
     if epoch is not None and all_epochs:
         raise click.UsageError("give --epoch or --all-epochs, not both")
     try:
+        wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
         if counts_path:
             counts, counters, scope = Counts.load(counts_path), None, None
+            categories = wanted[1] if wanted else None
+            if wanted and wanted[0].config_id != counts.cfg.config_id:
+                raise ConfigError(f"{counts_path} holds counts of config {counts.cfg.config_id_hex}, not "
+                                  f"{config_path}'s {wanted[0].config_id_hex}")
+            if not counts.total:
+                raise ConfigError(f"{counts_path} holds no reports (config {counts.cfg.config_id_hex})")
         else:
-            store = open_store(store_path)
-            try:
-                scope, counters = scopes.select(store, epoch, all_epochs), store.counters()
-            finally:
-                store.close()
-            counts = scope.counts
+            counts, counters, scope, categories = _from_store(store_path, wanted, config_path, epoch, all_epochs)
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
@@ -59,36 +80,82 @@ def estimate_cmd(store_path, counts_path, export_counts, as_json, csv_path, plot
             counts.save(export_counts)
     protocol = registry.from_config(cfg)
     est = protocol.decode(counts, post=post) if scope is None else scopes.decode(protocol, scope, post)
+    view = views.make(est, categories, order, top, simultaneous)
     rows = est.rows()
+    if view.categories.labels:
+        for r in rows:
+            r["label"] = view.categories.name(r["item"])
+    title = f"{counts.total} reports, config {cfg.config_id_hex}"
     if csv_path:
-        with writing("--csv", csv_path), open(csv_path, "w") as fh:
-            fh.write("item,estimate,stderr,ci_low,ci_high\n")
-            for r in rows:
-                fh.write(f"{r['item']},{r['estimate']!r},{r['stderr']!r},{r['ci_low']!r},{r['ci_high']!r}\n")
+        _write_csv(csv_path, rows, bool(view.categories.labels))
     if plot:
         from mss_aggregator.plotting import plot_estimates
 
         with writing("--plot", plot):
-            plot_estimates(None, est, plot, f"{counts.total} reports, config {cfg.config_id_hex}")
+            plot_estimates(view, plot, title)
     if as_json:
         where = scope.document() if scope else {"epoch": None, "pooled": None}  # a counts file: unknown
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
-                                  "counters": counters, "post": post, "estimates": rows}))
+                                  "counters": counters, "post": post, "view": view.document(), "estimates": rows}))
         return
     out = Console()
-    out.print(f"{counts.total} reports, config {cfg.config_id_hex}"
-              + (f", counters {counters}" if counters is not None else ""))
+    out.print(title + (f", counters {counters}" if counters is not None else ""))
     if scope is not None:
         what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
         widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
         out.print(f"{what}: {scope.selection}; {scope.devices} devices in {scope.epochs} epochs{widened}")
-    table = Table(title=f"top {top} categories")
-    for col in ("item", "estimate", "stderr", "95% CI"):
+    out.print(_table(view))
+    for line in view.caption():
+        out.print(line)
+
+
+def load_config(raw, source):
+    """(config, :class:`~mss_protocol.categories.Categories`) of a config file's dict."""
+    cfg = load_dict(raw, source=source)
+    return cfg, categories.from_config(raw, cfg.k, source)
+
+
+def _from_store(store_path, wanted, config_path, epoch, all_epochs):
+    """(counts, counters, scope, categories) of the reports ``--epoch``/``--all-epochs`` pick,
+    or ConfigError saying what the store holds when that is nothing."""
+    store = open_store(store_path)
+    try:
+        held = scopes.contents(store)
+        if wanted and wanted[0].config_id != store.cfg.config_id:
+            raise ConfigError(f"{config_path} is config {wanted[0].config_id_hex}, another campaign's: {held}")
+        scope = scopes.select(store, epoch, all_epochs)
+        if not store.tally()[0]:
+            raise ConfigError(held)
+        if not scope.counts.total:
+            what = f"epoch {scope.epoch} ({scope.selection})" if epoch is None else f"epoch {epoch}"
+            raise ConfigError(f"no accepted reports in {what}: {held}")
+        return scope.counts, store.counters(), scope, wanted[1] if wanted else store.categories()
+    finally:
+        store.close()
+
+
+def _table(view):
+    est, names = view.est, view.categories
+    table = Table(title=f"{view.top} of {est.raw.size} items, " + ("in item order" if view.order == "item"
+                                                                  else "largest first"))
+    table.add_column("item", justify="left" if names.labels else "right")
+    for col in ("estimate", "stderr", view.interval_name, "signal"):
         table.add_column(col, justify="right")
-    for i in np.argsort(-est.estimate, kind="stable")[:top]:
-        table.add_row(str(i), f"{est.estimate[i]:.4f}", f"{est.stderr[i]:.4f}",
-                      f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
-    out.print(table)
+    lo, hi = view.intervals()
+    signal = view.detected()
+    for i in view.shown():
+        table.add_row(names.name(i), f"{est.estimate[i]:.4f}", f"{est.stderr[i]:.4f}",
+                      f"[{lo[i]:.4f}, {hi[i]:.4f}]", "yes" if signal[i] else "–")
+    return table
+
+
+def _write_csv(path, rows, labels):
+    cols = ("item",) + (("label",) if labels else ()) + ("estimate", "stderr", "ci_low", "ci_high", "detected",
+                                                        "sim_low", "sim_high", "detected_simultaneous")
+    with writing("--csv", path), open(path, "w", newline="") as fh:
+        out = csv.DictWriter(fh, cols, extrasaction="ignore")
+        out.writeheader()
+        out.writerows(rows)
 
 
 @click.command("merge")

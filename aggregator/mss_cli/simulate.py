@@ -65,11 +65,12 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
         "eps_effective": cfg.eps_effective, "dist": dist, "post": post, "seed": seed,
     }
     if plot:
+        from mss_aggregator import view
         from mss_aggregator.plotting import plot_estimates
 
         with writing("--plot", plot):
-            plot_estimates(sim.truth, sim.estimate, plot,
-                           f"{protocol.upper()} k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})")
+            plot_estimates(view.make(sim.estimate, top=40), plot,
+                           f"{protocol.upper()} k={cfg.k} eps={cfg.epsilon} n={n} {dist} (post={post})", sim.truth)
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return

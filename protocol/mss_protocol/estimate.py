@@ -1,19 +1,21 @@
-"""Frequency estimates with standard errors and 95% confidence intervals.
+"""Frequency estimates with standard errors, confidence intervals and detections.
 
 Every decoder returns an :class:`Estimate`: the unbiased (or ridge) estimate
 ``raw``, its post-processed form (:mod:`.postprocess`), standard errors and
-Wald intervals raw +- z_{0.975} SE (clipped to [0, 1] when post-processed).
+Wald intervals raw +- z SE (clipped to [0, 1] when post-processed): 95% for
+each item alone (``ci_low``, ``ci_high``), or 95% for all k items together
+(:meth:`Estimate.intervals` with ``simultaneous``, Bonferroni).  Which items
+are distinguishable from 0 is the one-sided test of :mod:`.significance`.
 """
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 
-from mss_protocol import postprocess
+from mss_protocol import postprocess, significance
 
 # scipy.stats.norm.ppf(0.975) is this same ndtri(0.975); importing scipy.stats for it took
 # 0.3 s of every CLI start (a third of it)
-Z95 = float(ndtri(0.975))
+Z95 = significance.z_interval()
 
 
 @dataclass
@@ -23,7 +25,7 @@ class Estimate:
     estimate: np.ndarray  # after post-processing
     raw: np.ndarray  # unbiased (damp = 0) or ridge estimate before post-processing
     stderr: np.ndarray
-    ci_low: np.ndarray
+    ci_low: np.ndarray  # the marginal 95% interval
     ci_high: np.ndarray
     n: int
     post: str
@@ -33,15 +35,46 @@ class Estimate:
 
     @classmethod
     def build(cls, raw, stderr, n, post, stderr_method, iterations, seconds):
-        """Post-process ``raw`` and attach 95% intervals."""
-        est = postprocess.apply(raw, post)
-        lo, hi = raw - Z95 * stderr, raw + Z95 * stderr
-        if post != "none":
+        """Post-process ``raw`` and attach the marginal 95% intervals."""
+        est = cls(postprocess.apply(raw, post), raw, stderr, None, None, int(n), post, stderr_method,
+                  iterations, seconds)
+        est.ci_low, est.ci_high = est.intervals()
+        return est
+
+    def intervals(self, simultaneous=False):
+        """(low, high), (k,) each: raw +- z SE at 95% per item, or (``simultaneous``)
+        95% that all k intervals cover their items together; clipped to [0, 1]
+        when post-processed."""
+        z = significance.z_interval(self.raw.size, simultaneous=simultaneous)
+        lo, hi = self.raw - z * self.stderr, self.raw + z * self.stderr
+        if self.post != "none":
             lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
-        return cls(est, raw, stderr, lo, hi, int(n), post, stderr_method, iterations, seconds)
+        return lo, hi
+
+    def detected(self, simultaneous=False):
+        """Boolean (k,): items distinguishable from 0 (:func:`.significance.detected`)."""
+        return significance.detected(self.raw, self.stderr, simultaneous=simultaneous)
 
     def rows(self):
-        return [{"item": i, "estimate": float(e), "stderr": float(s),
-                 "ci_low": float(lo), "ci_high": float(hi)}
-                for i, (e, s, lo, hi) in enumerate(zip(self.estimate, self.stderr,
-                                                       self.ci_low, self.ci_high))]
+        """One dict per item: the estimate, its SE, the marginal 95% CI and
+        detection, and the simultaneous ones (``sim_low``, ``sim_high``,
+        ``detected_simultaneous``)."""
+        sim_lo, sim_hi = self.intervals(simultaneous=True)
+        cols = zip(self.estimate, self.stderr, self.ci_low, self.ci_high, self.detected(), sim_lo, sim_hi,
+                   self.detected(simultaneous=True))
+        return [{"item": i, "estimate": float(e), "stderr": float(s), "ci_low": float(lo), "ci_high": float(hi),
+                 "detected": bool(d), "sim_low": float(slo), "sim_high": float(shi),
+                 "detected_simultaneous": bool(sd)}
+                for i, (e, s, lo, hi, d, slo, shi, sd) in enumerate(cols)]
+
+    def significance(self):
+        """What the detections mean: the counts of detected items, marginal and
+        simultaneous, beside what noise alone would give."""
+        k, sig = self.raw.size, significance
+        return {"alpha": sig.ALPHA, "detected": int(self.detected().sum()),
+                "expected_false": sig.expected_false(k),
+                "detected_simultaneous": int(self.detected(simultaneous=True).sum()),
+                "familywise_false": sig.expected_false(k, simultaneous=True),
+                "simultaneous_method": sig.METHOD,
+                "z_detect": sig.z_detect(), "z_detect_simultaneous": sig.z_detect(k, simultaneous=True),
+                "z_interval_simultaneous": sig.z_interval(k, simultaneous=True)}

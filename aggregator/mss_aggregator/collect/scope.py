@@ -120,3 +120,19 @@ def decode(protocol, scope, post="none"):
         return est
     return Estimate.build(est.raw, est.stderr * scope.stderr_factor, est.n, est.post, est.stderr_method,
                           est.iterations, est.seconds)
+
+
+def contents(store, latest=5):
+    """What ``store`` holds, in one phrase for an error that found nothing to
+    decode: its accepted reports, epochs and devices, the ``latest`` epochs and
+    the fullest one with their devices."""
+    reports, devices, _, epochs = store.tally()
+    if not reports:
+        c = store.counters()
+        return (f"{store.name} holds no accepted reports (config {store.cfg.config_id_hex}; "
+                f"{c['received']} received, {c['rejected']} rejected)")
+    last = ", ".join(f"{e} ({d} devices)" for e, d in store.devices_per_epoch(last=latest))
+    full, most = store.fullest_epoch()
+    return (f"{store.name} holds {reports} accepted reports of config {store.cfg.config_id_hex} from {devices} "
+            f"devices in {epochs} epochs; the latest: {last}; the fullest: {full} ({most} devices): "
+            f"--epoch E or --all-epochs")

@@ -14,6 +14,7 @@ from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
+from mss_protocol import categories
 from mss_protocol.budget import check_device
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
@@ -90,6 +91,7 @@ class Aggregator:
         raw = read_json(config_path, "config")
         self.cfg = load_dict(raw, source=str(config_path))
         self.device = raw.get("device")  # the boards' section: the dashboard's loss so far (web.live)
+        self.categories = categories.from_config(raw, self.cfg.k, str(config_path))  # the views' names, order
         try:
             clock = campaign_clock(raw)  # first: it checks that the sections are objects
         except ValueError as exc:
@@ -122,6 +124,7 @@ class Aggregator:
             raise
         self.started = False
         self.store.set_clock(clock)
+        self.store.set_categories(self.categories)
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
                              fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
         self.log, self.failures = log, Failures()

@@ -310,16 +310,33 @@ class Store:
         """Record the campaign clock (``{"period_s", "epoch_origin",
         "accept_past_epochs"}``, or None) for readers: the default estimate
         needs the current epoch (:mod:`.scope`)."""
-        value = json.dumps(clock, sort_keys=True)
-        if self._read_meta().get("clock") != value:
-            with self._transaction() as cur:
-                self._exec(cur, "INSERT INTO meta VALUES ('clock', ?) ON CONFLICT (key) DO UPDATE "
-                                "SET value = excluded.value", (value,))
+        self._set_meta("clock", clock)
 
     def clock(self):
         """The campaign clock of the last aggregator that wrote here, or None."""
         value = self._read_meta().get("clock")
         return json.loads(value) if value else None
+
+    def set_categories(self, categories):
+        """Record the config's names and order of the items
+        (:class:`mss_protocol.categories.Categories`) for the views."""
+        self._set_meta("categories", categories.to_dict())
+
+    def categories(self):
+        """The :class:`~mss_protocol.categories.Categories` the last aggregator recorded
+        (names and order are display only: a config's may change between runs)."""
+        from mss_protocol.categories import from_config
+
+        value = self._read_meta().get("categories")
+        return from_config(json.loads(value) if value else {}, self.cfg.k, f"{self.name}: categories")
+
+    def _set_meta(self, key, doc):
+        """meta ``key`` = ``doc`` as JSON, written only when it changed (readers may be read-only)."""
+        value = json.dumps(doc, sort_keys=True)
+        if self._read_meta().get(key) != value:
+            with self._transaction() as cur:
+                self._exec(cur, "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                                "SET value = excluded.value", (key, value))
 
     # -- reading ------------------------------------------------------------
     def _query(self, sql, args=()):

@@ -33,6 +33,7 @@ from collections import deque
 
 import numpy as np
 
+from mss_aggregator import view as views
 from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.privacy import ceilings
@@ -100,8 +101,14 @@ class LiveView:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
         epochs = self.store.devices_per_epoch()
         prior = postprocess.simplex(est.raw) if counts.total and self.cfg.k <= AUDIT_MAX_K else None
+        cats = self.store.categories()
+        rows = est.rows()
+        if cats.labels:
+            for r in rows:
+                r["label"] = cats.name(r["item"])
         return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex, **scope.document(),
-                "estimates": est.rows(), "decode_seconds": est.seconds, "counters": counters,
+                "estimate": est, "categories": cats, "estimates": rows, "decode_seconds": est.seconds,
+                "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
                 "deployment": self._deployment(now, prior),
                 "error": None}  # a good refresh clears the last failure
@@ -164,19 +171,28 @@ class LiveView:
         self.store.close()
 
     # -- the API's documents ------------------------------------------------
-    def estimates(self, top=None):
-        """The latest estimates; ``top``: only the largest ``top`` (largest first), for big k."""
+    def estimates(self, top=None, order=None, simultaneous=None):
+        """The latest estimates as :mod:`mss_aggregator.view` shows them: ``top`` (the
+        largest, default every item, then in item order unless ``order``), ``order``
+        (item or estimate) and ``simultaneous`` (true/false; default: when top < k);
+        ``view`` says what was chosen, with the caption and the significance counts."""
         with self.lock:
             s = self.snapshot
-        rows = s["estimates"]
         if top is not None:
             top = int(top)
             if top < 1:
                 raise ValueError("top must be at least 1")
-            rows = sorted(rows, key=lambda r: -r["estimate"])[:top]
+        elif order is None:
+            order = "item"
+        if simultaneous is not None:
+            if simultaneous not in ("true", "false"):
+                raise ValueError(f"simultaneous must be true or false, got {simultaneous!r}")
+            simultaneous = simultaneous == "true"
+        view = views.make(s["estimate"], s["categories"], order, top or self.cfg.k, simultaneous)
+        rows = [s["estimates"][i] for i in view.shown()]
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
                                  "stderr_factor", "current_epoch", "selection", "decode_seconds")}
-        return dict(doc, estimates=rows, error=s.get("error"))
+        return dict(doc, view=dict(view.document(), caption=view.caption()), estimates=rows, error=s.get("error"))
 
     def counters(self):
         with self.lock:

@@ -4,7 +4,6 @@
 
 const NS = "http://www.w3.org/2000/svg";
 const REFRESH_MS = 2000;
-const TABLE_ROWS = 1000;  // the largest estimates listed (the chart takes its top N from them)
 
 function el(tag, attrs, parent) {
   const node = document.createElementNS(NS, tag);
@@ -22,16 +21,21 @@ function size(svg) {
   return [Math.max(box.width, 300), Math.max(box.height, 150)];
 }
 
-// Top-N estimates as bars with 95% CI whiskers; each bar carries its numbers.
+// The view the API chose (top N, order, intervals): bars with CI whiskers, filled
+// where the item is distinguishable from 0, hollow where not; each bar carries its numbers.
 function drawEstimates(doc) {
   const svg = document.getElementById("chart");
   svg.replaceChildren();
-  const top = Number(document.getElementById("top").value);
-  const rows = [...doc.estimates].sort((a, b) => b.estimate - a.estimate).slice(0, top);
+  const view = doc.view;
+  const sim = view.intervals === "simultaneous";
+  const lowOf = r => (sim ? r.sim_low : r.ci_low), highOf = r => (sim ? r.sim_high : r.ci_high);
+  const signal = r => (sim ? r.detected_simultaneous : r.detected);
+  const name = r => (r.label === undefined ? String(r.item) : r.label);
+  const rows = doc.estimates;
   const [w, h] = size(svg);
   const pad = { l: 50, r: 10, t: 10, b: 30 };
-  const hi = Math.max(0.01, ...rows.map(r => (r.ci_high === null ? r.estimate : r.ci_high)));
-  const lo = Math.min(0, ...rows.map(r => (r.ci_low === null ? r.estimate : r.ci_low)));
+  const hi = Math.max(0.01, ...rows.map(r => (highOf(r) === null ? r.estimate : highOf(r))));
+  const lo = Math.min(0, ...rows.map(r => (lowOf(r) === null ? r.estimate : lowOf(r))));
   const y = v => pad.t + (h - pad.t - pad.b) * (hi - v) / (hi - lo);
   const bw = (w - pad.l - pad.r) / Math.max(rows.length, 1);
   el("line", { x1: pad.l, x2: w - pad.r, y1: y(0), y2: y(0), class: "axis" }, svg);
@@ -43,21 +47,29 @@ function drawEstimates(doc) {
     const x = pad.l + i * bw;
     const top = y(Math.max(r.estimate, 0)), bottom = y(Math.min(r.estimate, 0));
     const bar = el("rect", { x: x + bw * 0.15, width: bw * 0.7, y: top, height: Math.max(bottom - top, 0.5),
-                             class: "bar", "data-item": r.item, "data-estimate": r.estimate }, svg);
-    el("title", {}, bar).textContent =
-      `item ${r.item}: ${fmt(r.estimate)} (95% CI ${fmt(r.ci_low)} – ${fmt(r.ci_high)})`;
-    if (r.ci_low !== null && r.ci_high !== null) {
+                             class: signal(r) ? "bar" : "bar noise", "data-item": r.item,
+                             "data-estimate": r.estimate, "data-signal": signal(r) }, svg);
+    el("title", {}, bar).textContent = `${name(r)}: ${fmt(r.estimate)} (${sim ? "simultaneous " : ""}95% CI `
+      + `${fmt(lowOf(r))} – ${fmt(highOf(r))}; ${signal(r) ? "distinguishable from 0" : "not distinguishable from 0"})`;
+    if (lowOf(r) !== null && highOf(r) !== null) {
       const cx = x + bw / 2;
-      el("line", { x1: cx, x2: cx, y1: y(Math.min(r.ci_high, hi)), y2: y(Math.max(r.ci_low, lo)), class: "ci" }, svg);
+      el("line", { x1: cx, x2: cx, y1: y(Math.min(highOf(r), hi)), y2: y(Math.max(lowOf(r), lo)), class: "ci" }, svg);
     }
     const label = el("text", { x: x + bw / 2, y: h - pad.b + 14, "text-anchor": "middle", class: "label" }, svg);
-    label.textContent = r.item;
+    label.textContent = name(r);
   });
+  document.getElementById("view-title").textContent =
+    `${rows.length} of ${view.k} items, `
+    + `${view.order === "item" ? "in item order" : "largest first"}, ${sim ? "simultaneous " : ""}95% CI`;
+  document.getElementById("caption").textContent = view.caption.join(" · ");
+  document.getElementById("ci-head").textContent = sim ? "simultaneous 95% CI" : "95% CI";
   const body = document.querySelector("#estimates tbody");
   body.replaceChildren();
-  for (const r of doc.estimates) {
+  for (const r of rows) {
     const tr = body.insertRow();
-    for (const v of [r.item, fmt(r.estimate), fmt(r.stderr), `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`]) {
+    tr.dataset.signal = signal(r);
+    for (const v of [name(r), fmt(r.estimate), fmt(r.stderr), `[${fmt(lowOf(r))}, ${fmt(highOf(r))}]`,
+                     signal(r) ? "yes" : "–"]) {
       tr.insertCell().textContent = v;
     }
   }
@@ -232,11 +244,22 @@ async function getJSON(path) {
   return r.json();
 }
 
+// top N, order and intervals as chosen on the page; "auto" leaves the choice to the API
+// (item order for an ordinal config, simultaneous intervals when fewer than k items are shown)
+function estimatesQuery() {
+  const query = [`top=${document.getElementById("top").value}`];
+  for (const id of ["order", "simultaneous"]) {
+    const v = document.getElementById(id).value;
+    if (v !== "auto") query.push(`${id}=${v}`);
+  }
+  return `api/estimates?${query.join("&")}`;
+}
+
 async function refresh() {
   const status = document.getElementById("status");
   try {
     const [est, ctr, cfg] = await Promise.all(
-      [getJSON(`api/estimates?top=${TABLE_ROWS}`), getJSON("api/counters"), getJSON("api/config")]);
+      [getJSON(estimatesQuery()), getJSON("api/counters"), getJSON("api/config")]);
     drawEstimates(est);
     drawCounters(ctr);
     drawBrokers(ctr.brokers);
@@ -255,6 +278,6 @@ async function refresh() {
   }
 }
 
-document.getElementById("top").addEventListener("change", refresh);
+for (const id of ["top", "order", "simultaneous"]) document.getElementById(id).addEventListener("change", refresh);
 refresh();
 setInterval(refresh, REFRESH_MS);
