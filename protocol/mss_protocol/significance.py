@@ -12,12 +12,13 @@ alpha, and noise alone flags about k alpha of k items (``expected_false``).
 
 *Simultaneous* statements over all k items use Bonferroni: the per-item
 level alpha / k (one-sided detection) or alpha / (2k) per tail (two-sided
-intervals).  Bonferroni holds whatever the correlation between items; a
-max-type bound from the known covariance would be smaller only by the
-correlations, which are O(1/k) for every protocol here (support counts of
-distinct items share only the reports that support both), so at k >= 64 it
-would lower the critical value by well under 1% (z = 3.54 at k = 64, 4.37
-at k = 4096, alpha = 0.05).
+intervals).  Bonferroni holds whatever the correlation between items.  A
+max-type bound (the 95% quantile of max_v |fhat_v - f_v| / se_v) would be
+smaller where the items' statistics are far from independent normals:
+simulated at k = 64, n = 2,000 (1,500 fleets each) it is 3.03 for GRR at
+eps = 2 (discrete counts of ~28 reports an output), 3.21 for MSS, 3.32 for
+OLH, 3.33 for OUE against Bonferroni's 3.36, whose coverage was 0.99, 0.97,
+0.96 and 0.95 there: valid, conservative by up to 10% of the half-width.
 
 Power: with se(f) the standard error at true frequency f (it grows with f),
 the test above finds an item of frequency f with probability
