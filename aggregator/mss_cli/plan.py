@@ -14,7 +14,7 @@ from mss_cli.common import EPSILON, fail
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan
-from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, choose
+from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
@@ -34,6 +34,12 @@ def _link(ctx, param, value):
 def _slack(ctx, param, value):
     if math.isnan(value):  # click's FloatRange lets nan through (every comparison with it is false)
         raise click.BadParameter("must be a number >= 0, not nan")
+    return value
+
+
+def _number(ctx, param, value):
+    if value is not None and math.isnan(value):  # as _slack: FloatRange lets nan through
+        raise click.BadParameter("must be a number, not nan")
     return value
 
 
@@ -71,8 +77,16 @@ def _writable_in(ctx, param, value):
               help="LoRaWAN link (regions " + ", ".join(lorawan.REGIONS) + "): --max-bytes from the "
                    "region's payload table, a compact frame (olh: compact-epoch) unless --frame is given, "
                    "and the airtime and reports/day of the chosen report.")
-@click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
-              help="Fleet size: reports the predicted MSE and the decode time are stated for.")
+@click.option("--n", "n", type=click.IntRange(min=1), default=N_DEFAULT, show_default=True,
+              help="Fleet size: reports the predicted MSE, the resolution (per-item standard error, 95% "
+                   "half-width, detectable frequency) and the decode time are stated for.  With --detect or "
+                   "--target-se and no --n: the devices the chosen protocol needs.")
+@click.option("--detect", type=click.FloatRange(0, 1, min_open=True), default=None, callback=_number, metavar="F",
+              help="The smallest frequency the operator needs to see (one-sided 5% test, 80% power): each "
+                   "candidate states the devices it needs, auto chooses the fewest (within --mse-slack) and, "
+                   "without --n, states the plan at that fleet size.")
+@click.option("--target-se", type=click.FloatRange(min=0, min_open=True), default=None, callback=_number,
+              metavar="S", help="A per-item standard error to reach: as --detect, the devices needed for it.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
               help="Value distribution the MSE is predicted at: uniform, zipf:S, spike, "
                    "file:est.json (mss estimate --json) or file:counts.csv.")
@@ -114,11 +128,17 @@ def _writable_in(ctx, param, value):
 @click.option("--irr-epsilon", type=EPSILON, default=None, metavar="E1",
               help="An instantaneous layer (RAPPOR's IRR) at E1 per report over the memoized draw: grr, olh, hr "
                    "and pgr only (repeated reports are no longer identical).")
-def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_spec, max_device_ms, mse_slack, seed,
-             as_json, device_config, period, board, modem, battery, no_cache, campaign_days, budget_spec,
-             fresh_reports, irr_epsilon):
+def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, target_se, prior_spec,
+             max_device_ms, mse_slack, seed, as_json, device_config, period, board, modem, battery, no_cache,
+             campaign_days, budget_spec, fresh_reports, irr_epsilon):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
+    if detect is not None and target_se is not None:
+        raise click.BadParameter("a question is a frequency to detect or a standard error to reach: give "
+                                 "--detect or --target-se, not both", param_hint="--target-se")
+    if (detect, target_se) != (None, None) and \
+            click.get_current_context().get_parameter_source("n") == ParameterSource.DEFAULT:
+        n = None  # stated at the devices the chosen protocol needs
     if fresh_reports and budget_spec is not None:
         raise click.BadParameter("a budget limits fresh draws of memoized reports: give --budget or "
                                  "--fresh-reports, not both", param_hint="--budget")
@@ -154,11 +174,13 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
                         prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
                         max_device_ms=max_device_ms, mse_slack=mse_slack, link=link, board=board or DEFAULT_BOARD,
-                        modem=modem or DEFAULT_MODEM, period_s=period, olh_seed=olh_seed, irr_epsilon=irr_epsilon)
+                        modem=modem or DEFAULT_MODEM, period_s=period, olh_seed=olh_seed, irr_epsilon=irr_epsilon,
+                        detect=detect, target_se=target_se)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
         fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
+    n = result["n"]
     if link:
         budget = lorawan.budget(link, result["frame_bytes"])
         result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
@@ -216,15 +238,18 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
     budget = ", ".join(x for x in (f"<= {max_bytes} bytes" if max_bytes else "",
                                    f"<= {max_bits} body bits" if max_bits else "") if x) or "no size budget"
     table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior")
-    for col in ("protocol", "bits", "bytes", "MSE", "vs SS", "dev ms*", "dec s*", "note"):
+    asked = result["devices_needed"] is not None  # a --detect or --target-se question: the devices it needs
+    cols = ("protocol", "bits", "bytes", "MSE", "vs SS") + ("devices",) * asked + ("dev ms*", "dec s*", "note")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("protocol", "note") else "right")
     for c in result["candidates"]:
         chosen = c["protocol"] == result["protocol"]
         if c["predicted_mse"] is None:
-            table.add_row(c["protocol"], "", "", "", "", "", "", c["excluded"], style="dim")
+            table.add_row(c["protocol"], *[""] * (len(cols) - 2), c["excluded"], style="dim")
             continue
         table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), f"{c['predicted_mse']:.3g}",
-                      f"{c['variance_ratio_vs_ss']:.3f}", f"{c['device_ms']:.2g}", f"{c['decode_s']:.2g}",
+                      f"{c['variance_ratio_vs_ss']:.3f}", *[str(c["devices_needed"])] * asked,
+                      f"{c['device_ms']:.2g}", f"{c['decode_s']:.2g}",
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
@@ -240,6 +265,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}): --protocol ss")
+    _print_resolution(out, k, result)
     if not result["device_ok"]:
         out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on an RP2040 is above --max-device-ms "
                   f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
@@ -254,6 +280,20 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, prior_sp
         extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
                  if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
         out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
+
+
+def _print_resolution(out, k, result):
+    """The resolution lines of the human output (mss_protocol.resolution) and its warnings."""
+    out.print(f"at n={result['n']}: per-item standard error {result['per_item_se']:.3g} (95% half-width "
+              f"{result['half_width_95']:.3g}); detectable frequency {result['detectable_frequency']:.3g} "
+              f"(one-sided 5% test, 80% power; mean frequency 1/k = {1 / k:.2g})")
+    if result["detect"] is not None:
+        out.print(f"devices needed to detect frequency {result['detect']:g}: {result['devices_needed']}")
+    if result["target_se"] is not None:
+        out.print(f"devices needed for a per-item standard error of {result['target_se']:g}: "
+                  f"{result['devices_needed']}")
+    for warning in result["warnings"]:
+        out.print(f"[red]warning: {warning}[/red]", highlight=False)
 
 
 def _budget_section(cfg, spec, default):

@@ -21,6 +21,9 @@ audit (the real client and the channel).
 ``decode(counts, n, post)``     -> :class:`~mss_protocol.estimate.Estimate`
 ``variance(n, prior)``          predicted per-item MSE at n reports from
                                 values distributed as ``prior`` (uniform)
+``unit_item_variance(f)``       (k,) n Var(fhat_v) when the fleet's frequencies
+                                are f: the decoder's standard error squared
+                                times n at expected counts, affine in f
 ``channel()``                   the attacker's view (:mod:`.channel`)
 ==============================  ================================================
 
@@ -66,6 +69,11 @@ class Protocol:
         return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
 
     def variance(self, n, prior=None):
+        raise NotImplementedError
+
+    def unit_item_variance(self, f):
+        """(k,) n Var(fhat_v) at frequencies f (n-free: every decoder's variance is
+        proportional to 1/n); affine in f, which :mod:`mss_protocol.resolution` uses."""
         raise NotImplementedError
 
     def channel(self):

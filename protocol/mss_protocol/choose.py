@@ -22,6 +22,19 @@ energy.RANK_PERIOD_S): the sleep over a period common to all candidates
 adds the same to each but for their awake times, so the order does not
 depend on it.  A protocol asked for by name is planned whatever its device
 time (``device_ok`` says).
+
+Every candidate that fits also states its resolution at ``n``
+(:mod:`.resolution`): ``per_item_se``, ``half_width_95`` and
+``detectable_frequency``.  Given a question, ``detect`` (the smallest
+frequency to see) or ``target_se`` (a per-item standard error), each states
+``devices_needed``, and ``auto`` ranks by it instead of the MSE at n, with
+the same slack and tie rules (devices within ``mse_slack`` of the fewest:
+the fastest on the device, with a link the least energy): the devices are
+what the question costs, and for ``target_se`` they are the MSE times a
+constant, so the order is the MSE's; for ``detect`` they weigh the variance
+at the frequency asked about, not at the prior.  With ``n=None`` the plan is
+stated at the devices the chosen protocol needs (the ranking does not
+depend on n).
 Under a budget above k = QUICK_K, ``auto`` plans MSS with the quick search
 (greedy moduli sets only: the full search takes minutes there and has never
 come near the one-output protocols); ``--protocol mss`` searches fully.
@@ -40,7 +53,7 @@ Two figures are models:
 import math
 
 from mss_device.frame import HEADER, KINDS
-from mss_protocol import device_cost, energy
+from mss_protocol import device_cost, energy, registry, resolution
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
@@ -53,6 +66,8 @@ DECODE_CELLS_PER_S = 1e8
 QUICK_K = 256
 MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
+N_DEFAULT = 10000  # the fleet size a plan is stated at unless given
+FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_needed")
 
 
 def decode_cells(cfg, n):
@@ -103,9 +118,10 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
     return cfg, float(cfg.protocol.variance(n, prior)), None
 
 
-def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=10000, prior=None,
+def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=N_DEFAULT, prior=None,
            prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
-           link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None):
+           link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
+           detect=None, target_se=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` and ``device_ok`` (within
     ``max_device_ms``, None: no budget), and ``candidates`` (every protocol
@@ -116,7 +132,18 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     (compact frames refused: the seed needs the drawing epoch) or "device" (one seed a
     device, which memoized reports need; compact frames allowed).  ``irr_epsilon``: an
     instantaneous layer at that epsilon on every one-output protocol (grr, olh, hr,
-    pgr; the others are left out), its MSE that of the composed channel."""
+    pgr; the others are left out), its MSE that of the composed channel.  ``detect``
+    (a frequency in (0, 1]) or ``target_se`` (> 0): each candidate's ``devices_needed``,
+    ranked by (module docstring); ``n=None``: the plan at the chosen's devices needed.
+    The chosen protocol's resolution figures (``FIGURES``) and ``warnings`` (a list of
+    strings, :func:`mss_protocol.resolution.warnings`) are top-level fields too."""
+    if detect is not None and target_se is not None:
+        raise PlanError("give detect or target_se, not both")
+    if n is None:
+        if detect is None and target_se is None:
+            raise PlanError("n=None states the plan at the devices a question needs: give detect or target_se")
+        args = dict(locals())
+        n = choose(**dict(args, n=N_DEFAULT))["devices_needed"]
     if protocol not in CHOICES:
         raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
     try:
@@ -142,7 +169,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     rows, found = [], []
     for name in names:
         row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
-               "variance_ratio_vs_ss": None, "device_ms": None, "decode_s": None}
+               "variance_ratio_vs_ss": None, "device_ms": None, "decode_s": None,
+               **dict.fromkeys(FIGURES)}
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
             cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick,
@@ -155,6 +183,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                    variance_ratio_vs_ss=float(mse / ss_var),
                    device_ms=device_cost.device_ms(cfg),
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
+        row.update(resolution.figures(registry.from_config(cfg), mse, n, prior, detect, target_se))
         if quick and name == "mss":
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         # (what no device can run, the constructors refused above: mss_protocol.limits)
@@ -165,7 +194,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                 row["energy_mj_per_report"] = energy.report(
                     link, row["frame_bytes"], row["device_ms"], board, modem,
                     period_s or energy.RANK_PERIOD_S)["energy_mj_per_report"]
-            found.append((float(mse), row["device_ms"], len(found), cfg, res, row))
+            score = float(mse) if row["devices_needed"] is None else row["devices_needed"]
+            found.append((score, row["device_ms"], len(found), cfg, res, row))
         rows.append(row)
     if not found:
         raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
@@ -179,7 +209,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     _, _, _, cfg, res, best = min(near, key=rank)
     res = _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
     res.update(max_device_ms=max_device_ms, mse_slack=mse_slack,
-               device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms)
+               device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
+               detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
+               warnings=resolution.warnings(k, n, best, detect, target_se))
     return res
 
 

@@ -100,6 +100,13 @@ class SupportOracle(Protocol):
         var = q * (1 - q) / (n * (p - q) ** 2) + f * (1 - p - q) / (n * (p - q))
         return fhat, np.sqrt(var)
 
+    def unit_item_variance(self, f):
+        """(k,) n Var(fhat_v) = q(1-q)/(p-q)^2 + f_v (1-p-q)/(p-q) (module docstring):
+        the square of :meth:`estimate`'s standard error times n at fhat = f.  Each
+        item's depends on its own frequency only."""
+        p, q = self.p, self.q
+        return q * (1 - q) / (p - q) ** 2 + np.asarray(f, float) * (1 - p - q) / (p - q)
+
     def variance(self, n, prior=None):
         """Per-item MSE of the unbiased estimate averaged over [k]: the same for
         every distribution (the f term averages to 1/k), so ``prior`` is unused."""

@@ -9,16 +9,18 @@ least-squares solve of :mod:`.decoder`, the predicted MSE that of
 """
 from functools import cached_property
 
+import numpy as np
+
 from mss_device.encoder import Encoder
 from mss_device.randomiser import Randomiser
 from mss_protocol.base import Protocol
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
-from mss_protocol.mss.decoder import Decoder
+from mss_protocol.mss.decoder import Decoder, noise_variance
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
-from mss_protocol.mss.variance import predicted_mse
+from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
 
 
 class MssProtocol(Protocol):
@@ -73,6 +75,18 @@ class MssProtocol(Protocol):
     def variance(self, n, prior=None):
         """Noise and block-assignment variance (:mod:`.variance`) at ``prior``."""
         return predicted_mse(self.cfg, n, prior)[0]
+
+    def unit_item_variance(self, f):
+        """(k,) n Var(fhat_v): the decoder's noise variance (:func:`.decoder.noise_variance`,
+        what its standard errors estimate) at class frequencies g = A f and the expected
+        n_j = n / l, evaluated at N_REF reports (it scales as 1/n).  Affine in f (the
+        sandwich is linear in g).  The block-assignment part of :mod:`.variance` is left
+        out: the decoder's standard error does not include it, and it is quadratic in f;
+        :mod:`mss_protocol.resolution` adds its average at the prior."""
+        cfg, comps = self.cfg, self.decoder.components
+        n_j = np.full(cfg.l, N_REF / cfg.l)
+        w = np.repeat(block_weights(cfg, n_j), cfg.moduli)
+        return noise_variance(cfg, comps, n_j, w, comps.A @ np.asarray(f, float))[0] * N_REF
 
     def channel(self):
         return ResidueChannel(self)
