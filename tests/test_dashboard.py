@@ -110,9 +110,13 @@ def test_api_metrics_and_openapi(dashboard):
     publish(make_reports(CFG, devices=300, epochs=1, prefix="d"), broker, "t")
     wait_for(store, lambda c: c["accepted"] >= 300)
     est = wait_api(url, 300)
-    cli = estimate_json(store)
-    assert [r["estimate"] for r in est["estimates"]] == pytest.approx(
-        [r["estimate"] for r in cli["estimates"]], abs=1e-12)
+    assert est["post"] == "simplex"  # the dashboard's default view (postprocess.DEFAULT_VIEW)
+    for api, cli in ((est, estimate_json(store, "--post", "simplex")),
+                     (get_json(url + "api/estimates?post=none"), estimate_json(store))):
+        assert [r["estimate"] for r in api["estimates"]] == pytest.approx(
+            [r["estimate"] for r in cli["estimates"]], abs=1e-12)
+        assert [r["ci_low"] for r in api["estimates"]] == pytest.approx(
+            [r["ci_low"] for r in cli["estimates"]], abs=1e-12)
     assert est["config_id"] == CFG.config_id_hex
     counters = get_json(url + "api/counters")
     assert counters["counters"]["accepted"] == 300 and counters["history"][-1]["accepted"] == 300

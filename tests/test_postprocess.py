@@ -1,4 +1,4 @@
-"""The estimators of mss_protocol.postprocess: their defining properties.
+"""The estimators of mss_protocol.postprocess and tools/estimators.py: their defining properties.
 
 * clip, simplex and mle return points of the probability simplex;
 * simplex is Norm-Sub (Wang et al. 2020), checked against Wang's iterative
@@ -14,6 +14,7 @@
 import numpy as np
 import pytest
 
+import estimators
 from mss_protocol import postprocess, registry
 from mss_protocol.mss.counts import Counts
 
@@ -68,7 +69,7 @@ def test_mle_fixed_point_support_protocols(name, k):
     f[0] = 0.0  # a boundary point too
     f /= f.sum()
     proto = registry.make(name, k, 1.5)
-    np.testing.assert_allclose(postprocess.mle(proto, expected_support_counts(proto, f, 1000), 1000),
+    np.testing.assert_allclose(estimators.mle(proto, expected_support_counts(proto, f, 1000), 1000),
                                f, atol=1e-9)
 
 
@@ -85,7 +86,7 @@ def test_mle_fixed_point_residue_counts(name, k):
     counts = Counts(cfg, n_j, np.rint(np.repeat(n_j, rep) * rate))
     if name == "mss":
         assert cfg.l > 1  # the projected-gradient path
-    np.testing.assert_allclose(postprocess.mle(proto, counts, None), f, atol=2e-6)
+    np.testing.assert_allclose(estimators.mle(proto, counts, None), f, atol=2e-6)
 
 
 def test_mle_is_ibu_limit_on_grr():
@@ -101,7 +102,7 @@ def test_mle_is_ibu_limit_on_grr():
     for _ in range(20000):
         f = f * (P.T @ (counts / n / (P @ f)))
     # IBU reaches a zero of the MLE only asymptotically (f_x shrinks geometrically)
-    np.testing.assert_allclose(postprocess.mle(proto, counts, n), f, atol=1e-4)
+    np.testing.assert_allclose(estimators.mle(proto, counts, n), f, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["grr", "rappor", "ss", "hr"])
@@ -110,7 +111,7 @@ def test_mle_lands_on_simplex_from_samples(name):
     proto = registry.make(name, k, 1.0)
     rng = np.random.default_rng([RNG_SEED, 5])
     counts = proto.sample_counts(rng.choice(k, size=n), rng)
-    assert on_simplex(postprocess.mle(proto, counts, n))
+    assert on_simplex(estimators.mle(proto, counts, n))
 
 
 def test_mle_is_consistent():
@@ -124,7 +125,7 @@ def test_mle_is_consistent():
     p = np.array([0.3, 0.2, 0.12, 0.1, 0.08, 0.07, 0.07, 0.06])
     values = np.repeat(np.arange(k), np.rint(p * n).astype(int))
     truth = np.bincount(values, minlength=k) / values.size
-    est = np.array([postprocess.mle(proto, proto.sample_counts(values, rng), values.size)
+    est = np.array([estimators.mle(proto, proto.sample_counts(values, rng), values.size)
                     for _ in range(trials)])
     se = est.std(axis=0, ddof=1) / np.sqrt(trials)
     assert np.all(np.abs(est.mean(axis=0) - truth) <= 4.5 * se)
@@ -132,12 +133,12 @@ def test_mle_is_consistent():
 
 def test_apportion_and_bootstrap_shape():
     f = np.array([0.5, 0.25, 0.125, 0.125 - 1e-9, 1e-9])
-    split = postprocess.apportion(f, 37)
+    split = estimators.apportion(f, 37)
     assert split.sum() == 37 and np.all(np.abs(split - 37 * f) < 1)
     proto = registry.make("grr", 5, 1.0)
     rng = np.random.default_rng([RNG_SEED, 7])
     counts = proto.sample_counts(rng.choice(5, size=200), rng)
-    iv = postprocess.bootstrap(proto, counts, 200, "simplex", draws=30, rng=rng)
+    iv = estimators.bootstrap(proto, counts, 200, "simplex", draws=30, rng=rng)
     for lo, hi in iv:
         assert lo.shape == (5,) and np.all(lo <= hi) and np.all((lo >= 0) & (hi <= 1))
 
@@ -145,4 +146,4 @@ def test_apportion_and_bootstrap_shape():
 def test_apply_refuses_count_choices():
     with pytest.raises(ValueError):
         postprocess.apply(np.ones(3) / 3, "mle")
-    assert postprocess.DEFAULT_VIEW in postprocess.CHOICES + postprocess.COUNT_CHOICES
+    assert postprocess.DEFAULT_VIEW in postprocess.CHOICES  # a view applies to the unbiased estimate alone

@@ -4,14 +4,14 @@ clip (= Norm-Mul) / simplex (= Norm-Sub) / mle (IBU's limit) for every protocol.
 
 Grid: k x epsilon x n x {uniform, zipf:1.1} x protocol.  Each trial draws a
 population of n devices (fixed seeds), the protocol's counts of their
-reports, and decodes them four ways (mss_protocol.postprocess); MSE is per
+reports, and decodes them four ways (mss_protocol.postprocess, tools/estimators.py); MSE is per
 item against the population's empirical frequencies, averaged over trials.
 Coverage: the fraction of (item, trial) pairs whose true frequency lies in
 the 95% Wald interval every view shows today (raw +- 1.96 SE), and the
 fraction whose point estimate lies outside that interval.  On a smaller grid
 (``--boot-k``, epsilon 1 and 4, n 100/1000/10000, zipf; the first
 ``--boot-trials`` trials) the parametric
-bootstrap intervals of simplex and mle (postprocess.bootstrap, percentile
+bootstrap intervals of simplex and mle (estimators.bootstrap, percentile
 and basic) are measured too, with their cost (mle's not for MSS: a
 hundred iterative solves per interval).  Protocols that refuse a k
 (mss below 4) are skipped and listed.
@@ -26,12 +26,13 @@ import time
 import numpy as np
 
 from mss_aggregator.distributions import parse
-from mss_protocol import postprocess, registry
+import estimators
+from mss_protocol import registry
 from mss_protocol.estimate import Z95
 
 KS, EPSILONS, NS = (2, 8, 64, 1024, 4096), (0.5, 1.0, 2.0, 4.0), (100, 500, 1000, 10000)
 DISTS = ("uniform", "zipf:1.1")
-VIEWS = postprocess.CHOICES + postprocess.COUNT_CHOICES
+VIEWS = estimators.CHOICES
 BOOT_VIEWS, BOOT_EPS, BOOT_NS = ("simplex", "mle"), (1.0, 4.0), (100, 1000, 10000)
 
 
@@ -48,7 +49,7 @@ def run_cell(proto, k, eps, n, dist, trials, draws, boot_trials):
     sq = {v: [] for v in VIEWS}
     outside = {v: [] for v in VIEWS}
     covered, seconds = [], {v: 0.0 for v in VIEWS}
-    bcov = {(v, m): [] for v in BOOT_VIEWS for m in postprocess.Intervals._fields}
+    bcov = {(v, m): [] for v in BOOT_VIEWS for m in estimators.Intervals._fields}
     bsec = {v: 0.0 for v in BOOT_VIEWS}
     for t in range(trials):
         values = population(k, n, dist, t)
@@ -59,7 +60,7 @@ def run_cell(proto, k, eps, n, dist, trials, draws, boot_trials):
         covered.append((truth >= lo) & (truth <= hi))
         for v in VIEWS:
             t0 = time.perf_counter()
-            est = postprocess.from_counts(proto, counts, n, v)
+            est = estimators.from_counts(proto, counts, n, v)
             seconds[v] += time.perf_counter() - t0
             sq[v].append((est - truth) ** 2)
             outside[v].append((est < lo) | (est > hi))
@@ -67,9 +68,9 @@ def run_cell(proto, k, eps, n, dist, trials, draws, boot_trials):
             if v == "mle" and proto.name == "mss":  # 100 FISTA solves per interval: minutes per cell
                 continue
             t0 = time.perf_counter()
-            iv = postprocess.bootstrap(proto, counts, n, v, draws, rng)
+            iv = estimators.bootstrap(proto, counts, n, v, draws, rng)
             bsec[v] += time.perf_counter() - t0
-            for m in postprocess.Intervals._fields:
+            for m in estimators.Intervals._fields:
                 blo, bhi = getattr(iv, m)
                 bcov[(v, m)].append((truth >= blo) & (truth <= bhi))
     row = {"protocol": proto.name, "k": k, "epsilon": eps, "n": n, "dist": dist, "trials": trials,
@@ -140,7 +141,7 @@ def report(rows, skipped, args):
     if brows:
         print("\nParametric bootstrap 95% intervals (zipf:1.1, eps 1 and 4): median coverage over "
               "cells (min in brackets), median seconds per bootstrap:\n")
-        print("| k | n | " + " | ".join(f"{v} {m}" for v in BOOT_VIEWS for m in postprocess.Intervals._fields)
+        print("| k | n | " + " | ".join(f"{v} {m}" for v in BOOT_VIEWS for m in estimators.Intervals._fields)
               + " | " + " | ".join(f"{v} s" for v in BOOT_VIEWS) + " |")
         print("|---|---|" + "---|" * (3 * len(BOOT_VIEWS)))
         for k in sorted({r["k"] for r in brows}):
@@ -148,7 +149,7 @@ def report(rows, skipped, args):
                 cell = [r for r in brows if r["k"] == k and r["n"] == n]
                 cov = " | ".join(f"{median(cell, f'boot_{m}_coverage_{v}'):.3f} "
                                  f"({smallest(cell, f'boot_{m}_coverage_{v}'):.3f})"
-                                 for v in BOOT_VIEWS for m in postprocess.Intervals._fields)
+                                 for v in BOOT_VIEWS for m in estimators.Intervals._fields)
                 print(f"| {k} | {n} | {cov} | "
                       + " | ".join(f"{median(cell, f'boot_seconds_{v}'):.3g}" for v in BOOT_VIEWS) + " |")
 

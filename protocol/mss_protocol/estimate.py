@@ -55,17 +55,24 @@ class Estimate:
         """Boolean (k,): items distinguishable from 0 (:func:`.significance.detected`)."""
         return significance.detected(self.raw, self.stderr, simultaneous=simultaneous)
 
-    def rows(self):
-        """One dict per item: the estimate, its SE, the marginal 95% CI and
-        detection, and the simultaneous ones (``sim_low``, ``sim_high``,
-        ``detected_simultaneous``)."""
+    def rows(self, items=None):
+        """One dict per item (of ``items`` only, in their order, if given): the
+        estimate, its SE, the marginal 95% CI and detection, and the
+        simultaneous ones (``sim_low``, ``sim_high``, ``detected_simultaneous``)."""
+        items = np.arange(self.raw.size) if items is None else np.asarray(items, dtype=np.int64)
         sim_lo, sim_hi = self.intervals(simultaneous=True)
-        cols = zip(self.estimate, self.stderr, self.ci_low, self.ci_high, self.detected(), sim_lo, sim_hi,
-                   self.detected(simultaneous=True))
-        return [{"item": i, "estimate": float(e), "stderr": float(s), "ci_low": float(lo), "ci_high": float(hi),
-                 "detected": bool(d), "sim_low": float(slo), "sim_high": float(shi),
+        cols = (a[items] for a in (self.estimate, self.stderr, self.ci_low, self.ci_high, self.detected(),
+                                   sim_lo, sim_hi, self.detected(simultaneous=True)))
+        return [{"item": int(i), "estimate": float(e), "stderr": float(s), "ci_low": float(lo),
+                 "ci_high": float(hi), "detected": bool(d), "sim_low": float(slo), "sim_high": float(shi),
                  "detected_simultaneous": bool(sd)}
-                for i, (e, s, lo, hi, d, slo, shi, sd) in enumerate(cols)]
+                for i, e, s, lo, hi, d, slo, shi, sd in zip(items, *cols)]
+
+    def post_processed(self, post):
+        """This estimate under another post-processing (same raw, SEs, intervals' source)."""
+        if post == self.post:
+            return self
+        return Estimate.build(self.raw, self.stderr, self.n, post, self.stderr_method, self.iterations, self.seconds)
 
     def significance(self):
         """What the detections mean: the counts of detected items, marginal and

@@ -101,13 +101,8 @@ class LiveView:
             audit.append(_audit(self.channel, postprocess.simplex(est.raw), "current estimate", self.cfg.epsilon))
         epochs = self.store.devices_per_epoch()
         prior = postprocess.simplex(est.raw) if counts.total and self.cfg.k <= AUDIT_MAX_K else None
-        cats = self.store.categories()
-        rows = est.rows()
-        if cats.labels:
-            for r in rows:
-                r["label"] = cats.name(r["item"])
         return {"updated": now, "n": counts.total, "config_id": self.cfg.config_id_hex, **scope.document(),
-                "estimate": est, "categories": cats, "estimates": rows, "decode_seconds": est.seconds,
+                "estimate": est, "categories": self.store.categories(), "decode_seconds": est.seconds,
                 "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
                 "deployment": self._deployment(now, prior),
@@ -171,11 +166,15 @@ class LiveView:
         self.store.close()
 
     # -- the API's documents ------------------------------------------------
-    def estimates(self, top=None, order=None, simultaneous=None):
+    def estimates(self, top=None, order=None, simultaneous=None, post=postprocess.DEFAULT_VIEW):
         """The latest estimates as :mod:`mss_aggregator.view` shows them: ``top`` (the
         largest, default every item, then in item order unless ``order``), ``order``
-        (item or estimate) and ``simultaneous`` (true/false; default: when top < k);
+        (item or estimate), ``simultaneous`` (true/false; default: when top < k) and
+        ``post`` (the point estimate: postprocess.DEFAULT_VIEW unless none or clip;
+        standard errors, intervals and detections are the unbiased estimate's);
         ``view`` says what was chosen, with the caption and the significance counts."""
+        if post not in postprocess.CHOICES:
+            raise ValueError(f"post must be one of {', '.join(postprocess.CHOICES)}, got {post!r}")
         with self.lock:
             s = self.snapshot
         if top is not None:
@@ -188,11 +187,16 @@ class LiveView:
             if simultaneous not in ("true", "false"):
                 raise ValueError(f"simultaneous must be true or false, got {simultaneous!r}")
             simultaneous = simultaneous == "true"
-        view = views.make(s["estimate"], s["categories"], order, top or self.cfg.k, simultaneous)
-        rows = [s["estimates"][i] for i in view.shown()]
+        est, cats = s["estimate"].post_processed(post), s["categories"]
+        view = views.make(est, cats, order, top or self.cfg.k, simultaneous)
+        rows = est.rows(view.shown())
+        if cats.labels:
+            for r in rows:
+                r["label"] = cats.name(r["item"])
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
                                  "stderr_factor", "current_epoch", "selection", "decode_seconds")}
-        return dict(doc, view=dict(view.document(), caption=view.caption()), estimates=rows, error=s.get("error"))
+        return dict(doc, post=post, view=dict(view.document(), caption=view.caption()), estimates=rows,
+                    error=s.get("error"))
 
     def counters(self):
         with self.lock:

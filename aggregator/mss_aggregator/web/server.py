@@ -147,7 +147,7 @@ class MetricsCollector:
         yield CounterMetricFamily("mss_extra_dropped", "Extra reports (a device's further ones in an epoch) "
                                   f"counted but not stored past the cap of {EXTRA_MAX} a device and epoch",
                                   value=snap["counters"].get("extra_dropped", 0))
-        est = self.live.estimates()
+        est = self.live.estimates(top=1)  # only its n, epoch and decode time
         yield GaugeMetricFamily("mss_estimate_reports", "Reports behind the current estimates", value=est["n"])
         if est["epoch"] is not None:
             yield GaugeMetricFamily("mss_estimate_epoch", "The epoch the current estimates decode",

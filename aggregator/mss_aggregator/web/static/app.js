@@ -60,7 +60,8 @@ function drawEstimates(doc) {
   });
   document.getElementById("view-title").textContent =
     `${rows.length} of ${view.k} items, `
-    + `${view.order === "item" ? "in item order" : "largest first"}, ${sim ? "simultaneous " : ""}95% CI`;
+    + `${view.order === "item" ? "in item order" : "largest first"}, ${sim ? "simultaneous " : ""}95% CI, `
+    + (doc.post === "none" ? "unbiased estimates" : `estimates post-processed: ${doc.post}`);
   document.getElementById("caption").textContent = view.caption.join(" · ");
   document.getElementById("ci-head").textContent = sim ? "simultaneous 95% CI" : "95% CI";
   const body = document.querySelector("#estimates tbody");
@@ -244,11 +245,12 @@ async function getJSON(path) {
   return r.json();
 }
 
-// top N, order and intervals as chosen on the page; "auto" leaves the choice to the API
-// (item order for an ordinal config, simultaneous intervals when fewer than k items are shown)
+// top N, estimate, order and intervals as chosen on the page; "auto" leaves the choice to the API
+// (the simplex projection, item order for an ordinal config, simultaneous intervals when fewer
+// than k items are shown)
 function estimatesQuery() {
   const query = [`top=${document.getElementById("top").value}`];
-  for (const id of ["order", "simultaneous"]) {
+  for (const id of ["post", "order", "simultaneous"]) {
     const v = document.getElementById(id).value;
     if (v !== "auto") query.push(`${id}=${v}`);
   }
@@ -278,6 +280,6 @@ async function refresh() {
   }
 }
 
-for (const id of ["top", "order", "simultaneous"]) document.getElementById(id).addEventListener("change", refresh);
+for (const id of ["top", "post", "order", "simultaneous"]) document.getElementById(id).addEventListener("change", refresh);
 refresh();
 setInterval(refresh, REFRESH_MS);
