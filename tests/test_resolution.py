@@ -46,6 +46,7 @@ CASES = [
     ("hr", 1024, 2, 2000, 1000, 4, 256),
     ("pgr", 16, 2, 2000, 300, 2, 4),
     ("ss", 16, 0.5, 2000, 500, 1, 1),
+    ("mss", 16, 5, 2000, 500, 1, 2),  # block assignment 1.5x the noise: in the decoder's stderr too
     ("mss", 64, 2, 2000, 300, 1, 2),
     ("mss", 1024, 2, 4000, 80, 1, 8),
 ]
@@ -60,7 +61,7 @@ def make(name, k, eps):
 
 
 def fleet(protocol, n, F, P, Z):
-    """Values of n devices: P items (the worst: resolution.item_line's) at round(F n)
+    """Values of n devices: P items (the worst: resolution.item_curve's) at round(F n)
     devices each, Z items at none, the rest uniform over the other items."""
     k = protocol.k
     worst = int(np.argmax(protocol.unit_item_variance(np.full(k, 1.0 / k))))
@@ -95,8 +96,8 @@ def test_predictions_match_simulated_fleets(name, k, eps, n, trials, P, Z):
     assert abs(ratio - 1) <= tol, (ratio, tol)
 
     z = significance.z_detect()
-    u0, u1 = resolution.item_line(protocol, mse * n)
-    power = float(ndtr(f_planted / np.sqrt((u0 + u1 * f_planted) / n) - z))  # at whole devices
+    u0, u1, u2 = resolution.item_curve(protocol, mse * n)
+    power = float(ndtr(f_planted / np.sqrt((u0 + u1 * f_planted + u2 * f_planted ** 2) / n) - z))  # whole devices
     hits = np.mean(raw[:, planted] > z * stderr[:, planted])
     assert abs(hits - significance.POWER) <= Z_RATE * np.sqrt(0.16 / (trials * P)) + abs(power - 0.8), (hits, power)
     if Z:
@@ -106,7 +107,7 @@ def test_predictions_match_simulated_fleets(name, k, eps, n, trials, P, Z):
 
 def test_mss_assignment_is_in_the_se():
     """k = 16, eps = 5: MSS's block assignment (0.026 / n) outweighs its noise (0.016 / n);
-    the predicted SE counts it (the decoder's stderr does not: no detection check here)."""
+    the predicted MSE counts it (a uniform fleet; CASES checks detection at this k, eps)."""
     protocol = make("mss", 16, 5)
     n, trials = 1600, 500
     values = np.arange(n) % 16
@@ -129,8 +130,8 @@ def test_devices_needed_reach_the_question():
     unit = p.variance(1)
     fig = resolution.figures(p, unit / 500, 500, detect=0.01)
     N = fig["devices_needed"]
-    u0, u1 = resolution.item_line(p, unit)
-    assert significance.detectable(u0, u1, N) <= 0.01 < significance.detectable(u0, u1, N - 1)
+    u = resolution.item_curve(p, unit)
+    assert significance.detectable(u[0], u[1], N, u[2]) <= 0.01 < significance.detectable(u[0], u[1], N - 1, u[2])
     N = resolution.figures(p, unit / 500, 500, target_se=0.01)["devices_needed"]
     assert np.sqrt(unit / N) <= 0.01 < np.sqrt(unit / (N - 1))
 

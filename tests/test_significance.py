@@ -90,3 +90,8 @@ def test_detectable_frequency_solves_its_equation():
     z = significance.z_detect() + float(-significance.ndtri(1 - significance.POWER))
     assert f == pytest.approx(z * math.sqrt((u0 + u1 * f) / n), rel=1e-12)
     assert significance.devices_for(f, u0, u1) in (n, n + 1)  # the inverse, rounded up
+    u2 = -0.2  # a quadratic variance (MSS's block assignment)
+    f = significance.detectable(u0, u1, n, u2)
+    assert f == pytest.approx(z * math.sqrt((u0 + u1 * f + u2 * f * f) / n), rel=1e-12)
+    assert significance.devices_for(f, u0, u1, u2) in (n, n + 1)
+    assert significance.detectable(u0, u1, 10, u2=10.0) == np.inf  # n < z^2 u2: nothing is detected

@@ -73,7 +73,8 @@ class Protocol:
 
     def unit_item_variance(self, f):
         """(k,) n Var(fhat_v) at frequencies f (n-free: every decoder's variance is
-        proportional to 1/n); affine in f, which :mod:`mss_protocol.resolution` uses."""
+        proportional to 1/n); a polynomial of degree <= 2 in f, which
+        :mod:`mss_protocol.resolution` uses."""
         raise NotImplementedError
 
     def channel(self):

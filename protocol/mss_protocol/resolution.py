@@ -12,11 +12,11 @@ parts are both evaluated at one n and scaled, :mod:`.mss.variance`), so
 Detection is the one-sided test of :mod:`.significance`: an item counts
 when fhat_v > z_{0.95} se_v, se_v the decoder's standard error.  Its
 variance depends on the item's own frequency F, so the detectable frequency
-and the devices needed for --detect F use the line n Var(fhat_v) = u0 + u1 F
-(:func:`item_line`), with v at F and the rest of the fleet at the prior
-renormalised to 1 - F:  f* = (z_{0.95} + z_{0.80}) se(f*) at N
-(:func:`.significance.detectable`), N = (z_{0.95} + z_{0.80})^2 (u0 + u1 F)
-/ F^2 (:func:`.significance.devices_for`).
+and the devices needed for --detect F use the curve n Var(fhat_v) = u0 + u1 F
++ u2 F^2 (:func:`item_curve`), with v at F and the rest of the fleet at the
+prior renormalised to 1 - F:  f* = (z_{0.95} + z_{0.80}) se(f*) at N
+(:func:`.significance.detectable`), N = (z_{0.95} + z_{0.80})^2 u(F) / F^2
+(:func:`.significance.devices_for`).
 """
 import math
 
@@ -27,8 +27,8 @@ from mss_protocol import significance
 Z_HALF = significance.z_interval()  # 95% two-sided: 1.96
 
 
-def item_line(protocol, unit_mse, prior=None):
-    """(u0, u1) with n Var(fhat_v) = u0 + u1 F for an item v at true frequency F.
+def item_curve(protocol, unit_mse, prior=None):
+    """(u0, u1, u2) with n Var(fhat_v) = u0 + u1 F + u2 F^2 for an item v at true frequency F.
 
     Parameters
     ----------
@@ -41,14 +41,15 @@ def item_line(protocol, unit_mse, prior=None):
 
     Notes
     -----
-    ``unit_item_variance`` is affine in the frequencies, which are affine in F
-    (f_v = F, f_u = prior_u (1 - F) / (1 - prior_v)), so two evaluations (F = 0
-    and F = 1) give the line.  v is the item with the largest variance at the
-    prior: support protocols' items all share one line, MSS's differ with their
-    residue classes, and the worst keeps the statement conservative.  What the
-    predicted MSE holds beyond the decoder's own variance (MSS's block
-    assignment, averaged over items; 0 for support protocols) is added to u0:
-    the estimate spreads by it though the standard error does not show it.
+    ``unit_item_variance`` is a polynomial of degree at most 2 in the
+    frequencies (affine for the support-count protocols; MSS's block
+    assignment is quadratic), which are affine in F (f_v = F, f_u = prior_u
+    (1 - F) / (1 - prior_v)), so three evaluations (F = 0, 1/2, 1) give the
+    curve exactly.  v is the item with the largest variance at the prior:
+    support protocols' items all share one curve, MSS's differ with their
+    residue classes, and the worst keeps the statement conservative.  What
+    the predicted MSE holds beyond the decoder's own variance is added to u0
+    (0 but for rounding: both count noise and assignment).
     """
     k = protocol.k
     f = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, float)
@@ -57,9 +58,9 @@ def item_line(protocol, unit_mse, prior=None):
     rest = np.where(np.arange(k) == v, 0.0, f)
     # a prior entirely on v: the rest uniform over the other items
     rest = rest / rest.sum() if rest.sum() > 0 else np.where(np.arange(k) == v, 0.0, 1.0 / (k - 1))
-    u0 = float(protocol.unit_item_variance(rest)[v])
-    u1 = float(protocol.unit_item_variance(np.eye(1, k, v)[0])[v]) - u0
-    return u0 + max(0.0, unit_mse - float(at_prior.mean())), u1
+    at = [float(protocol.unit_item_variance((1 - F) * rest + F * np.eye(1, k, v)[0])[v]) for F in (0.0, 0.5, 1.0)]
+    u2 = 2 * (at[2] - 2 * at[1] + at[0])
+    return at[0] + max(0.0, unit_mse - float(at_prior.mean())), at[2] - at[0] - u2, u2
 
 
 def figures(protocol, mse, n, prior=None, detect=None, target_se=None):
@@ -75,15 +76,15 @@ def figures(protocol, mse, n, prior=None, detect=None, target_se=None):
         (None without either).
     """
     unit = mse * n
-    u0, u1 = item_line(protocol, unit, prior)
+    u = item_curve(protocol, unit, prior)
     needed = None
     if detect is not None:
-        needed = significance.devices_for(detect, u0, u1)
+        needed = significance.devices_for(detect, *u)
     elif target_se is not None:
         needed = math.ceil(unit / target_se ** 2)
     se = math.sqrt(mse)
     return {"per_item_se": se, "half_width_95": Z_HALF * se,
-            "detectable_frequency": float(significance.detectable(u0, u1, n)),
+            "detectable_frequency": float(significance.detectable(u[0], u[1], n, u[2])),
             "devices_needed": None if needed is None else max(1, int(needed))}
 
 

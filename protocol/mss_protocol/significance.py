@@ -63,21 +63,28 @@ def expected_false(k, alpha=ALPHA, simultaneous=False):
     return alpha if simultaneous else k * alpha
 
 
-def detectable(u0, u1, n, alpha=ALPHA, power=POWER):
+def _z2(alpha, power):
+    return (float(ndtri(1 - alpha)) + float(ndtri(power))) ** 2
+
+
+def detectable(u0, u1, n, u2=0.0, alpha=ALPHA, power=POWER):
     """The smallest frequency found with probability ``power`` by the level-alpha
     test at n reports, when one report's variance of the item's estimate is
-    u(f) = u0 + u1 f (n se(f)^2; affine in f for every protocol here).
+    u(f) = u0 + u1 f + u2 f^2 (n se(f)^2: affine in f for the support-count
+    protocols, quadratic for MSS, whose block assignment adds f-squared terms).
 
-    Solves n f^2 = z^2 (u0 + u1 f), z = z_{1-alpha} + z_{power}:
-    f = (z^2 u1 + sqrt(z^4 u1^2 + 4 n z^2 u0)) / (2 n).  Arrays broadcast.
+    Solves n f^2 = z^2 u(f), z = z_{1-alpha} + z_{power}: with a = n - z^2 u2,
+    f = (z^2 u1 + sqrt(z^4 u1^2 + 4 a z^2 u0)) / (2 a); inf when a <= 0 (no
+    frequency is detected).  Arrays broadcast.
     """
-    z2 = (float(ndtri(1 - alpha)) + float(ndtri(power))) ** 2
-    u0, u1 = np.asarray(u0, float), np.asarray(u1, float)
-    return (z2 * u1 + np.sqrt((z2 * u1) ** 2 + 4 * n * z2 * u0)) / (2 * n)
+    z2 = _z2(alpha, power)
+    u0, u1, a = np.asarray(u0, float), np.asarray(u1, float), n - z2 * np.asarray(u2, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (z2 * u1 + np.sqrt((z2 * u1) ** 2 + 4 * a * z2 * u0)) / (2 * a)
+    return np.where(a > 0, f, np.inf)
 
 
-def devices_for(f, u0, u1, alpha=ALPHA, power=POWER):
+def devices_for(f, u0, u1, u2=0.0, alpha=ALPHA, power=POWER):
     """Reports needed to detect frequency f (the inverse of :func:`detectable`):
-    n = z^2 (u0 + u1 f) / f^2, rounded up."""
-    z2 = (float(ndtri(1 - alpha)) + float(ndtri(power))) ** 2
-    return math.ceil(z2 * (u0 + u1 * f) / f ** 2)
+    n = z^2 u(f) / f^2, rounded up."""
+    return math.ceil(_z2(alpha, power) * (u0 + u1 * f + u2 * f * f) / f ** 2)

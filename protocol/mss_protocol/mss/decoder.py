@@ -21,10 +21,11 @@ Standard errors come from the sandwich covariance
 with S the covariance of ghat: within each block the exact covariance of
 SubsetSelection counts (rows are negatively correlated, and a heavy
 hitter's class has a larger variance), evaluated at the fitted class
-frequencies with an Agresti-Coull adjustment (see :func:`noise_variance`).  M^-1 is exact, component by
+frequencies (see :func:`noise_variance`), plus the block-assignment variance
+(:func:`assignment_variance`).  M^-1 is exact, component by
 component, whenever every connected component of A^T A has at most 4096
 items; otherwise M is approximated by its diagonal (ignoring items that
-share a class, documented in SPEC.md).
+share a class, and the assignment part; documented in SPEC.md).
 95% confidence intervals are estimate +- 1.96 SE.
 """
 import time
@@ -34,6 +35,7 @@ from scipy.sparse import diags
 from scipy.sparse.linalg import lsmr
 
 from mss_protocol.estimate import Z95, Estimate
+from mss_protocol.postprocess import simplex
 from mss_protocol.mss.linalg import ResidueComponents, SingularError
 
 
@@ -78,19 +80,28 @@ class Decoder:
         res = lsmr(diags(sw) @ self.A, sw * ghat, damp=self.damp, atol=self.atol,
                    btol=self.btol, maxiter=self.maxiter)
         raw = res[0]
-        # Class frequencies for the variance: the fit A fhat, shrunk Agresti-Coull
-        # style (z^2/2 pseudo-reports of z^2) so that a class seen in few reports
-        # does not get a near-zero variance; this keeps 95% CIs near 95% coverage
-        # down to ~50 reports per block.
-        g = (n_rows * np.clip(self.A @ raw, 0, 1) + Z95 ** 2 / 2) / (n_rows + Z95 ** 2)
-        var, method = noise_variance(cfg, self.components, counts.n, w, g, self.damp ** 2)
+        # Class frequencies for the variance: the fit A fhat.  (An Agresti-Coull shrinkage
+        # used here before inflated the noise part and hid the missing assignment part;
+        # with both parts exact, 95% CIs cover 0.95-0.96 down to 15 reports per block.)
+        g = np.clip(self.A @ raw, 0, 1)
+        var, method = item_variance(cfg, self.components, n_j, w, g, simplex(raw), self.damp ** 2)
         return Estimate.build(raw, np.sqrt(var), counts.total, post, method, int(res[2]),
                               time.perf_counter() - t0)
 
 
+def item_variance(cfg, comps, n_j, w, g, f, ridge=0.0):
+    """(diag(Cov(fhat)), method): :func:`noise_variance` at class frequencies ``g``
+    plus :func:`assignment_variance` at the distribution ``f`` (exact components
+    only: the diagonal approximation leaves the assignment out)."""
+    var, method, inv = noise_variance(cfg, comps, n_j, w, g, ridge)
+    if inv is not None and cfg.l > 1:
+        var = var + assignment_variance(cfg, comps, inv, n_j, w, f)
+    return var, method
+
+
 def noise_variance(cfg, comps, n_j, w, g, ridge=0.0):
-    """(diag(Cov(fhat)), method): the randomisation noise of the GLS estimate,
-    diag(M^-1 H M^-1), with the exact within-block covariance of SubsetSelection.
+    """(diag(Cov(fhat)), method, M^-1 or None): the randomisation noise of the GLS
+    estimate, diag(M^-1 H M^-1), with the exact within-block covariance of SubsetSelection.
 
     ``n_j`` (l,) reports per block, ``w`` (sum m_j,) row weights, ``g``
     (sum m_j,) class frequencies, ``ridge`` = damp^2.  ``method`` is "exact"
@@ -115,7 +126,7 @@ def noise_variance(cfg, comps, n_j, w, g, ridge=0.0):
         try:
             inv = comps.inverse(w, ridge)
         except SingularError:
-            return np.full(cfg.k, np.inf), "singular"
+            return np.full(cfg.k, np.inf), "singular", None
         base, MV = inv.diag_sandwich(h_rows), inv.apply(V)
         method = "exact"
     else:  # diagonal approximation of M (ignores items sharing a class)
@@ -123,8 +134,39 @@ def noise_variance(cfg, comps, n_j, w, g, ridge=0.0):
         with np.errstate(divide="ignore"):
             base = np.where(m_diag > 0, (comps.A.T @ h_rows) / m_diag ** 2, np.inf)
             MV = V / m_diag[:, None]
-        method = "approx"
-    return base + (MV * c).sum(axis=1) * MV[:, 0], method
+        method, inv = "approx", None
+    return base + (MV * c).sum(axis=1) * MV[:, 0], method, inv
+
+
+def assignment_variance(cfg, comps, inv, n_j, w, f):
+    """diag(Cov_assign(fhat)), (k,): which devices landed in which block.
+
+    Block j decodes the frequencies f^(j) of its n_j devices, not the fleet's f.
+    The blocks partition the fleet, so Cov(f^(j) - f, f^(j') - f) =
+    (1{j = j'} / n_j - 1 / n) Sigma, Sigma = diag(f) - f f^T (sampling without
+    replacement; :mod:`.variance` with n_j = n / l), and with G A = I
+
+        Cov_assign = sum_j (G_j A_j) Sigma (G_j A_j)^T / n_j - Sigma / n,
+
+    G_j A_j = M^-1 A_j^T W_j A_j, block-diagonal over the components of A^T A
+    (a residue class lies within one), so the diagonal is, per component,
+
+        sum_j [(B_j^2) f - (B_j f)^2] / n_j - (f - f^2) / n,   B_j = G_j A_j.
+
+    ``comps``, ``inv``: the components and M^-1 on them (exact components
+    only), ``n_j`` (l,) reports per block, ``w`` (sum m_j,) row weights, ``f``
+    (k,) a distribution (the decoder's estimate projected onto the simplex).
+    Without it the decoder's intervals undercover where the assignment
+    dominates (k = 16, eps = 5: 87% coverage, 12% false detections at 5%).
+    """
+    out = -(f - f * f) / n_j.sum()
+    for nodes, minv in inv.groups:
+        fc = f[nodes]
+        for j in range(cfg.l):
+            if n_j[j]:
+                B = minv @ comps.block_term(nodes, j, w)  # (c, s, s)
+                out[nodes] += (np.einsum("cix,cx->ci", B * B, fc) - np.einsum("cix,cx->ci", B, fc) ** 2) / n_j[j]
+    return np.maximum(out, 0.0)  # a variance: >= 0 but for rounding
 
 
 def sandwich_terms(cfg, n_j, w, g):

@@ -17,7 +17,7 @@ from mss_protocol.base import Protocol
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
-from mss_protocol.mss.decoder import Decoder, noise_variance
+from mss_protocol.mss.decoder import Decoder, item_variance
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
@@ -77,16 +77,15 @@ class MssProtocol(Protocol):
         return predicted_mse(self.cfg, n, prior)[0]
 
     def unit_item_variance(self, f):
-        """(k,) n Var(fhat_v): the decoder's noise variance (:func:`.decoder.noise_variance`,
-        what its standard errors estimate) at class frequencies g = A f and the expected
-        n_j = n / l, evaluated at N_REF reports (it scales as 1/n).  Affine in f (the
-        sandwich is linear in g).  The block-assignment part of :mod:`.variance` is left
-        out: the decoder's standard error does not include it, and it is quadratic in f;
-        :mod:`mss_protocol.resolution` adds its average at the prior."""
+        """(k,) n Var(fhat_v): what the decoder's standard error estimates, noise
+        (affine in the class frequencies g = A f) plus block assignment (quadratic in f),
+        :func:`.decoder.item_variance`, at the
+        expected n_j = n / l, evaluated at N_REF reports (both scale as 1/n)."""
         cfg, comps = self.cfg, self.decoder.components
+        f = np.asarray(f, float)
         n_j = np.full(cfg.l, N_REF / cfg.l)
         w = np.repeat(block_weights(cfg, n_j), cfg.moduli)
-        return noise_variance(cfg, comps, n_j, w, comps.A @ np.asarray(f, float))[0] * N_REF
+        return item_variance(cfg, comps, n_j, w, comps.A @ f, f)[0] * N_REF
 
     def channel(self):
         return ResidueChannel(self)
