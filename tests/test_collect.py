@@ -70,7 +70,8 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     assert est["pooled"] and est["devices"] == 60 and est["stderr_factor"] == 1.0  # each device once
     want = Decoder(CFG).decode(offline).rows()
     assert [r["estimate"] for r in est["estimates"]] == pytest.approx([r["estimate"] for r in want], abs=1e-12)
-    assert set(est["estimates"][0]) == {"item", "estimate", "stderr", "ci_low", "ci_high"}
+    assert set(est["estimates"][0]) == {"item", "estimate", "stderr", "ci_low", "ci_high", "detected", "sim_low",
+                                        "sim_high", "detected_simultaneous"}
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert sorted(truth["values"]) == sorted(f"dev{i}" for i in range(60))
 
@@ -96,7 +97,7 @@ def test_duplicates_and_extra_reports(tmp_path, any_broker, config):
     stored = s._query("SELECT seq FROM reports WHERE status = 'extra'")
     s.close()
     assert len(stored) == EXTRA_MAX and {q for (q,) in stored} <= set(range(7, 107))
-    assert estimate_json(store)["counters"]["extra_dropped"] == 100 - EXTRA_MAX
+    assert estimate_json(store, "--epoch", "0")["counters"]["extra_dropped"] == 100 - EXTRA_MAX
 
 
 def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitto, config):
