@@ -8,9 +8,9 @@ each protocol's own sampler and decoded:
   flagged, over S fleets, is at most 0.05 + 4 sd, sd = sqrt(0.05 * 0.95 / (S m))
   for m null items a fleet (items of one fleet are nearly independent);
   false alarm of the check below 1e-4 where the test's own level is right;
-* family-wise detection (Bonferroni over k): the fraction of fleets flagging any
-  null item is at most 0.05 + 3 sd, sd = sqrt(0.05 * 0.95 / S) (false alarm
-  < 0.2%);
+* family-wise detection (the simultaneous interval above 0: one-sided 2.5% / k):
+  the fraction of fleets flagging any null item is at most 0.025 + 3 sd,
+  sd = sqrt(0.025 * 0.975 / S) (false alarm < 0.2%);
 * simultaneous 95% intervals: the fraction of fleets in which all k intervals
   cover the fleet's frequencies is at least 0.95 - 3 sd (false alarm < 0.2%).
 
@@ -54,14 +54,14 @@ def test_false_detections_and_simultaneous_coverage(name, k, eps, n, fleets):
     m = k - half
     rate = flagged / (fleets * m)
     assert rate <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / (fleets * m)), rate
-    assert any_flagged / fleets <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / fleets), any_flagged / fleets
+    assert any_flagged / fleets <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / fleets), any_flagged / fleets
     assert covered / fleets >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / fleets), covered / fleets
 
 
 def test_uniform_fleet_at_k4096_shows_the_stated_rate():
     """The issue's fleet: k = 4096, n = 500, eps = 2, OLH, uniform values. Noise alone
     marks about k alpha = 205 items one at a time and, family-wise, any item in at most
-    5% of fleets; 200 fleets."""
+    2.5% of fleets; 200 fleets."""
     k, n, fleets = 4096, 500, 200
     marks, any_marked = [], 0
     for _, est in _fleets("olh", k, 2.0, n, fleets, lambda rng: rng.integers(0, k, size=n)):
@@ -70,7 +70,7 @@ def test_uniform_fleet_at_k4096_shows_the_stated_rate():
         assert est.significance()["expected_false"] == pytest.approx(k * 0.05)
     # the mean count: at most k alpha + 4 sd of a mean of `fleets` binomial(k, alpha) counts
     assert np.mean(marks) <= k * 0.05 + 4 * math.sqrt(k * 0.05 * 0.95 / fleets), np.mean(marks)
-    assert any_marked / fleets <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / fleets), any_marked / fleets
+    assert any_marked / fleets <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / fleets), any_marked / fleets
 
 
 def test_detection_rule_is_the_one_sided_test():
@@ -79,8 +79,9 @@ def test_detection_rule_is_the_one_sided_test():
     z = significance.z_detect()
     assert significance.detected(raw, se).tolist() == [False, False, True, False, False]  # 0.1 < 1.645 * 0.1
     assert z == pytest.approx(1.6448536, abs=1e-6)
-    assert significance.z_detect(5, simultaneous=True) == pytest.approx(2.3263479, abs=1e-6)  # z_{0.99}: alpha / k = 1%
     assert significance.z_interval(5, simultaneous=True) == pytest.approx(2.5758293, abs=1e-6)  # 0.5% a tail
+    sim = significance.detected(np.array([0.25, 0.26, 0.0, 0.0, 0.0]), np.full(5, 0.1), simultaneous=True)
+    assert sim.tolist() == [False, True, False, False, False]  # the mark is the simultaneous interval above 0
     assert significance.expected_false(4096) == pytest.approx(204.8)
 
 

@@ -15,8 +15,8 @@ share one rule:
   n = 40: the top 40 marginal CIs all excluded 0), the simultaneous ones hold
   for whichever items the estimates pick;
 * **signal**: an item is marked when it is distinguishable from 0 under the
-  view's intervals' kind (one-sided 5%, alone or family-wise), and the caption
-  says how many items noise alone would mark.
+  view's intervals' kind (alone: one-sided 5%; together: its simultaneous
+  interval above 0), and the caption says how many items noise alone would mark.
 """
 from dataclasses import dataclass
 
@@ -70,9 +70,9 @@ class View:
         if self.simultaneous and self.top < k:
             kind += f": the {self.top} largest of {k} estimates are a selection, marginal intervals would not hold"
         return [kind,
-                f"distinguishable from 0: {sig['detected_simultaneous']} items family-wise (one-sided 5% over all "
-                f"{k}: noise alone marks any item with probability <= 5%); {sig['detected']} items one at a time "
-                f"(one-sided 5% each: noise alone marks about {sig['expected_false']:.3g} of {k})"]
+                f"distinguishable from 0: {sig['detected_simultaneous']} items family-wise (simultaneous interval "
+                f"above 0: noise alone marks any of the {k} with probability <= 2.5%); {sig['detected']} items one "
+                f"at a time (one-sided 5% each: noise alone marks about {sig['expected_false']:.3g} of {k})"]
 
     def document(self):
         """The JSON fields of the view: ``k``, ``order``, ``top``, ``intervals``, ``shown``

@@ -83,5 +83,4 @@ class Estimate:
                 "detected_simultaneous": int(self.detected(simultaneous=True).sum()),
                 "familywise_false": sig.expected_false(k, simultaneous=True),
                 "simultaneous_method": sig.METHOD,
-                "z_detect": sig.z_detect(), "z_detect_simultaneous": sig.z_detect(k, simultaneous=True),
-                "z_interval_simultaneous": sig.z_interval(k, simultaneous=True)}
+                "z_detect": sig.z_detect(), "z_interval_simultaneous": sig.z_interval(k, simultaneous=True)}

@@ -9,6 +9,10 @@ at level ``alpha`` rejects,
 
 so a fleet in which no device holds v flags it with probability at most
 alpha, and noise alone flags about k alpha of k items (``expected_false``).
+Over all k items together an item is detected when the lower end of its
+simultaneous 95% interval is above 0 (the mark agrees with the interval
+shown), a one-sided test at 2.5% / k: noise alone flags any item with
+probability at most 2.5%.
 
 *Simultaneous* statements over all k items use Bonferroni: the per-item
 level alpha / k (one-sided detection) or alpha / (2k) per tail (two-sided
@@ -37,9 +41,9 @@ POWER = 0.80  # the detectable frequency is found with this probability
 METHOD = "bonferroni"  # the simultaneous method, as the views name it
 
 
-def z_detect(k=1, alpha=ALPHA, simultaneous=False):
-    """The one-sided critical value: z_{1-alpha}, or z_{1-alpha/k} over k items."""
-    return float(ndtri(1 - (alpha / k if simultaneous else alpha)))
+def z_detect(alpha=ALPHA):
+    """The one-sided critical value of one item: z_{1-alpha}."""
+    return float(ndtri(1 - alpha))
 
 
 def z_interval(k=1, level=LEVEL, simultaneous=False):
@@ -50,17 +54,18 @@ def z_interval(k=1, level=LEVEL, simultaneous=False):
 
 
 def detected(raw, stderr, alpha=ALPHA, simultaneous=False):
-    """Boolean (k,): fhat_v > z se_v (module docstring); an infinite SE detects nothing."""
+    """Boolean (k,): fhat_v > z se_v with z = z_{1-alpha}, or (``simultaneous``) the
+    simultaneous interval's z (module docstring); an infinite SE detects nothing."""
     raw, stderr = np.asarray(raw, float), np.asarray(stderr, float)
-    z = z_detect(raw.size, alpha, simultaneous)
+    z = z_interval(raw.size, simultaneous=True) if simultaneous else z_detect(alpha)
     with np.errstate(invalid="ignore"):
         return np.isfinite(stderr) & (raw > z * stderr)
 
 
 def expected_false(k, alpha=ALPHA, simultaneous=False):
     """Items that noise alone flags in a fleet holding none of them: k alpha
-    (simultaneous: at most alpha in all, the family-wise rate)."""
-    return alpha if simultaneous else k * alpha
+    (simultaneous: the chance of any, at most (1 - LEVEL) / 2)."""
+    return (1 - LEVEL) / 2 if simultaneous else k * alpha
 
 
 def _z2(alpha, power):
