@@ -17,6 +17,13 @@ def check_id(value, flag):
     return check_client_id(value, flag)
 
 
+def broker_spec(value, flag):
+    from mss_aggregator.collect.collectors import parse_broker
+
+    parse_broker(value)
+    return value
+
+
 def serial_spec(value, flag):
     from mss_aggregator.collect.collectors import parse_serial
 
@@ -37,15 +44,16 @@ def lorawan_spec(ctx, param, value):
 LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 
 
-@click.command("aggregate")
-@click.option("--broker", help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
+@click.command("aggregate", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--broker", callback=checked(broker_spec), help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
                                "network server's broker (TTS: user APP@TENANT, password an API key).")
 @broker_password_option
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
               help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application "
                    "(device id: the DevEUI; FPort: the config's device.lorawan.fport, default 1).")
-@click.option("--campaign", default="default", show_default=True, callback=checked(topic_level),
-              help=f"The campaign: its topics are mss/v1/<campaign>/...; {TOPIC_LEVEL}.")
+@click.option("--campaign", callback=checked(topic_level),
+              help=f"The campaign: its topics are mss/v1/<campaign>/...; {TOPIC_LEVEL}. The store records "
+                   "it and refuses another; default: the store's, for a new store 'default'.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config); its device.period_s (required: the campaign "
                    "clock) bounds the epochs accepted and dates the default estimate, its aggregator "
@@ -74,6 +82,13 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
                    "gave the boards). Default: $MSS_FLEET_KEY; without either the config is "
                    "published unsigned and boards ignore it.")
 @click.option("--quiet", is_flag=True, help="No live counters.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print a line per message once stored, on stdout: its topic (or serial port), then "
+                   "accepted/duplicate/extra with device, epoch, seq and length, or quarantined with "
+                   "the reason (never a report's body).")
+@click.option("--warn-idle", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="MIN",
+              help="Warn once, naming the campaign and the topic subscribed, if no report has come "
+                   "MIN minutes after the start (0: never).")
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
 @click.option("--http-token", envvar="MSS_HTTP_TOKEN",
@@ -89,8 +104,8 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
-                  client_id, serial_ports, fleet_key_file, quiet, http_bind, http_token, http_token_file, http_hosts,
-                  refresh, broker_password_file):
+                  client_id, serial_ports, fleet_key_file, quiet, verbose, warn_idle, http_bind, http_token,
+                  http_token_file, http_hosts, refresh, broker_password_file):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
 
     A thread that dies (a collector, the writer, the HTTP server) stops the command with exit 3
@@ -132,12 +147,13 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
                          tls_ca, client_id, log=log, lorawan=lorawan, fleet_key=load_key(fleet_key_file),
-                         tls_cert=tls_cert, tls_key=tls_key)
+                         tls_cert=tls_cert, tls_key=tls_key, verbose=click.echo if verbose else None)
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     line, weak = describe(agg.cfg, agg.device)
     console.print(("[red]warning:[/red] " if weak else "") + escape(line), highlight=False, soft_wrap=True)
     try:
-        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts)
+        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts,
+              warn_idle=warn_idle)
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
         fail(str(exc), now=bool(ABANDONED))

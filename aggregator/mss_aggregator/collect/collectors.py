@@ -104,10 +104,17 @@ class Failures:
 def parse_broker(url):
     """(host, port, user, password, tls) from mqtt[s]://[user:pass@]host[:port]."""
     u = urlparse(url)
+    shown = url.replace(f":{u.password}@", ":***@") if u.password else url  # errors never show a password
     if u.scheme not in ("mqtt", "mqtts") or not u.hostname:
-        raise ValueError(f"broker URL must look like mqtt://[user:pass@]host:port, got {url!r}")
+        raise ValueError(f"broker URL must look like mqtt://[user:pass@]host:port, got {shown!r}")
+    try:
+        port = u.port  # urllib's ValueError ("Port out of range 0-65535") names no URL
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and u.netloc.endswith(":")):
+        raise ValueError(f"broker URL {shown!r}: the port is a number from 1 to 65535")
     tls = u.scheme == "mqtts"
-    return (u.hostname, u.port or (8883 if tls else 1883),
+    return (u.hostname, port or (8883 if tls else 1883),
             unquote(u.username) if u.username else None,
             unquote(u.password) if u.password else None, tls)
 

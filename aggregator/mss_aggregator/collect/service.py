@@ -2,6 +2,7 @@
 import json
 import secrets
 import signal
+import sys
 import threading
 import time
 
@@ -22,6 +23,8 @@ from mss_protocol.sealed import seal
 
 
 AGGREGATOR_FIELDS = {"accept_past_epochs", "quarantine_max_rows"}
+DEFAULT_CAMPAIGN = "default"  # of a new store collected without --campaign
+REPORTS = ("accepted", "duplicate", "extra")  # outcomes of a message that is a report of this campaign
 
 
 def _count(section, key, default, where):
@@ -78,14 +81,19 @@ class Aggregator:
     signs the published config; boards adopt nothing unsigned.  ``tls_cert``/``tls_key``:
     a client certificate for a broker that requires one.  The store is checked
     writable here, before anything subscribes; ``campaign`` and ``share_group``
-    are checked to be MQTT topic levels (ValueError).  A collector, the writer or
-    the HTTP server that dies tells ``failures`` (:func:`serve` stops on it).
+    are checked to be MQTT topic levels (ValueError).  The store records its
+    campaign: another ``campaign`` is refused (StoreError naming both), None
+    takes the recorded one (a new store: DEFAULT_CAMPAIGN, said in the log).
+    A collector, the writer or the HTTP server that dies tells ``failures``
+    (:func:`serve` stops on it).  ``verbose``: called with one line
+    (:func:`message_line`) per message once it is stored (``mss aggregate -v``).
     """
 
-    def __init__(self, config_path, store_path, campaign="default", broker=None, serial_ports=(),
+    def __init__(self, config_path, store_path, campaign=None, broker=None, serial_ports=(),
                  share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None,
-                 tls_cert=None, tls_key=None):
-        check_topic_level(campaign, "--campaign")
+                 tls_cert=None, tls_key=None, verbose=None):
+        if campaign is not None:
+            check_topic_level(campaign, "--campaign")
         if share_group is not None:
             check_topic_level(share_group, "--share-group")
         raw = read_json(config_path, "config")
@@ -115,13 +123,22 @@ class Aggregator:
         time_fport = config_port(raw.get("device") or {}, "time_fport", 3) if lorawan else None
         quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,
                                 "aggregator")
-        self.store = open_store(store_path, self.cfg)
+        self.store = open_store(store_path, self.cfg, campaign)
         self.store.quarantine_max_rows = quarantine_max
         try:
             self.store.check_writable()
+            if campaign is None:
+                recorded = self.store.campaign()
+                campaign = recorded or DEFAULT_CAMPAIGN
+                log(f"campaign {campaign!r}: " + (f"recorded in {self.store.name}" if recorded else
+                    f"no --campaign given and {self.store.name} records none; boards of another campaign "
+                    f"are not heard (give --campaign NAME)"))
+            self.store.record_campaign(campaign)
         except StoreError:
             self.store.close()
             raise
+        self.campaign, self.verbose = campaign, verbose
+        self.seen = dict.fromkeys(("report", "quarantined"), 0)  # messages of this run (the idle warning)
         self.started = False
         self.store.set_clock(clock)
         self.store.set_categories(self.categories)
@@ -173,10 +190,58 @@ class Aggregator:
     def _reported(self, items, outcomes):
         # a skip too: its epoch says the board has a clock again
         self.clocks.reported(i["device_id"] for i in items if i and "device_id" in i)
+        for item, outcome in zip(items, outcomes):
+            if outcome in REPORTS:
+                self.seen["report"] += 1
+            elif outcome == "quarantined":
+                self.seen["quarantined"] += 1
+            if self.verbose and item:
+                self.verbose(message_line(item, outcome))
+
+    def listening(self):
+        """What the collectors read: each subscription with its broker, each serial port."""
+        return [f"{c.topic} at {c.host}:{c.port}" if isinstance(c, MqttCollector) else f"serial {c.port}"
+                for c in self.collectors]
+
+    def idle_warning(self, minutes):
+        """The line saying that no report came in the first ``minutes`` of this run,
+        naming the campaign and what is subscribed (a typo'd campaign hears nothing)."""
+        junk = self.seen["quarantined"]
+        return (f"warning: no report in the {minutes:g} min since the start: campaign {self.campaign!r}, "
+                f"listening on {', '.join(self.listening())}"
+                + (f"; {junk} message(s) quarantined (mss quarantine --store {self.store.name})" if junk else "")
+                + "; check the boards' campaign, broker and config")
 
     def wait_connected(self, timeout=10):
         mqtt = [c for c in self.collectors if isinstance(c, MqttCollector)]
         return all(c.connected.wait(timeout) for c in mqtt)
+
+
+def printable(text):
+    """``text`` with every character that is not printable (a terminal escape,
+    a newline) as its Python escape: a device's topic cannot rewrite the log."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def message_line(item, outcome):
+    """One ``mss aggregate -v`` line for a stored message, as mosquitto_sub -v prints
+    one: where it came from (its topic, else its link), then what became of it.
+    Metadata only: a report's body is a randomised private value, and a quarantined
+    message's reason is printed, not its bytes."""
+    topic = item.get("topic")
+    where = item["source"] if topic is None else topic.decode("utf-8", "backslashreplace")
+    if "skip" in item:  # a board's status: device.budget spent, no report this epoch
+        what = f"{outcome} skip {item['device_id']} epoch {item['epoch']} (budget spent)"
+    elif "reason" in item:
+        size = "" if item.get("length") is None else f" ({item['length']} bytes)"
+        what = f"quarantined {item['reason']}: {item.get('detail', '')}{size}"
+    elif "ignored" in item:
+        what = f"ignored ({item['ignored']})"
+    else:
+        r = item["report"]
+        what = (f"{outcome} {item['device_id']} epoch {r.epoch} seq {r.seq} ({len(item['payload'])} bytes, "
+                f"{r.frame})" + (": its epoch has a report" if outcome == "extra" else ""))
+    return printable(f"{where} {what}")
 
 
 def default_client_id(store, campaign):
@@ -213,10 +278,12 @@ def counters_table(counters, title, no_clock=(), skipped=None):
     return table
 
 
-def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
+def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=(), warn_idle=None):
     """Run until SIGINT/SIGTERM or until a thread dies; show live counters unless
     ``quiet``; with ``http`` ("host:port") serve the dashboard, JSON API and
-    /metrics (``hosts``: more names its Host header may give, see WebServer).  A
+    /metrics (``hosts``: more names its Host header may give, see WebServer);
+    ``warn_idle`` (minutes, None or 0: never): log :meth:`Aggregator.idle_warning`
+    once if no report has come by then.  A
     store failure raises StoreError, any other thread's death
     :class:`~mss_aggregator.collect.collectors.ThreadDied` ("<thread>: <cause>")."""
     stop = threading.Event()
@@ -238,13 +305,23 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
         title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
         reader = open_store(agg.store.location)  # a second connection: the display never blocks the writer
         died = agg.failures.event
+        idle_at = time.monotonic() + 60 * warn_idle if warn_idle else None
+
+        def going():  # every half second
+            nonlocal idle_at
+            if idle_at is not None and time.monotonic() >= idle_at:
+                idle_at = None
+                if not agg.seen["report"]:
+                    agg.log(agg.idle_warning(warn_idle))
+            return not stop.is_set() and not died.wait(0.5)
         if quiet:
-            while not stop.is_set() and not died.wait(0.5):
+            while going():
                 pass
         else:
             with Live(counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()),
-                      console=console, refresh_per_second=2) as display:
-                while not stop.is_set() and not died.wait(0.5):
+                      console=console, refresh_per_second=2,
+                      redirect_stdout=sys.stdout.isatty()) as display:  # -v lines into a pipe stay in it
+                while going():
                     display.update(counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()))
     finally:
         agg.stop()
@@ -254,7 +331,8 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=()):
             view.close()
         if reader is not None:
             try:
-                console.print(f"stopped; counters: {json.dumps(reader.counters())}")
+                counts = ", ".join(f"{name} {value}" for name, value in reader.counters().items())
+                console.print(f"stopped; counters: {counts}", highlight=False)
             except StoreError:
                 pass  # unreadable now: the error that stopped us says why
             reader.close()

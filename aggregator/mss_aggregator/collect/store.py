@@ -42,6 +42,10 @@ accept_past_epochs + 2 are open at once (34 by default: 170 rows, ~27 kB),
 one more each period, so over a campaign of T epochs one device id stores
 at most 5 (T + accept_past_epochs + 2) rows.
 
+``meta`` also records the config, the campaign (:meth:`Store.record_campaign`:
+an aggregator of another campaign is refused, and one without ``--campaign``
+resumes the recorded one), the campaign clock and the items' names.
+
 The schema is versioned (``meta.schema``) and created or migrated on open
 (in one transaction, under an advisory lock on PostgreSQL so that workers
 starting together agree); a store that is up to date is only read, so
@@ -98,12 +102,13 @@ class StoreError(RuntimeError):
     pass
 
 
-def open_store(location, cfg=None):
-    """The store at ``location``: a ``postgresql://`` URL or an SQLite file path."""
+def open_store(location, cfg=None, campaign=None):
+    """The store at ``location``: a ``postgresql://`` URL or an SQLite file path.
+    ``campaign``: the one the caller means to collect, named if the config differs."""
     location = str(location)
     if location.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(location, cfg)
-    return SqliteStore(location, cfg)
+        return PostgresStore(location, cfg, campaign)
+    return SqliteStore(location, cfg, campaign)
 
 
 class Store:
@@ -114,7 +119,7 @@ class Store:
     quarantine_max_rows = QUARANTINE_MAX_ROWS
     extra_max = EXTRA_MAX
 
-    def _open(self, cfg):
+    def _open(self, cfg, campaign=None):
         meta = self._read_meta()
         if meta.get("schema") != str(SCHEMA_VERSION) or "config" not in meta:
             meta = self._set_up(cfg)  # only then write: readers may hold read-only rights
@@ -122,9 +127,29 @@ class Store:
             raise StoreError(f"{self.name}: empty store and no config given")
         stored = load_dict(json.loads(meta["config"]), source=f"{self.name}: config")
         if cfg is not None and cfg.config_id != stored.config_id:
-            raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}, "
-                              f"not {cfg.config_id_hex}; use another --store")
+            recorded = meta.get("campaign")
+            raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}"
+                              + (f" (campaign {recorded!r})" if recorded else "")
+                              + f", not {cfg.config_id_hex}" + (f" (campaign {campaign!r})" if campaign else "")
+                              + "; use another --store")
         self.cfg = stored
+
+    def campaign(self):
+        """The campaign name the aggregator recorded here (str), or None: a store no
+        aggregator has collected into since stores record their campaign."""
+        return self._read_meta().get("campaign")
+
+    def record_campaign(self, campaign):
+        """Record ``campaign`` as this store's on first use (workers starting together
+        agree: the first writer wins); StoreError naming both campaigns and the config
+        if the store holds another one, whose topics the caller would not hear."""
+        recorded = self.remembered("campaign", lambda: campaign)
+        if recorded != campaign:
+            cid = self.cfg.config_id_hex
+            raise StoreError(f"{self.name} holds campaign {recorded!r} (config {cid}), not campaign "
+                             f"{campaign!r} (config {cid}); give --campaign {recorded} (or none: the "
+                             f"recorded one is used), or use another --store")
+        return recorded
 
     def _read_meta(self):
         try:
@@ -362,6 +387,27 @@ class Store:
                 out[name] = c[name]
         return out
 
+    def quarantined(self, reason=None, limit=50):
+        """(rows matching, the newest ``limit`` of them, newest first) of the quarantine
+        table, of reason code ``reason`` only if given (``wire_config``, ``topic``, ...).
+        A row: dict of id, received (unix time), source, topic (bytes, None for serial),
+        reason, detail, length (None in rows of schema < 3), sha256 and payload (the
+        bytes kept, at most the first 4 KiB)."""
+        where, args = "", ()
+        if reason is not None:  # stored as "<reason>: <detail>"
+            where, args = " WHERE substr(reason, 1, ?) = ?", (len(reason) + 2, reason + ": ")
+        total = self._query("SELECT COUNT(*) FROM quarantine" + where, args)[0][0]
+        rows = self._query("SELECT id, received, source, topic, payload, reason, length, sha256 FROM quarantine"
+                           + where + " ORDER BY id DESC LIMIT ?", args + (limit,))
+        out = []
+        for qid, received, source, topic, payload, text, length, sha in rows:
+            code, _, detail = text.partition(": ")
+            out.append({"id": int(qid), "received": float(received), "source": source,
+                        "topic": None if topic is None else bytes(topic), "reason": code, "detail": detail,
+                        "length": None if length is None else int(length), "sha256": sha,
+                        "payload": None if payload is None else bytes(payload)})
+        return int(total), out
+
     def skipped_epochs(self):
         """{"mqtt": n, "serial": n, "lorawan": n}: the epochs boards skipped (device.budget
         spent and no memo of their value), each (link, device, epoch) once."""
@@ -441,7 +487,7 @@ class SqliteStore(Store):
     TYPES = {"id": "INTEGER PRIMARY KEY", "blob": "BLOB", "real": "REAL"}
     RETRYABLE = ()
 
-    def __init__(self, path, cfg=None):
+    def __init__(self, path, cfg=None, campaign=None):
         import sqlite3
 
         self.NO_TABLE, self.ERRORS = sqlite3.OperationalError, sqlite3.Error
@@ -456,7 +502,7 @@ class SqliteStore(Store):
             self.db = sqlite3.connect(self.name, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
-            self._open(cfg)
+            self._open(cfg, campaign)
         except sqlite3.Error as exc:
             hint = "" if os.access(folder, os.W_OK) else (
                 f" (the folder {folder} is read-only, and SQLite's WAL mode creates "
@@ -524,7 +570,7 @@ class PostgresStore(Store):
     TYPES = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "real": "DOUBLE PRECISION"}
     LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi"); + 1: the quarantine cap
 
-    def __init__(self, url, cfg=None):
+    def __init__(self, url, cfg=None, campaign=None):
         import psycopg
 
         self.location, self.name = url, url.split("@")[-1]  # never print a password
@@ -535,7 +581,7 @@ class PostgresStore(Store):
         except psycopg.OperationalError as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.name}: {str(exc).strip()}") from None
         try:
-            self._open(cfg)
+            self._open(cfg, campaign)
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: cannot open the store: {str(exc).strip()}") from None
 
