@@ -270,6 +270,22 @@ def _bars(page):
         "#chart rect.bar", "els => els.map(e => [Number(e.dataset.item), Number(e.dataset.estimate)])")]
 
 
+def _one_two_five(labels):
+    """Tick labels evenly spaced at 1, 2 or 5 times a power of ten, each a multiple of the step."""
+    values = [float(v) for v in labels]
+    assert len(values) >= 2, labels
+    steps = np.diff(values)
+    step = steps[0]
+    assert step > 0 and np.allclose(steps, step, rtol=1e-6), labels
+    mantissa = step / 10 ** np.floor(np.log10(step))
+    assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-6, labels
+    assert np.allclose(np.round(np.array(values) / step), np.array(values) / step, atol=1e-6), labels
+
+
+def _texts(page, selector):
+    return page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
+
+
 def test_page_in_headless_chromium_shows_current_estimates(dashboard):
     exe = _chromium()
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -310,6 +326,25 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         counters = page.inner_text("#counters")  # the skip counts per link, none here
         for link in ("mqtt", "serial", "lorawan"):
             assert re.search(rf"skipped epochs \({link}\)\s+0", counters), counters
+        # every chart: titled axes, y ticks at 1-2-5 steps; clock times under the counters, epochs under the bars
+        for chart in ("#chart", "#counters-chart", "#epochs-chart"):
+            titles = page.eval_on_selector_all(f"{chart} .axis-title", "els => els.map(e => [e.dataset.axis, e.textContent])")
+            assert [a for a, _ in titles] == ["x", "y"] and all(len(text) > 3 for _, text in titles), (chart, titles)
+            _one_two_five(_texts(page, f"{chart} text.y-tick"))
+        assert "item" in _texts(page, "#chart .axis-title")[0]
+        clock = _texts(page, "#counters-chart text.x-tick")
+        assert len(clock) >= 2 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", c) for c in clock), clock
+        assert _texts(page, "#epochs-chart text.x-tick") == ["0"]
+        assert _texts(page, "#epochs-chart .axis-title")[0] == "epoch"
+        # the campaign the store records (mss aggregate --campaign t) heads the page and names its tab
+        from mss_aggregator.collect.store import open_store
+
+        recorded = open_store(store)
+        name = getattr(recorded, "campaign", lambda: None)()
+        recorded.close()
+        assert get_json(url + "api/config")["campaign"] == name
+        assert page.inner_text("#campaign") == (name or "unnamed campaign")
+        assert page.title().startswith(name or "unnamed campaign")
         page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
         browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000

@@ -21,6 +21,70 @@ function size(svg) {
   return [Math.max(box.width, 300), Math.max(box.height, 150)];
 }
 
+// Padding of every chart: room for the tick labels and the axis titles.
+const PAD = { l: 62, r: 12, t: 22, b: 44 };
+
+// Axis ticks 1, 2 or 5 times a power of ten apart, about `count` of them, over [lo, hi] widened
+// to the outermost ticks (so a reader never sees a tick like 0.283); `integer`: steps of at least 1.
+function niceTicks(lo, hi, count = 5, integer = false) {
+  if (!(hi > lo)) hi = lo + 1;
+  const raw = (hi - lo) / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = Math.max([1, 2, 5, 10].map(m => m * power).find(s => s >= raw * (1 - 1e-9)), integer ? 1 : 0);
+  const first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  const ticks = [];
+  for (let i = first; i <= last; i++) ticks.push(i * step);
+  return { lo: first * step, hi: last * step, step, ticks, label: v => v.toFixed(decimals) };
+}
+
+// Clock-time ticks over [t0, t1] (Unix seconds) at a round step of local time, labelled hh:mm,
+// or hh:mm:ss below a minute.
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+function timeTicks(t0, t1, count = 5) {
+  const step = TIME_STEPS.find(s => s >= (t1 - t0) / count) || TIME_STEPS[TIME_STEPS.length - 1];
+  const offset = -new Date(t0 * 1000).getTimezoneOffset() * 60;  // local midnight is a round time
+  const ticks = [];
+  for (let t = Math.ceil((t0 + offset) / step) * step - offset; t <= t1; t += step) ticks.push(t);
+  const two = n => String(n).padStart(2, "0");
+  const label = t => {
+    const d = new Date(t * 1000);
+    return `${two(d.getHours())}:${two(d.getMinutes())}` + (step < 60 ? `:${two(d.getSeconds())}` : "");
+  };
+  return { ticks, label };
+}
+
+// The y axis: tick labels and light grid lines at `ticks` (niceTicks), through the scale y.
+function yAxis(svg, w, ticks, y) {
+  for (const v of ticks.ticks) {
+    el("line", { x1: PAD.l, x2: w - PAD.r, y1: y(v), y2: y(v), class: "grid" }, svg);
+    const tick = el("text", { x: PAD.l - 5, y: y(v) + 3, "text-anchor": "end", class: "label tick y-tick" }, svg);
+    tick.textContent = ticks.label(v);
+  }
+}
+
+// Titles under the x axis and along the y axis.
+function axisTitles(svg, w, h, xTitle, yTitle) {
+  const x = el("text", { x: PAD.l + (w - PAD.l - PAD.r) / 2, y: h - 6, "text-anchor": "middle",
+                         class: "axis-title", "data-axis": "x" }, svg);
+  x.textContent = xTitle;
+  const cy = PAD.t + (h - PAD.t - PAD.b) / 2;
+  const y = el("text", { x: 14, y: cy, "text-anchor": "middle", transform: `rotate(-90 14 ${cy})`,
+                         class: "axis-title", "data-axis": "y" }, svg);
+  y.textContent = yTitle;
+}
+
+// Labels under `n` slots `bw` px wide: every one, or every few where `chars` characters would overlap.
+function slotLabels(svg, h, n, bw, text, chars) {
+  const every = Math.max(1, Math.ceil((chars * 6.5 + 6) / bw));
+  for (let i = 0; i < n; i += every) {
+    const label = el("text", { x: PAD.l + (i + 0.5) * bw, y: h - PAD.b + 14, "text-anchor": "middle",
+                               class: "label tick x-tick" }, svg);
+    label.textContent = text(i);
+  }
+}
+
 // The view the API chose (top N, order, intervals): bars with CI whiskers, filled
 // where the item is distinguishable from 0, hollow where not; each bar carries its numbers.
 function drawEstimates(doc) {
@@ -33,18 +97,15 @@ function drawEstimates(doc) {
   const name = r => (r.label === undefined ? String(r.item) : r.label);
   const rows = doc.estimates;
   const [w, h] = size(svg);
-  const pad = { l: 50, r: 10, t: 10, b: 30 };
-  const hi = Math.max(0.01, ...rows.map(r => (highOf(r) === null ? r.estimate : highOf(r))));
-  const lo = Math.min(0, ...rows.map(r => (lowOf(r) === null ? r.estimate : lowOf(r))));
-  const y = v => pad.t + (h - pad.t - pad.b) * (hi - v) / (hi - lo);
-  const bw = (w - pad.l - pad.r) / Math.max(rows.length, 1);
-  el("line", { x1: pad.l, x2: w - pad.r, y1: y(0), y2: y(0), class: "axis" }, svg);
-  for (const t of [lo, (lo + hi) / 2, hi]) {
-    const tick = el("text", { x: pad.l - 4, y: y(t) + 3, "text-anchor": "end", class: "label" }, svg);
-    tick.textContent = t.toFixed(3);
-  }
+  const ticks = niceTicks(Math.min(0, ...rows.map(r => (lowOf(r) === null ? r.estimate : lowOf(r)))),
+                          Math.max(0.01, ...rows.map(r => (highOf(r) === null ? r.estimate : highOf(r)))));
+  const { lo, hi } = ticks;
+  const y = v => PAD.t + (h - PAD.t - PAD.b) * (hi - v) / (hi - lo);
+  const bw = (w - PAD.l - PAD.r) / Math.max(rows.length, 1);
+  yAxis(svg, w, ticks, y);
+  el("line", { x1: PAD.l, x2: w - PAD.r, y1: y(0), y2: y(0), class: "axis" }, svg);
   rows.forEach((r, i) => {
-    const x = pad.l + i * bw;
+    const x = PAD.l + i * bw;
     const top = y(Math.max(r.estimate, 0)), bottom = y(Math.min(r.estimate, 0));
     const bar = el("rect", { x: x + bw * 0.15, width: bw * 0.7, y: top, height: Math.max(bottom - top, 0.5),
                              class: signal(r) ? "bar" : "bar noise", "data-item": r.item,
@@ -55,9 +116,10 @@ function drawEstimates(doc) {
       const cx = x + bw / 2;
       el("line", { x1: cx, x2: cx, y1: y(Math.min(highOf(r), hi)), y2: y(Math.max(lowOf(r), lo)), class: "ci" }, svg);
     }
-    const label = el("text", { x: x + bw / 2, y: h - pad.b + 14, "text-anchor": "middle", class: "label" }, svg);
-    label.textContent = name(r);
   });
+  slotLabels(svg, h, rows.length, bw, i => name(rows[i]), Math.max(1, ...rows.map(r => name(r).length)));
+  axisTitles(svg, w, h, `item (${view.order === "item" ? "in item order" : "largest estimate first"})`,
+             "estimated frequency");
   document.getElementById("view-title").textContent =
     `${rows.length} of ${view.k} items, `
     + `${view.order === "item" ? "in item order" : "largest first"}, ${sim ? "simultaneous " : ""}95% CI, `
@@ -76,31 +138,35 @@ function drawEstimates(doc) {
   }
 }
 
-function polyline(svg, points, colour, label, w, h, pad, xmax, ymax) {
-  if (!points.length) return;
-  const x0 = points[0][0];
-  const span = Math.max(xmax - x0, 1);
-  const pts = points.map(([t, v]) =>
-    `${pad.l + (w - pad.l - pad.r) * (t - x0) / span},${pad.t + (h - pad.t - pad.b) * (1 - v / ymax)}`);
-  el("polyline", { points: pts.join(" "), fill: "none", stroke: colour, "stroke-width": 2, "data-series": label }, svg);
-}
-
+// Cumulative report counts against clock time: accepted, duplicate and rejected since the store began.
 function drawCounters(doc) {
   const svg = document.getElementById("counters-chart");
   svg.replaceChildren();
   const [w, h] = size(svg);
-  const pad = { l: 50, r: 10, t: 10, b: 20 };
   const hist = doc.history;
-  const ymax = Math.max(1, ...hist.map(p => p.received));
-  const xmax = hist.length ? hist[hist.length - 1].t : 1;
+  const t0 = hist.length ? hist[0].t : Date.now() / 1000;
+  const t1 = Math.max(hist.length ? hist[hist.length - 1].t : t0, t0 + 10);  // ten seconds at least
+  const counts = niceTicks(0, Math.max(1, ...hist.map(p => p.received)), 4, true);
+  const x = t => PAD.l + (w - PAD.l - PAD.r) * (t - t0) / (t1 - t0);
+  const y = v => PAD.t + (h - PAD.t - PAD.b) * (1 - v / counts.hi);
+  yAxis(svg, w, counts, y);
+  const clock = timeTicks(t0, t1);
+  for (const t of clock.ticks) {
+    el("line", { x1: x(t), x2: x(t), y1: h - PAD.b, y2: h - PAD.b + 4, class: "axis" }, svg);
+    const tick = el("text", { x: x(t), y: h - PAD.b + 16, "text-anchor": "middle", class: "label tick x-tick" }, svg);
+    tick.textContent = clock.label(t);
+  }
+  el("line", { x1: PAD.l, x2: w - PAD.r, y1: h - PAD.b, y2: h - PAD.b, class: "axis" }, svg);
   const series = [["accepted", "#1a9850"], ["duplicate", "#fdae61"], ["rejected", "#d73027"]];
   series.forEach(([name, colour], i) => {
-    polyline(svg, hist.map(p => [p.t, p[name]]), colour, name, w, h, pad, xmax, ymax);
-    const key = el("text", { x: pad.l + 8 + i * 90, y: pad.t + 10, style: `fill:${colour}`, class: "label" }, svg);
+    if (hist.length) {
+      el("polyline", { points: hist.map(p => `${x(p.t)},${y(p[name])}`).join(" "), fill: "none", stroke: colour,
+                       "stroke-width": 2, "data-series": name }, svg);
+    }
+    const key = el("text", { x: PAD.l + 8 + i * 90, y: PAD.t - 8, style: `fill:${colour}`, class: "label key" }, svg);
     key.textContent = name;
   });
-  const tick = el("text", { x: pad.l - 4, y: pad.t + 8, "text-anchor": "end", class: "label" }, svg);
-  tick.textContent = ymax;
+  axisTitles(svg, w, h, "clock time (this browser's)", "reports since the store began");
   const table = document.getElementById("counters");
   table.replaceChildren();
   for (const [k, v] of Object.entries(doc.counters)) {
@@ -121,17 +187,19 @@ function drawEpochs(epochs) {
   const svg = document.getElementById("epochs-chart");
   svg.replaceChildren();
   const [w, h] = size(svg);
-  const pad = { l: 40, r: 10, t: 10, b: 20 };
-  const ymax = Math.max(1, ...epochs.map(e => e.devices));
-  const bw = (w - pad.l - pad.r) / Math.max(epochs.length, 1);
+  const devices = niceTicks(0, Math.max(1, ...epochs.map(e => e.devices)), 4, true);
+  const y = v => PAD.t + (h - PAD.t - PAD.b) * (1 - v / devices.hi);
+  yAxis(svg, w, devices, y);
+  const bw = (w - PAD.l - PAD.r) / Math.max(epochs.length, 1);
   epochs.forEach((e, i) => {
-    const bh = (h - pad.t - pad.b) * e.devices / ymax;
-    const bar = el("rect", { x: pad.l + i * bw + 1, width: Math.max(bw - 2, 1), y: h - pad.b - bh, height: bh,
-                             class: "bar", "data-epoch": e.epoch, "data-devices": e.devices }, svg);
+    const bar = el("rect", { x: PAD.l + i * bw + 1, width: Math.max(bw - 2, 1), y: y(e.devices),
+                             height: y(0) - y(e.devices), class: "bar", "data-epoch": e.epoch,
+                             "data-devices": e.devices }, svg);
     el("title", {}, bar).textContent = `epoch ${e.epoch}: ${e.devices} devices`;
   });
-  const tick = el("text", { x: pad.l - 4, y: pad.t + 8, "text-anchor": "end", class: "label" }, svg);
-  tick.textContent = ymax;
+  slotLabels(svg, h, epochs.length, bw, i => String(epochs[i].epoch),
+             Math.max(1, ...epochs.map(e => String(e.epoch).length)));
+  axisTitles(svg, w, h, "epoch", "devices with an accepted report");
 }
 
 // One row per broker: up or down, failed attempts by cause, the last failure's text.
@@ -266,7 +334,10 @@ async function refresh() {
     drawCounters(ctr);
     drawBrokers(ctr.brokers);
     drawConfig(cfg);
-    document.getElementById("campaign").textContent = `config ${cfg.config_id}`;
+    const campaign = cfg.campaign || "unnamed campaign";  // null: a store that records no campaign
+    document.getElementById("campaign").textContent = campaign;
+    document.getElementById("config-id").textContent = `config ${cfg.config_id}`;
+    document.title = `${campaign} · mss-iot live fleet estimates`;
     const epoch = est.epoch === null ? "" : ` of epoch ${est.epoch} (${est.selection})`;
     const down = ctr.brokers.filter(b => !b.connected);
     status.textContent = `${est.n} reports decoded${epoch} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
