@@ -219,14 +219,14 @@ BENCH_FIELDS = {"protocol", "k", "epsilon", "dist", "n", "trials", "mse", "mse_s
 
 def test_bench_json_and_plots(tmp_path):
     out = mss("bench", "--k", 64, "--epsilon", "1,4", "--n", 3000, "--dist", "zipf:1.1,spike",
-              "--trials", 2, "--protocols", "mss,ss,pgr,grr,rappor,sue,olh,hr", "--json", tmp_path / "b.json",
-              "--plot", tmp_path / "p")
+              "--trials", 2, "--protocols", "mss,ss,pgr,grr,rappor,sue,olh,hr", "--output", tmp_path / "b.json",
+              "--plot-dir", tmp_path / "p")
     assert out.returncode == 0, out.stderr
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert len(rows) == 2 * 2 * 8 and all(BENCH_FIELDS <= set(r) for r in rows)
     assert all(r["mse_ratio_vs_ss"] == 1.0 for r in rows if r["protocol"] == "ss")
-    assert sorted(p.name for p in tmp_path.glob("p-*.png")) == [
-        "p-bits-k64.png", "p-decode-k64.png", "p-mse-k64-spike.png", "p-mse-k64-zipf1.1.png"]
+    assert sorted(p.name for p in (tmp_path / "p").glob("*.png")) == [
+        "bench-bits-k64.png", "bench-decode-k64.png", "bench-mse-k64-spike.png", "bench-mse-k64-zipf1.1.png"]
 
 
 def test_bench_names_unknown_protocols():
@@ -308,7 +308,7 @@ def test_errors_exit_2_for_usage_3_for_data_and_name_the_culprit(tmp_path, args,
 def test_json_everywhere(tmp_path):
     """Every command that reports has machine-readable output on stdout."""
     out = mss("bench", "--k", 64, "--epsilon", 2, "--n", 1000, "--dist", "spike", "--trials", 1,
-              "--protocols", "mss,grr", "--json", "-")
+              "--protocols", "mss,grr", "--json")
     assert out.returncode == 0, out.stderr
     assert [r["protocol"] for r in json.loads(out.stdout)["rows"]] == ["mss", "grr"]
     from mss_protocol.mss.counts import Counts

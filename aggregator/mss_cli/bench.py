@@ -1,34 +1,48 @@
 """``mss bench``: every protocol on the same data."""
+import os
+
 import click
-from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import console, csv_list, epsilon_list, fail, output_file, writing
-from mss_protocol import postprocess
+from mss_cli.common import (csv_list, epsilon_list, fail, figure, make_console, output_file, post_option, progress,
+                            writing)
 from mss_protocol.mss.config import ConfigError
+
+PROTOCOLS = "mss,ss,pgr,grr,rappor,olh,hr"
+
+
+def _plot_dir(ctx, param, value):
+    """--plot-dir: made if missing, but its parent must exist (a typo is not a folder tree)."""
+    if value is not None and not os.path.isdir(value):
+        output_file(ctx, param, value)
+    return value
 
 
 @click.command("bench")
-@click.option("--k", "ks", default="1024", show_default=True, callback=csv_list(int))
-@click.option("--epsilon", "epsilons", default="0.5,1,2,3,4,5", show_default=True,
-              callback=epsilon_list)
-@click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True)
-@click.option("--dist", "dists", default="zipf:1.1,spike", show_default=True,
-              callback=csv_list(str))
-@click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--protocols", "names", default="mss,ss,pgr,grr,rappor,olh,hr", show_default=True,
-              callback=csv_list(str), help="mss, ss, pgr, grr, rappor (OUE), sue, olh, hr.")
-@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), callback=output_file,
-              help="Write {\"rows\": [...]} to this file (- prints it instead of the table).")
-@click.option("--plot", "plot_prefix", callback=output_file, help="Write <prefix>-mse/decode/bits-*.png.")
-def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot_prefix):
+@click.option("--k", "ks", default="1024", show_default=True, callback=csv_list(int),
+              help="Domain sizes, comma-separated.")
+@click.option("--epsilon", "epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list,
+              help="Privacy budgets, comma-separated.")
+@click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
+              help="Simulated devices (one report each) a trial.")
+@click.option("--dist", "dists", default="zipf:1.1,spike", show_default=True, callback=csv_list(str),
+              help="True value distributions, comma-separated: zipf:S, spike, uniform, file:counts.csv.")
+@click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Independent populations per (k, distribution); MSE is their mean, ± their std.")
+@click.option("--protocols", "names", default=PROTOCOLS, show_default=True, callback=csv_list(str),
+              help="Comma-separated: mss, ss, pgr, grr, rappor (OUE), sue, olh, hr.")
+@post_option
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the populations and the reports.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} as JSON instead of the table.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_file, metavar="FILE",
+              help="Also write {\"rows\": [...]} to this JSON file.")
+@click.option("--plot-dir", type=click.Path(file_okay=False), callback=_plot_dir, metavar="DIR",
+              help="Write the plots here (made if missing): bench-mse-k<k>-<dist>.png, bench-decode-k<k>.png, "
+                   "bench-bits-k<k>.png.")
+def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, as_json, output, plot_dir):
     """Accuracy, bits and decode time of every protocol on the same data."""
-    from rich.progress import Progress
-
     from mss_aggregator.compare.bench import run_bench
     from mss_protocol import registry
 
@@ -43,32 +57,33 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, json_path, plot
         fail(str(exc))
     total = len(ks) * len(dists) * len(epsilons) * len(names) * trials
     try:
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("bench", total=total)
-            rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed,
-                             progress=lambda: bar.advance(task))
+        with progress("bench", total) as step:
+            rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed, progress=step)
     except ConfigError as exc:  # a protocol that takes no such (k, epsilon)
         fail(str(exc))
-    if json_path == "-":
+    if output:
+        with writing("--output", output), open(output, "w") as fh:
+            fh.write(jsonout.dumps({"rows": rows}, indent=1))
+    if plot_dir:
+        from mss_aggregator.plotting import plot_bench
+
+        with writing("--plot-dir", plot_dir):
+            os.makedirs(plot_dir, exist_ok=True)
+            plots = plot_bench(rows, os.path.join(plot_dir, "bench"))
+    if as_json:
         click.echo(jsonout.dumps({"rows": rows}))
         return
-    if json_path:
-        with writing("--json", json_path), open(json_path, "w") as fh:
-            fh.write(jsonout.dumps({"rows": rows}, indent=1))
-    table = Table(title=f"mss bench: n={n}, {trials} trials, post={post}")
+    table = Table(title=f"mss bench: n={n}, {trials} trials, post={post}",
+                  caption="MSE: mean squared error per item on frequencies over the trials; vs SS: MSE / "
+                          "SubsetSelection's; client s: seconds to make one report on this machine")
     for col in ("protocol", "k", "eps", "dist", "MSE", "± std", "vs SS", "bits max", "client s",
                 "decode s"):
         table.add_column(col, justify="right")
     for r in rows:
-        ratio = f"{r['mse_ratio_vs_ss']:.3f}" if r["mse_ratio_vs_ss"] else "-"
-        table.add_row(r["protocol"], str(r["k"]), f"{r['epsilon']:g}", r["dist"], f"{r['mse']:.3g}",
-                      f"{r['mse_std']:.2g}", ratio, str(r["bits_max"]),
-                      f"{r['client_seconds_per_report']:.2g}", f"{r['decode_seconds']:.3g}")
-    wide = Console(width=160)
-    wide.print(table)
-    if plot_prefix:
-        from mss_aggregator.plotting import plot_bench
-
-        with writing("--plot", plot_prefix):
-            for path in plot_bench(rows, plot_prefix):
-                wide.print(f"plot: {path}")
+        table.add_row(r["protocol"], str(r["k"]), f"{r['epsilon']:g}", r["dist"], figure(r["mse"], 3),
+                      figure(r["mse_std"], 2), figure(r["mse_ratio_vs_ss"] or None, 3), str(r["bits_max"]),
+                      figure(r["client_seconds_per_report"], 2), figure(r["decode_seconds"], 3))
+    out = make_console()
+    out.print(table)
+    for path in plots if plot_dir else ():
+        out.print(f"plot: {path}")

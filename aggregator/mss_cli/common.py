@@ -7,6 +7,8 @@ the message names what is wrong.
 """
 import os
 import sys
+import threading
+import time
 from contextlib import contextmanager
 
 import click
@@ -17,21 +19,122 @@ from rich.table import Table
 
 from mss_protocol.privacy import epsilon_problem
 
-console = Console(stderr=True)
 AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken control was not caught
 DATA_ERROR = 3
+PIPED_WIDTH = 240  # a table's widest, piped or redirected (rich would squeeze it into 80 columns)
+HELP = {"help_option_names": ["-h", "--help"], "max_content_width": 120}  # the group's; commands inherit it
+
+
+def make_console(stderr=False):
+    """A rich console on stdout (or stderr).  On a terminal, the terminal's width; piped or
+    redirected, lines are never wrapped and tables get :data:`PIPED_WIDTH` columns (rich's 80
+    would wrap titles and notes), unless $COLUMNS says otherwise."""
+    plain = Console(stderr=stderr)
+    if plain.is_terminal or "COLUMNS" in os.environ:
+        return plain
+    return Console(stderr=stderr, width=PIPED_WIDTH, soft_wrap=True)
+
+
+console = make_console(stderr=True)
+
+
+def error_line(msg):
+    """``error: msg`` on stderr, on one line whatever its length."""
+    console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True, highlight=False)
 
 
 def fail(msg, now=False):
     """Print ``msg`` as an error and exit with the data-error status; ``now``:
     without running finalisers (an SQLite store whose files turned immutable
     must not be closed, see ``SqliteStore.close``)."""
-    console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True)  # one line, as written
+    error_line(msg)
     if now:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(DATA_ERROR)
     sys.exit(DATA_ERROR)
+
+
+class OneLineError(click.UsageError):
+    """A click error (usage: exit 2) shown as :func:`fail` shows a data error, ``error: ...``
+    naming the flag, then one hint line, instead of click's usage block and ``Error:``."""
+
+    def __init__(self, exc):
+        super().__init__(exc.format_message(), getattr(exc, "ctx", None))
+        self.exit_code = exc.exit_code
+
+    def show(self, file=None):
+        error_line(self.message)
+        if self.ctx is not None:
+            click.echo(f"Try '{self.ctx.command_path} -h' for help.", err=True)
+
+
+class Group(click.Group):
+    """The ``mss`` group: every click error of the group or of a command, one-line (:class:`OneLineError`);
+    the full first sentence of each command's help in ``mss -h``, wrapped rather than cut."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:
+            raise OneLineError(exc) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OneLineError:
+            raise
+        except click.ClickException as exc:
+            raise OneLineError(exc) from None
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, cmd.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@contextmanager
+def progress(what, total=None):
+    """Progress of an operation that may take a while; yields ``step()``, to call after each of
+    ``total`` steps (None: no steps, only the time).  On a terminal a rich bar (spinner) on
+    stderr, gone when done; otherwise, from 2 s on, one plain line per step on stderr (at most
+    one a second; without steps one every 5 s), and a last line with the time taken."""
+    if console.is_terminal:
+        from rich.progress import Progress
+
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task(what, total=total)
+            yield lambda: bar.advance(task)
+        return
+    done, stop, start = [0], threading.Event(), time.monotonic()
+    said = []  # the step counts of the lines printed
+
+    def line(end=""):
+        elapsed = time.monotonic() - start
+        count = f" {done[0]}/{total}" if total else ""
+        console.print(f"{what}:{count} {elapsed:.0f} s{end}", soft_wrap=True, highlight=False, markup=False)
+        said.append(done[0])
+
+    def watch():
+        if stop.wait(2):
+            return
+        while True:
+            if not said or done[0] != said[-1] or total is None:
+                line()
+            if stop.wait(1 if total else 5):
+                return
+
+    watcher = threading.Thread(target=watch, name="progress", daemon=True)
+    watcher.start()
+    try:
+        yield lambda: done.__setitem__(0, done[0] + 1)
+    finally:
+        stop.set()
+        watcher.join()
+    if said:
+        line(", done")
 
 
 class Epsilon(click.ParamType):
@@ -120,6 +223,26 @@ def broker_url(broker, password_file):
         return broker_password(broker, password_file)
     except SecretError as exc:
         raise click.UsageError(str(exc))
+
+
+def post_option(command):
+    """--post, the post-processing of the estimates (mss_protocol.postprocess)."""
+    from mss_protocol import postprocess
+
+    return click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True,
+                        help="Post-processing of the estimates: none (unbiased), clip (negatives to 0, rescaled "
+                             "to sum 1) or simplex (the nearest point of the probability simplex).")(command)
+
+
+def figure(x, digits=4):
+    """``x`` rounded to ``digits`` significant figures as ``g`` formats it, but in exponent form only
+    below 1e-4 (``f"{300:.2g}"`` says 3e+02); None as "-"."""
+    if x is None:
+        return "-"
+    text = f"{x:.{digits}g}"
+    if "e+" in text:
+        text = f"{float(text):f}".rstrip("0").rstrip(".")
+    return text
 
 
 def csv_list(kind):

@@ -5,9 +5,10 @@ module; this one only assembles them.  Exit codes: :mod:`mss_cli.common`.
 import click
 
 from mss_cli import audit, bench, collect, demo, deploy, devices, estimate, inspect, plan, provision, simulate, switch
+from mss_cli.common import HELP, Group
 
 
-@click.group()
+@click.group(cls=Group, context_settings=HELP)  # -h on every command; one-line usage errors
 @click.version_option(package_name="mss-iot")
 def main():
     """Private frequency estimation for microcontroller fleets (ModularSubsetSelection)."""
