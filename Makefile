@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The venv is not on PATH after make: say how to reach mss.
 demo: $(STAMP)
 	$(BIN)/mss demo
+	@echo "mss is in $(VENV): run '. $(BIN)/activate' (then mss --help), or call $(BIN)/mss directly"
 
 # pytest-xdist workers: most tests wait on brokers, subprocesses, ptys and TLS
 # retries, so more workers than cores pay (measured on 2 cores: 2, 3, 4 workers).
