@@ -1,6 +1,6 @@
-"""The LoRaWAN network servers whose MQTT integrations (JSON) the aggregator
-reads uplinks from and sends config switches through: ChirpStack v4 and The
-Things Stack v3.
+"""The LoRaWAN network servers whose MQTT integrations the aggregator reads
+uplinks from and sends config switches through: ChirpStack v4 (either of its
+marshalers: JSON or binary protobuf) and The Things Stack v3 (JSON).
 
 :func:`parse_spec` turns ``chirpstack:<application id>`` or
 ``tts:<application id>@<tenant>`` into a :class:`ChirpStack` or
@@ -10,25 +10,52 @@ Things Stack v3.
   the collector's manual ack; TTS offers QoS 0 only), used for downlinks too;
 * ``uplink(topic, document, fport)``: an :class:`Uplink` (DevEUI, FPort,
   FCnt, frame bytes, unix time or None) or :class:`UplinkError` with a
-  quarantine reason: ``topic``, ``lorawan_json``, ``lorawan_field``,
-  ``lorawan_base64``, ``lorawan_fport``;
+  quarantine reason: ``topic``, ``lorawan_json``, ``lorawan_protobuf``,
+  ``lorawan_field``, ``lorawan_base64``, ``lorawan_fport``;
 * ``downlink(device, fport, payload)``: (topic, JSON document).
 
-Both servers omit zero, false and empty fields (proto3 JSON mapping; TTS:
-"Empty fields are omitted"), so a missing FPort, FCnt or payload is 0 or
-empty, never an error.
+A missing FPort, FCnt or payload is 0 or empty, never an error: TTS omits
+empty fields ("Empty fields are omitted"), proto3's binary encoding never
+writes a zero, and ChirpStack's JSON writes them (its api/rust/build.rs builds
+the integration messages' serde code with pbjson's ``emit_fields``), but a
+reader of the proto3 JSON mapping must take an omitted one as its default.
+
+ChirpStack's MQTT integration publishes ``integration.UplinkEvent`` on one
+topic either way (chirpstack/src/integration/mqtt.rs: ``serde_json::to_vec``
+with ``[integration.mqtt] json = true``, else prost's ``encode_to_vec``), so
+each message says which it is by its first byte: ``{`` opens the JSON object,
+and no protobuf message starts with it (0x7B would be field 15 opening a
+group, a wire type proto3 never writes).  The binary one is parsed by
+protobuf itself against :data:`UPLINK_FIELDS`, the few fields read, by their
+numbers and types in ChirpStack's integration.proto (tests compare them with
+the official ``chirpstack-api`` descriptors); the rest are skipped as unknown
+fields, so the aggregator needs ``protobuf`` only, not the gRPC stack
+``chirpstack-api`` pulls in.
 """
 import base64
+import functools
 import json
 import re
 from datetime import datetime
 from typing import NamedTuple
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory, timestamp_pb2
 
 MAX_DOCUMENT = 64 * 1024  # an uplink event is 1-2 KiB, even heard by tens of gateways
 APP_PORTS = range(1, 224)  # FPort 0 carries MAC commands only, 224 is the certification test port
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # ids that are safe as MQTT topic levels
 DEV_EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)\Z", re.IGNORECASE)
+_F = descriptor_pb2.FieldDescriptorProto
+# The fields of ChirpStack v4's integration.UplinkEvent (and its DeviceInfo) the
+# aggregator reads: name -> (number, type, message type), as integration.proto defines them
+UPLINK_FIELDS = {
+    "UplinkEvent": {"time": (2, _F.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
+                    "device_info": (3, _F.TYPE_MESSAGE, ".integration.DeviceInfo"),
+                    "f_cnt": (7, _F.TYPE_UINT32, None), "f_port": (8, _F.TYPE_UINT32, None),
+                    "data": (10, _F.TYPE_BYTES, None)},
+    "DeviceInfo": {"dev_eui": (8, _F.TYPE_STRING, None)},
+}
 
 
 class UplinkError(ValueError):
@@ -102,6 +129,34 @@ def _integer(doc, path, limit):
     return value
 
 
+@functools.cache
+def uplink_event_class():
+    """A protobuf message class of :data:`UPLINK_FIELDS` (package ``integration``, as ChirpStack's)."""
+    proto = descriptor_pb2.FileDescriptorProto(name="mss/chirpstack_uplink.proto", package="integration",
+                                               syntax="proto3", dependency=[timestamp_pb2.DESCRIPTOR.name])
+    for name, fields in UPLINK_FIELDS.items():
+        msg = proto.message_type.add(name=name)
+        for field, (number, kind, type_name) in fields.items():
+            msg.field.add(name=field, number=number, type=kind, type_name=type_name, label=_F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("integration.UplinkEvent"))
+
+
+def json_object(document):
+    """The JSON object ``document`` (bytes), or UplinkError("lorawan_json", ...)."""
+    try:
+        doc = json.loads(document)
+    except ValueError as exc:  # not UTF-8 or JSON, or an integer of over 4300 digits
+        raise UplinkError("lorawan_json", f"not JSON: {str(exc)[:80]}") from None
+    except RecursionError:
+        raise UplinkError("lorawan_json", "nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise UplinkError("lorawan_json", f"not a JSON object but {type(doc).__name__}")
+    return doc
+
+
 class Server:
     """One application on a network server: its topics and JSON field paths.
     Subclasses add ``device(id)`` (the id a downlink is addressed to, checked;
@@ -125,21 +180,20 @@ class Server:
         if len(levels) != len(self._levels) or not levels[self.DEVICE_LEVEL] or any(
                 want not in ("+", got) for want, got in zip(self._levels, levels)):
             raise UplinkError("topic", f"not an uplink topic of {self.name} application {self.app}")
-        if len(document) > MAX_DOCUMENT:  # not parsed: JSON parsing time and memory grow with it
+        if len(document) > MAX_DOCUMENT:  # not parsed: parsing time and memory grow with it
             raise UplinkError("lorawan_json", f"{len(document)} bytes is too long for an uplink event")
-        try:
-            doc = json.loads(document)
-        except ValueError as exc:  # not UTF-8 or JSON, or an integer of over 4300 digits
-            raise UplinkError("lorawan_json", f"not JSON: {str(exc)[:80]}") from None
-        except RecursionError:
-            raise UplinkError("lorawan_json", "nested too deeply") from None
-        if not isinstance(doc, dict):
-            raise UplinkError("lorawan_json", f"not a JSON object but {type(doc).__name__}")
-        eui = _field(doc, self.DEV_EUI)
-        try:
-            eui = dev_eui(eui)
-        except ValueError as exc:
-            raise UplinkError("lorawan_field", f"{'.'.join(self.DEV_EUI)}: {exc}") from None
+        eui, port, fcnt, frame, time = self.read(document)
+        if port != fport and port not in also:
+            raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
+        self.check_device(levels[self.DEVICE_LEVEL], eui)
+        return Uplink(eui, port, fcnt, frame, time)
+
+    def read(self, document):
+        """(DevEUI, FPort, FCnt, frame, time) of an event's bytes; UplinkError if it has none."""
+        return self.read_json(json_object(document))
+
+    def read_json(self, doc):
+        eui = self.event_dev_eui(_field(doc, self.DEV_EUI))
         port = _integer(doc, self.FPORT, 256)
         fcnt = _integer(doc, self.FCNT, 1 << 32)
         data = _field(doc, self.DATA)
@@ -149,18 +203,21 @@ class Server:
             frame = base64.b64decode(data or "", validate=True)
         except ValueError as exc:  # binascii.Error, or a non-ASCII string
             raise UplinkError("lorawan_base64", f"{'.'.join(self.DATA)}: {exc}") from None
-        if port != fport and port not in also:
-            raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
-        self.check_device(levels[self.DEVICE_LEVEL], eui)
         times = (unix_time(_field(doc, path)) for path in self.TIMES)
-        return Uplink(eui, port, fcnt, frame, next((t for t in times if t is not None), None))
+        return eui, port, fcnt, frame, next((t for t in times if t is not None), None)
+
+    def event_dev_eui(self, value):
+        try:
+            return dev_eui(value)
+        except ValueError as exc:
+            raise UplinkError("lorawan_field", f"{'.'.join(self.DEV_EUI)}: {exc}") from None
 
     def check_device(self, level, eui):
         """Raise UplinkError("topic", ...) if the topic's device level contradicts the DevEUI."""
 
 
 class ChirpStack(Server):
-    """ChirpStack v4, JSON MQTT integration; the topic names the device by its DevEUI."""
+    """ChirpStack v4's MQTT integration, either marshaler; the topic names the device by its DevEUI."""
 
     name, qos = "chirpstack", 1
     DEV_EUI, FPORT, FCNT, DATA = ("deviceInfo", "devEui"), ("fPort",), ("fCnt",), ("data",)
@@ -168,6 +225,21 @@ class ChirpStack(Server):
 
     def __init__(self, app):
         super().__init__(app, f"application/{app}/device/+/event/up")
+
+    def read(self, document):
+        if document[:1] == b"{":
+            return super().read(document)
+        try:
+            event = uplink_event_class().FromString(document)
+        except message.DecodeError as exc:
+            raise UplinkError("lorawan_protobuf",
+                              f"neither a JSON object nor a protobuf integration.UplinkEvent: {exc}") from None
+        eui = self.event_dev_eui(event.device_info.dev_eui)
+        try:  # read as the JSON marshaler writes it; out of Timestamp's range it is no time, as there
+            time = unix_time(event.time.ToJsonString()) if event.HasField("time") else None
+        except ValueError:
+            time = None
+        return eui, event.f_port, event.f_cnt, event.data, time
 
     def check_device(self, level, eui):
         if level.lower() != eui:  # a forged or misrouted event
