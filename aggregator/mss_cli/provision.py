@@ -1,8 +1,84 @@
 """``mss provision``: the per-board configs, broker credentials and network-server device lists of a fleet."""
 import click
 
+from mss_cli.common import checked, console, fail, topic_level
 
-@click.command("provision")
-def provision_cmd():
-    """Provision a fleet from a CSV file (being written)."""
-    raise click.UsageError("mss provision is not written yet")
+HELP = {"help_option_names": ["-h", "--help"]}
+
+
+@click.command("provision", context_settings=HELP)
+@click.argument("fleet", metavar="FLEET.csv", type=click.Path(exists=True, dir_okay=False))
+@click.option("-c", "--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The campaign config every board starts from (mss plan --device-config).")
+@click.option("--campaign", required=True, callback=checked(topic_level),
+              help="The campaign (mss/v1/<campaign>/...): set in every board's config and in the ACL.")
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), required=True, metavar="DIR",
+              help="Folder to write boards/, mosquitto/ and lorawan/ into (created; re-runs update it).")
+@click.option("--aggregator-user", "aggregators", multiple=True, default=("aggregator",), show_default=True,
+              metavar="USER", help="Broker account of an aggregator (reads every report); repeat for each "
+                                   "worker of a shared subscription.")
+@click.option("--rotate", is_flag=True,
+              help="New passwords and AppKeys for every board and aggregator account (default: an earlier "
+                   "run's are kept, those given in the CSV always win).")
+@click.option("--chirpstack-app", metavar="UUID",
+              help="ChirpStack application id written into lorawan/chirpstack-devices.json.")
+@click.option("--chirpstack-profile", metavar="UUID",
+              help="ChirpStack device-profile id written into lorawan/chirpstack-devices.json.")
+@click.option("--frequency-plan", metavar="ID",
+              help="The Things Stack frequency plan of the LoRaWAN devices, e.g. EU_863_870_TTN.")
+def provision_cmd(fleet, config_path, campaign, out, aggregators, rotate, chirpstack_app, chirpstack_profile,
+                  frequency_plan):
+    """Write a fleet's board configs, Mosquitto password file and ACL, and LoRaWAN device lists.
+
+    FLEET.csv has one row a board: device_id (or dev_eui for LoRaWAN), transport (mqtt, serial or
+    lorawan), and optional columns: join_eui and app_key (LoRaWAN), and any field of the board
+    config's device section, dotted (wifi.ssid, mqtt.host, mqtt.password, period_s, lorawan.uart,
+    ...).  Each board's config is checked with the firmware's own loader; the first bad row exits 3
+    naming its row and column.  Passwords are never printed: they are in the 0600 files written.
+    """
+    from mss_aggregator.provision import ProvisionError, provision, read_fleet
+    from mss_protocol.mss.config import ConfigError, read_json
+
+    if " " in campaign:  # a Mosquitto ACL line ends its topic at a space
+        raise click.BadParameter(f"{campaign!r}: a Mosquitto ACL topic cannot hold a space", param_hint="--campaign")
+    for user in aggregators:
+        try:
+            topic_level(user, "--aggregator-user")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--aggregator-user "), param_hint="--aggregator-user")
+        if " " in user or ":" in user:
+            raise click.BadParameter(f"{user!r}: a Mosquitto username holds no space or ':'",
+                                     param_hint="--aggregator-user")
+    try:
+        campaign_cfg = read_json(config_path, "config")
+        if not isinstance(campaign_cfg, dict):
+            raise ConfigError(f"{config_path}: not a JSON object")
+        boards = read_fleet(fleet, campaign_cfg, campaign)
+        for b in boards:
+            if b.device_id in aggregators:
+                raise ProvisionError(f"{fleet} row {b.row}: column device_id: {b.device_id} is also an "
+                                     "--aggregator-user")
+        written, accounts = provision(boards, out, campaign, aggregators, rotate,
+                                      (chirpstack_app, chirpstack_profile), frequency_plan)
+    except (ConfigError, ProvisionError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"--out {out}: cannot write it: {exc.strerror or exc}")
+    _summary(boards, written, accounts)
+
+
+def _summary(boards, written, accounts):
+    from rich.table import Table
+
+    table = Table(title=f"{len(boards)} boards")
+    for col in ("row", "board", "transport", "secret"):
+        table.add_column(col)
+    for b in boards:
+        what = {"mqtt": "password", "lorawan": "AppKey"}.get(b.transport)
+        table.add_row(str(b.row), b.name, b.transport, f"{what} {b.secret}" if what else "-")
+    console.print(table)
+    for user, how in accounts.items():
+        console.print(f"aggregator account {user}: password {how}", highlight=False)
+    click.echo(f"wrote {len(boards)} board configs to {written[0][0].parent}")
+    for path, what in written[len(boards):]:
+        click.echo(f"wrote {path} ({what})")

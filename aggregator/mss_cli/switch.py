@@ -15,7 +15,7 @@ from mss_protocol.mss.config import ConfigError
 TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
 
 
-@click.command("switch-config")
+@click.command("switch-config", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec, required=True,
               help="The network-server application the devices are in.")
 @click.option("--broker", required=True,
@@ -24,12 +24,21 @@ TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
 @broker_password_option
 @click.option("--to-config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="The config to switch to (mss plan --device-config).")
-@click.option("--device", "devices", multiple=True, required=True, metavar="ID",
+@click.option("--device", "devices", multiple=True, metavar="ID",
               help="ChirpStack: the DevEUI; TTS: the end-device id.  Repeat for several.")
+@click.option("--devices-file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="Devices as --device takes them, one a line ('#' starts a comment).")
+@click.option("--all-seen", is_flag=True,
+              help="Every device with an accepted report in --store (TTS: end-device id eui-<DevEUI>, "
+                   "the Console's default and mss provision's).")
+@click.option("--store", "store_path", metavar="PATH|URL",
+              help="The campaign's store (SQLite file or postgresql:// URL) --all-seen reads.")
 @click.option("--fport", type=click.IntRange(1, 223),
               help="Downlink FPort [default: the config's device.lorawan.config_fport, else 2].")
-def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, fport):
-    """Schedule a downlink naming --to-config's id (2 bytes) to each --device."""
+def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devices_file, all_seen, store_path,
+               fport):
+    """Schedule a downlink naming --to-config's id (2 bytes) to each device of --device, --devices-file
+    and --all-seen (each once)."""
     import paho.mqtt.client as mqtt
 
     from mss_aggregator.collect.collectors import parse_broker
@@ -37,11 +46,21 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, fpor
     from mss_protocol.mss.config import read_json
     from mss_protocol.oracle_config import load_dict
 
+    if all_seen != bool(store_path):
+        raise click.UsageError("--all-seen reads the devices of --store: give both" if all_seen
+                               else "--store is read by --all-seen: give both")
+    if not (devices or devices_file or all_seen):
+        raise click.UsageError("no device: give --device, --devices-file or --all-seen --store")
     broker = broker_url(broker, broker_password_file)
     try:
         ids = [lorawan.device(d) for d in devices]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--device")
+    if devices_file:
+        ids += _listed(lorawan, devices_file)
+    if all_seen:
+        ids += _seen(lorawan, store_path)
+    ids = list(dict.fromkeys(ids))  # each device once, in the order given
     try:
         host, port, user, password, tls = parse_broker(broker)
     except ValueError as exc:
@@ -88,3 +107,44 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, fpor
         c.loop_stop()
     console.print(f"{len(ids)} downlink(s) handed to the network server; a device receives its one "
                   f"after its next uplink", highlight=False)
+
+
+def _listed(lorawan, path):
+    """The devices of a --devices-file, one a line, '#' comments; a bad one exits 3 naming its line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--devices-file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}")
+    ids = []
+    for number, line in enumerate(lines, 1):
+        text = line.partition("#")[0].strip()
+        if text:
+            try:
+                ids.append(lorawan.device(text))
+            except ValueError as exc:
+                fail(f"--devices-file {path} line {number}: {exc}")
+    if not ids:
+        fail(f"--devices-file {path}: no device in it")
+    return ids
+
+
+def _seen(lorawan, store_path):
+    """Every device with an accepted report in the store, as the network server names it for a downlink:
+    ChirpStack by its DevEUI (the store's device id), TTS by end-device id eui-<DevEUI>."""
+    from mss_aggregator.collect.store import StoreError, open_store
+
+    try:
+        store = open_store(store_path)
+        try:
+            seen = sorted({d for d, _, status in store.report_epochs() if status == "accepted"})
+        finally:
+            store.close()
+    except (StoreError, ConfigError) as exc:
+        fail(str(exc))
+    if not seen:
+        fail(f"--store {store_path}: no device has an accepted report in it")
+    try:
+        return [lorawan.device(d if lorawan.name == "chirpstack" else f"eui-{d}") for d in seen]
+    except ValueError as exc:  # an MQTT campaign's store: its device ids are no DevEUIs
+        fail(f"--store {store_path}: {exc} (is it a LoRaWAN campaign's store?)")
