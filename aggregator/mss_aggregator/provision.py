@@ -354,6 +354,7 @@ def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, 
     """Write every file of the fleet under ``out``; [(path, what)] of what was written, and the
     aggregator accounts' {user: how} ("kept" or "generated")."""
     out = Path(out)
+    mosquitto_passwd()  # missing: refused before anything is written
     keep_secrets(boards, out, rotate)
     written = []
     for b in boards:
