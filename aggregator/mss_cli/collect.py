@@ -44,7 +44,7 @@ def lorawan_spec(ctx, param, value):
 LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 
 
-@click.command("aggregate", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("aggregate")
 @click.option("--broker", callback=checked(broker_spec), help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
                                "network server's broker (TTS: user APP@TENANT, password an API key).")
 @broker_password_option

@@ -1,14 +1,188 @@
 """``mss quarantine`` (rejected messages with their reasons) and ``mss decode`` (one frame)."""
+import sys
+import time
+
 import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mss_cli.common import console, fail
+
+PREFIX_BYTES = 16  # of a quarantined message shown in hex
+
+
+def open_reader(store_path):
+    """The store at ``store_path``, only read; a data error (exit 3) if it cannot be opened."""
+    from mss_aggregator.collect.store import StoreError, open_store
+    from mss_protocol.mss.config import ConfigError
+
+    try:
+        return open_store(store_path)
+    except (StoreError, ConfigError) as exc:
+        fail(str(exc))
+
+
+def when(unix):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix))
 
 
 @click.command("quarantine")
-def quarantine_cmd():
-    """List quarantined messages (being written)."""
-    raise click.UsageError("mss quarantine is not written yet")
+@click.option("--store", "store_path", required=True, metavar="PATH|URL",
+              help="The campaign's store (what mss aggregate --store was given).")
+@click.option("--reason", metavar="CODE",
+              help="Only messages of this reason code (the first column: topic, payload, epoch, "
+                   "wire_config, wire_length, checksum, ...).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N",
+              help="Show the newest N messages.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object on stdout: total, shown, and messages (id, received, time, "
+                   "reason, detail, source, topic, length, sha256, hex).")
+def quarantine_cmd(store_path, reason, limit, as_json):
+    """List rejected messages, newest first: the reason the aggregator gave, when, the topic
+    (or serial port), the length and the first bytes in hex.
+
+    A store keeps at most aggregator.quarantine_max_rows rows (default 10000); past that the
+    rejections are counted, not kept (mss estimate's counters)."""
+    from mss_aggregator import jsonout
+    from mss_aggregator.collect.service import printable
+    from mss_aggregator.collect.store import StoreError
+
+    store = open_reader(store_path)
+    try:
+        total, rows = store.quarantined(reason, limit)
+        dropped = store.counters().get("quarantine_dropped", 0)
+    except StoreError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+    for row in rows:
+        topic = row.pop("topic")
+        payload = row.pop("payload") or b""
+        row.update(time=when(row["received"]), hex=payload[:PREFIX_BYTES].hex(),
+                   topic=None if topic is None else printable(topic.decode("utf-8", "backslashreplace")))
+    if as_json:
+        click.echo(jsonout.dumps({"total": total, "shown": len(rows), "quarantine_dropped": dropped,
+                                  "messages": rows}))
+        return
+    what = f"reason {reason}" if reason else "messages"
+    if not rows:
+        console.print(f"no quarantined {what} in {escape(store.name)}", highlight=False)
+        return
+    table = Table(title=f"quarantined {what}: newest {len(rows)} of {total}")
+    for name in ("id", "time (UTC)", "reason", "detail", "topic or link", "bytes", "first bytes (hex)"):
+        table.add_column(name, justify="right" if name in ("id", "bytes") else "left")
+    for row in rows:
+        more = "..." if row["length"] is None or row["length"] > PREFIX_BYTES else ""
+        table.add_row(str(row["id"]), row["time"], escape(row["reason"]), escape(printable(row["detail"])),
+                      escape(row["topic"] or row["source"]), "?" if row["length"] is None else str(row["length"]),
+                      row["hex"] + more)
+    Console(soft_wrap=True).print(table)
+    if dropped:
+        console.print(f"{dropped} more rejected messages were counted but not kept "
+                      "(aggregator.quarantine_max_rows)", highlight=False)
+
+
+def read_hex(ctx, param, value):
+    """The bytes of HEX (``-``: read from stdin); whitespace, ``:`` and a ``0x`` prefix are allowed."""
+    text = sys.stdin.read() if value == "-" else value
+    text = "".join(text.split()).replace(":", "").removeprefix("0x")
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        raise click.BadParameter(f"{value[:40]!r} is not hexadecimal bytes") from None
+    if not data:
+        raise click.BadParameter("no bytes given")
+    return data
+
+
+def device_id(ctx, param, value):
+    from mss_protocol.frames import WireError, check_device
+
+    if value is not None:
+        try:
+            check_device(value)
+        except WireError as exc:
+            raise click.BadParameter(str(exc).removeprefix("device: ")) from None
+    return value
+
+
+def header(data):
+    """The header fields of ``data`` as its bytes give them (SPEC.md section 4), before any
+    check against a config: its length and kind; a full frame's config id, epoch and sequence;
+    a compact frame's config tag (and compact-epoch's low 16 bits of the epoch)."""
+    from mss_device.frame import HEADER, KINDS, TAG_MASK
+    from mss_protocol.frames import kind_of
+
+    kind = kind_of(data[0])
+    out = {"length": len(data), "kind": None if kind is None else KINDS[kind]}
+    if kind == 0 and len(data) >= HEADER[0]:
+        out.update(config_id=data[1:5].hex(), epoch=int.from_bytes(data[5:9], "big"),
+                   seq=int.from_bytes(data[9:11], "big"))
+    elif kind in (1, 2):
+        out["tag"] = data[0] & TAG_MASK
+        if kind == 2 and len(data) >= HEADER[2]:
+            out["epoch_low16"] = int.from_bytes(data[1:3], "big")
+    return out
+
+
+def described(report, cfg):
+    """The JSON form of a decoded report: MSS's block, its modulus and support set; another
+    protocol's output (its set bits, point, or OLH's (a, b, y))."""
+    from mss_protocol.oracle_config import OracleConfig
+
+    out = {"epoch": report.epoch, "seq": report.seq, "frame": report.frame}
+    if isinstance(cfg, OracleConfig):
+        return out | {"protocol": cfg.name, "output": list(report.subset)}
+    return out | {"protocol": cfg.name, "block": report.j, "modulus": cfg.moduli[report.j],
+                  "support": list(report.subset)}
 
 
 @click.command("decode")
-def decode_cmd():
-    """Decode one frame (being written)."""
-    raise click.UsageError("mss decode is not written yet")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The campaign config (mss plan --device-config) the frame was made for; its campaign "
+                   "clock (device.period_s) dates compact frames and bounds the epochs accepted.")
+@click.option("--device", "device", metavar="ID", callback=device_id,
+              help="The device id the frame came with (its topic's, serial line's or DevEUI); olh "
+                   "needs it (its hash seed), other protocols ignore it.")
+@click.option("--epoch", type=click.IntRange(0, 2**32 - 1),
+              help="The link's epoch for a compact frame (default: the campaign clock's current one).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object on stdout: frame (the header fields), accepted, and "
+                   "report or reason and detail.")
+@click.argument("frame", metavar="HEX", callback=read_hex)
+def decode_cmd(config_path, device, epoch, as_json, frame):
+    """Decode one report frame (HEX, or - to read it from stdin) as the aggregator would: its
+    header fields, then the report (MSS: block and support set; other protocols: their output)
+    or the reason the aggregator would quarantine it with (exit 3)."""
+    from mss_aggregator import jsonout
+    from mss_aggregator.collect.ingest import Ingest
+    from mss_aggregator.collect.service import campaign_clock
+    from mss_protocol.mss.config import ConfigError, read_json
+    from mss_protocol.oracle_config import load_dict
+
+    try:
+        raw = read_json(config_path, "config")
+        cfg = load_dict(raw, source=str(config_path))
+        clock = campaign_clock(raw)
+    except (ConfigError, ValueError) as exc:
+        fail(exc if isinstance(exc, ConfigError) else f"{config_path}: {exc}")
+    if getattr(cfg, "name", None) == "olh" and device is None:
+        raise click.UsageError("an olh report decodes with its device's hash seed: give --device ID")
+    ingest = (Ingest(cfg, None, clock["period_s"], clock["epoch_origin"], past_epochs=clock["accept_past_epochs"])
+              if clock else Ingest(cfg, None))  # no clock: no window, and compact frames need --epoch
+    out = ingest.frame(frame, device, epoch)
+    doc = {"frame": header(frame), "accepted": "report" in out}
+    doc.update({"report": described(out["report"], cfg)} if "report" in out else
+               {"reason": out["reason"], "detail": out["detail"]})
+    if as_json:
+        click.echo(jsonout.dumps(doc))
+    else:
+        click.echo("frame: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in doc["frame"].items()))
+        if doc["accepted"]:
+            r = doc["report"]
+            what = (f"block {r['block']} (modulus {r['modulus']}), support set {{{', '.join(map(str, r['support']))}}}"
+                    if "block" in r else f"output {tuple(r['output'])}")
+            click.echo(f"report: {r['protocol']}, epoch {r['epoch']}, seq {r['seq']}, {r['frame']} frame; {what}")
+    if not doc["accepted"]:
+        fail(f"the aggregator would quarantine it: {out['reason']}: {out['detail']}")

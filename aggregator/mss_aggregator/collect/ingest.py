@@ -138,6 +138,13 @@ class Ingest:
                 epoch = None
         return {"skip": link, "device_id": device_id, "epoch": epoch if self.period_s else None, "source": source}
 
+    def frame(self, frame, device_id=None, epoch=None):
+        """What the aggregator makes of ``frame`` from ``device_id`` arriving now
+        (``epoch``: the link's, default the campaign clock's): a dict with
+        ``report``, or with the ``reason`` and ``detail`` it would quarantine it
+        with (``mss decode``)."""
+        return self._report({}, device_id, bytes(frame), self._link_epoch() if epoch is None else epoch)
+
     @staticmethod
     def _held(out, raw):
         return held(out, raw) if "reason" in out else out
