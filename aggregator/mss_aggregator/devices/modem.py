@@ -590,7 +590,10 @@ def chirpstack_json(event):
     serde code is built with pbjson's emit_fields (api/rust/build.rs)."""
     from google.protobuf import json_format
 
-    return json_format.MessageToDict(event, always_print_fields_with_no_presence=True)
+    doc = json_format.MessageToDict(event, always_print_fields_with_no_presence=True)
+    for rx in doc.get("rxInfo", ()):  # a map's order is arbitrary (a HashMap in ChirpStack): sorted, to be stable
+        rx["metadata"] = dict(sorted(rx.get("metadata", {}).items()))
+    return doc
 
 
 def marshal(event, marshaler):
@@ -599,7 +602,7 @@ def marshal(event, marshaler):
     if marshaler == "json":
         return json.dumps(chirpstack_json(event), separators=(",", ":")).encode()
     if marshaler == "protobuf":
-        return event.SerializeToString()
+        return event.SerializeToString(deterministic=True)  # map entries sorted, as for the JSON
     raise ValueError(f"marshaler must be one of {', '.join(MARSHALERS)}, got {marshaler!r}")
 
 
