@@ -3,12 +3,30 @@
 amqtt speaks MQTT 3.1.1 only, forgets anonymous sessions on disconnect and
 does not redeliver unacknowledged messages, so it is a demo default, not a
 production broker: point ``--broker`` at Mosquitto or EMQX for real fleets.
+
+amqtt 0.12 loops over its table of subscriptions with awaits inside (sending a
+connecting client the retained messages, broadcasting a message) while other
+clients' SUBSCRIBEs add topics to it, so a fleet connecting at once made it
+raise "dictionary changed size during iteration" (asyncio printed the
+traceback; the client's connection was dropped).  :class:`_Snapshots` makes
+those loops run over a copy: the fix, not a filter on the log.
 """
 import asyncio
 import logging
 import threading
 
 from mss_aggregator.ports import free_port
+
+
+class _Snapshots(dict):
+    """amqtt's subscriptions table, iterated over a copy of its keys or items.  A topic added
+    meanwhile is missed by that loop only: its SUBSCRIBE sends the retained messages itself."""
+
+    def __iter__(self):
+        return iter(list(dict.keys(self)))
+
+    def items(self):
+        return list(dict.items(self))
 
 
 class EmbeddedBroker:
@@ -30,6 +48,9 @@ class EmbeddedBroker:
 
         async def start():
             self._broker = Broker(config)  # must be made inside the running loop
+            if type(self._broker._subscriptions) is not dict:  # a new amqtt: check its loops again
+                raise RuntimeError("amqtt's Broker._subscriptions is not the dict it was in 0.12")
+            self._broker._subscriptions = _Snapshots()
             await self._broker.start()
 
         self._loop.run_until_complete(start())
