@@ -9,7 +9,8 @@ import numpy as np
 from rich.console import Console
 
 from mss_aggregator.distributions import parse
-from mss_cli.common import EPSILON, broker_password_option, broker_url, fail, output_file, top_table, writing
+from mss_cli.common import (EPSILON, broker_password_option, broker_url, console, fail, output_file, progress,
+                            top_table, writing)
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
@@ -20,6 +21,8 @@ LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
 PERIOD_S = 3600
 FIELD_PERIOD_S = 4  # --epochs: the default period (real seconds)
 CODES = {"power": "P", "power-mid-uplink": "U", "watchdog": "W", "reset": "R"}  # --epochs: the resets' kinds
+ID_PREFIX = "dev"  # the MQTT fleet's device ids: dev0, dev1, ...
+PLOTS = {None: "demo.png", "chirpstack": "demo-lorawan.png"}  # --plot's default, by --lorawan
 FIELD_FAILED = 1  # --epochs: a check failed (a device not counted once in an epoch, a loss, a duplicate)
 
 
@@ -111,18 +114,32 @@ def print_field(out, s, period, no_clock, resets):
             out.print(f"  {escape(line)}", highlight=False)
 
 
+def clear_demo(url, campaign, devices):
+    """Delete the retained messages an MQTT demo left on a broker of the user's (--broker): each
+    device's status (its own login: devices.fleet.clear_retained) and the aggregator's config."""
+    from mss_aggregator.devices.fleet import clear_retained, status_topic
+
+    left = clear_retained(url, [(f"{ID_PREFIX}{i}", None, [status_topic(campaign, f"{ID_PREFIX}{i}")])
+                                for i in range(devices)] + [(None, None, [f"mss/v1/{campaign}/config"])])
+    for line in left:
+        console.print(f"[yellow]warning:[/yellow] retained message not deleted: {line}", highlight=False)
+
+
 @click.command("demo")
 @click.option("--broker", help="Use this broker instead of the embedded one (mqtt://[user@]host:port).")
 @broker_password_option
-@click.option("--devices", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True)
-@click.option("--protocol", type=click.Choice(CHOICES), default="mss", show_default=True,
-              help="The protocol the fleet runs (auto: the most accurate for k and epsilon).")
-@click.option("--epsilon", type=EPSILON, default=3.0, show_default=True)
-@click.option("--dist", default="zipf:1.1", show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--plot", default="demo.png", show_default=True, type=click.Path(dir_okay=False),
-              callback=output_file)
+@click.option("-n", "--devices", type=click.IntRange(min=1), default=200, show_default=True,
+              help="How many emulated devices report.")
+@click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True,
+              help="Number of categories.")
+@click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
+              help="The protocol the fleet runs (auto: the most accurate for k and epsilon, as mss plan chooses).")
+@click.option("--epsilon", type=EPSILON, default=3.0, show_default=True, help="Each report's privacy budget.")
+@click.option("--dist", default="zipf:1.1", show_default=True,
+              help="The distribution the devices' values are drawn from (as mss simulate --dist).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the values (and of --resets).")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
+              help=f"Write the estimate's plot here (default {PLOTS[None]}; with --lorawan {PLOTS['chirpstack']}).")
 @click.option("--http", "http_bind", metavar="HOST:PORT",
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
 @click.option("--lorawan", type=click.Choice(["chirpstack"]),
@@ -172,6 +189,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     if epochs is not None and not lorawan:
         raise click.UsageError("--epochs runs LoRaWAN boards: add --lorawan chirpstack")
     period = period_s or (FIELD_PERIOD_S if epochs else PERIOD_S)
+    plot = plot or PLOTS[lorawan]
     broker = broker_url(broker, broker_password_file)
     if http_bind:
         try:
@@ -238,11 +256,11 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                                        resets, seed, runtime, tmp, privacy)
                     sent, wait_for = sum(len(b.arrivals) for b in boards), "received"  # uplinks on air
                 else:
-                    with out.status(f"{devices} devices running the firmware on {runtime}"
-                                    + (" with emulated LoRaWAN modems" if link else "")):
-                        times = {}
-                        results = run_fleet(cfg, url, campaign, values, runtime=runtime, period_s=period,
-                                            network=network, times=times, privacy=privacy)
+                    times = {}
+                    with progress(f"{devices} devices running the firmware on {runtime}"
+                                  + (" with emulated LoRaWAN modems" if link else ""), devices) as step:
+                        results = run_fleet(cfg, url, campaign, values, ID_PREFIX, runtime=runtime, period_s=period,
+                                            network=network, times=times, privacy=privacy, on_done=step)
                     sent, wait_for = sum(1 for _, rc, _ in results.values() if rc == 0), "accepted"
                 deadline = time.time() + 30
                 while agg.store.counters()[wait_for] < sent and time.time() < deadline:
@@ -251,6 +269,8 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 agg.stop()
                 if network is not None:
                     network.close()
+                if broker and not link:  # the user's broker keeps what is retained: the boards' statuses, the config
+                    clear_demo(url, campaign, devices)
             store = open_store(store_path)
             counts, counters = store.counts(), store.counters()
             rows = store.report_epochs() if epochs else None

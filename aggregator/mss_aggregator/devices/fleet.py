@@ -1,9 +1,13 @@
-"""Emulated fleets: N devices running the real firmware, each reporting once.
+"""Emulated fleets: N devices running the real firmware, each reporting once
+(MQTT: once in each of ``epochs`` epochs).
 
 Each device is its own process of the firmware's emulator entry point
-(``python -m mss_node.app``), on the MicroPython unix port or CPython, with
+(MQTT: ``emulated_board/fleet_board.py``; LoRaWAN: ``python -m mss_node.app``),
+on the MicroPython unix port or CPython, with
 its own config.json and state.json in a scratch folder, so devices share
-nothing but the broker.  On LoRaWAN each device drives its own emulated
+nothing but the broker.  ``logins`` gives each MQTT device its own broker
+user (its device id and client id too, as the shipped ACL's %u patterns
+need); :func:`clear_retained` removes what the devices left retained.  On LoRaWAN each device drives its own emulated
 modem (:mod:`.modem`, the dialects in turn) and a network-server emulator
 publishes the uplinks; those boards sleep light between reports
 (``device.sleep``, as ``mss plan --link`` writes for an RP2040), and
@@ -22,10 +26,12 @@ from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
 
 
-def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0, privacy=None):
+def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0, privacy=None, login=None):
     """An MQTT board's config.json; ``privacy``: device fields the campaign adds (memoize, budget:
-    :func:`mss_protocol.budget.default_device`)."""
+    :func:`mss_protocol.budget.default_device`); ``login``: (user, password) instead of the URL's."""
     host, port, user, password, _ = parse_broker(broker)
+    if login is not None:
+        user, password = login
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "device_id": device_id, "period_s": period_s,
                    "epoch_origin": epoch_origin, "poll_s": 1,
@@ -48,10 +54,13 @@ def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, s
 
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
               parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0, times=None,
-              privacy=None):
+              privacy=None, logins=None, epochs=1):
     """Run one device per value; return {device_id: (value, returncode, output)}.
     ``period_s`` and ``epoch_origin``: the campaign clock the devices date
     their reports by (the aggregator's config must carry the same).
+    ``logins``: [(user, password)] a device, whose user is also its id;
+    ``epochs``: each MQTT device reports in the ``epochs`` epochs ending with the
+    current one (returncode 0: all of them PUBACKed).
 
     With ``network`` (a :class:`~.modem.ChirpStackEmulator` on ``broker``)
     the devices report over LoRaWAN, each known by its modem's DevEUI, and
@@ -59,6 +68,8 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
     ``times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
     :func:`.runtime.board_times`, "radio": :meth:`.modem.ModemEmulator.stats`}}.
     ``privacy``: device fields every board gets (:func:`device_config`)."""
+    if network is not None and epochs != 1:
+        raise ValueError("LoRaWAN boards report once here: their compact frames are dated by arrival")
     if runtime == "micropython" and network is None:
         ensure_umqtt()
     results = {}
@@ -66,8 +77,9 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
         def one(i):
             modem = None
             if network is None:
-                device_id = f"{id_prefix}{i}"
-                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin, privacy)
+                login = logins[i] if logins else None
+                device_id = login[0] if login else f"{id_prefix}{i}"
+                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin, privacy, login)
             else:
                 modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
@@ -79,9 +91,10 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
             (folder / "config.json").write_text(json.dumps(d))
             log = folder / "board.log" if modem is not None else None
             start = time.time()
+            module, args = ("mss_node.app", []) if modem is not None else ("fleet_board", [epochs])
             try:
-                out = run_module(runtime, "mss_node.app", ["config.json", "state.json", int(values[i])],
-                                 cwd=folder, timeout=300, board_log=log)
+                out = run_module(runtime, module, ["config.json", "state.json", int(values[i]), *args],
+                                 cwd=folder, timeout=300 * epochs, board_log=log)
             finally:
                 if modem is not None:
                     modem.stop()
@@ -95,6 +108,67 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
         with ThreadPoolExecutor(parallel) as pool:
             list(pool.map(one, range(len(values))))
     return results
+
+
+def fleet_epochs(period_s, epoch_origin, epochs, now=None):
+    """The epochs a fleet run of ``epochs`` reports in (fleet_board.py): those ending with the current one."""
+    current = (int(time.time() if now is None else now) - epoch_origin) // period_s
+    return list(range(current - epochs + 1, current + 1))
+
+
+def status_topic(campaign, device_id):
+    return f"mss/v1/{campaign}/{device_id}/status"
+
+
+def clear_retained(broker, clients, parallel=8, timeout=10):
+    """Publish an empty retained message (MQTT's delete) on each topic of ``clients``, [(client id
+    or None, (user, password) or None for the URL's, [topics])], each logged in as itself (under
+    the shipped ACL only a device may write its own status) with a clean session, which also
+    ends the persistent session a board left (its subscription to the config).  Clients of one
+    user go one after another (a broker that makes the user the client id would have them take
+    each other's connection over).  Returns ["topic: why"] of those not cleared."""
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    host, port, url_user, url_password, _ = parse_broker(broker)
+
+    def one(client_id, user, password, topics):
+        answered, answer = threading.Event(), []
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or "", protocol=mqtt.MQTTv311,
+                        clean_session=True)
+        c.on_connect = lambda cl, u, f, reason, p: (answer.append(reason), answered.set())
+        if user:
+            c.username_pw_set(user, password)
+        try:
+            c.connect(host, port, keepalive=30)
+            c.loop_start()
+            if not answered.wait(timeout):
+                raise OSError(f"no CONNACK in {timeout} s")
+            if answer[0].is_failure:
+                raise OSError(f"connection refused: {answer[0]}")
+            for topic in topics:
+                info = c.publish(topic, b"", qos=1, retain=True)
+                info.wait_for_publish(timeout)  # returns at the timeout too
+                if not info.is_published():
+                    raise OSError(f"no PUBACK in {timeout} s")
+            return []
+        except (OSError, RuntimeError, ValueError) as exc:  # refused, lost, not connected
+            return [f"{t}: {exc}" for t in topics]
+        finally:
+            c.disconnect()
+            c.loop_stop()
+
+    by_user = {}
+    for client_id, login, topics in clients:
+        user, password = login or (url_user, url_password)
+        by_user.setdefault(user, []).append((client_id, user, password, topics))
+
+    def group(items):
+        return [line for item in items for line in one(*item)]
+
+    with ThreadPoolExecutor(parallel) as pool:
+        return [line for lines in pool.map(group, by_user.values()) for line in lines]
 
 
 def draw_values(probs, n, seed):
