@@ -79,7 +79,7 @@ def test_plan_table():
 
 def test_simulate_json_and_plot(tmp_path):
     out = mss("simulate", "--k", 64, "--epsilon", 2, "--n", 5000, "--dist", "spike", "--seed", 1,
-              "--trials", 3, "--json", "--plot", tmp_path / "p.png")
+              "--protocol", "mss", "--trials", 3, "--json", "--plot", tmp_path / "p.png")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert SIM_FIELDS <= set(d)

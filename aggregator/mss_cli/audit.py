@@ -2,12 +2,12 @@
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail, output_file, writing
+from mss_cli.common import (AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail, make_console, output_file,
+                            progress, writing)
 from mss_protocol import registry
 from mss_protocol import oracle_config
 from mss_protocol.config_file import read_json
@@ -36,11 +36,12 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
                    f"--longitudinal: the config's, else mss,grr].")
 @click.option("--trials", type=click.IntRange(min=0), default=10000, show_default=True,
               help="Devices in the empirical attack run (0: exact values only).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulated devices and reports.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help="PNG: success vs epsilon with the ceilings.")
-@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list)
+@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list,
+              help="The epsilons --plot's curves are drawn at (and --epsilon), comma-separated.")
 @click.option("--longitudinal", is_flag=True, help="Also attack T repeated reports (fresh and memoized).")
 @click.option("--horizons", default=AUDIT_HORIZONS, show_default=True,
               callback=csv_list(int), help="Report counts T for --longitudinal.")
@@ -63,8 +64,6 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
               control):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
-    from rich.progress import Progress
-
     from mss_aggregator.privacy import audit as privacy_audit
 
     cfg = device = None
@@ -106,9 +105,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     steps = len(names) + ((3 * len(long_names) + (len(long_names) if cfg is not None else 0)) if longitudinal
                           else 0) + ((len(names) + 2) if empirical else 0)
     try:
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("audit", total=steps)
-            tick = lambda: bar.advance(task)  # noqa: E731
+        with progress("audit", steps) as tick:
             report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
             report["skipped"] = skipped
             if longitudinal:
@@ -151,7 +148,7 @@ def _fmt(x, ci=None):
 
 
 def _print_audit(report, plot):
-    out = Console(width=170)
+    out = make_console()
     b = report["bounds"]
     table = Table(title=f"single-report reconstruction: k={report['k']}, epsilon={report['epsilon']}, "
                         f"prior {report['prior']}, {report['trials']} devices per empirical run")

@@ -245,6 +245,18 @@ def figure(x, digits=4):
     return text
 
 
+def counters_line(counters):
+    """A store's counters (``Store.counters``) as one line: ``received 60, accepted 58, duplicate 1,
+    rejected 1 (bad frame 1)``, then any non-zero others."""
+    reasons = [f"{name.removeprefix('rejected_').replace('_', ' ')} {n}" for name, n in counters.items()
+               if name.startswith("rejected_") and n]
+    parts = [f"{name} {counters[name]}" + (f" ({', '.join(reasons)})" if name == "rejected" and reasons else "")
+             for name in ("received", "accepted", "duplicate", "rejected") if name in counters]
+    parts += [f"{name.replace('_', ' ')} {n}" for name, n in counters.items()
+              if name not in ("received", "accepted", "duplicate", "rejected") and not name.startswith("rejected_")]
+    return ", ".join(parts)
+
+
 def csv_list(kind):
     def convert(ctx, param, value):
         try:

@@ -2,15 +2,14 @@
 import csv
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator import view as views
 from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import StoreError, open_store
-from mss_cli.common import console, fail, output_file, writing
-from mss_protocol import categories, postprocess, registry
+from mss_cli.common import console, counters_line, fail, make_console, output_file, post_option, writing
+from mss_protocol import categories, registry
 from mss_protocol.config_file import read_json
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.oracle_config import load_dict
@@ -26,12 +25,13 @@ from mss_protocol.oracle_config import load_dict
                    "mss aggregate recorded in the store), and its config id must be the store's or the counts'.")
 @click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates) instead of the table.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write every item's estimate as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help="Write a PNG of the items the table shows (same order, top and intervals).")
-@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
+@post_option
 @click.option("--top", type=click.IntRange(min=1), default=None,
               help=f"Show the N largest estimates, in table and plot (default: every item of an ordinal domain of "
                    f"at most {views.ALL_ITEMS_UP_TO}, else {views.DEFAULT_TOP}).")
@@ -52,8 +52,6 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
-    from mss_protocol.mss.counts import Counts
-
     if (store_path is None) == (counts_path is None):
         raise click.UsageError("give --store or --counts")
     if counts_path and (epoch is not None or all_epochs):
@@ -63,7 +61,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     try:
         wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
         if counts_path:
-            counts, counters, scope = Counts.load(counts_path), None, None
+            counts, counters, scope = load_counts(counts_path), None, None
             categories = wanted[1] if wanted else None
             if wanted and wanted[0].config_id != counts.cfg.config_id:
                 raise ConfigError(f"{counts_path} holds counts of config {counts.cfg.config_id_hex}, not "
@@ -98,8 +96,8 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
                                   "counters": counters, "post": post, "view": view.document(), "estimates": rows}))
         return
-    out = Console()
-    out.print(title + (f", counters {counters}" if counters is not None else ""))
+    out = make_console()
+    out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
     if scope is not None:
         what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
         widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
@@ -107,6 +105,17 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     out.print(_table(view))
     for line in view.caption():
         out.print(line)
+
+
+def load_counts(path):
+    """The counts file at ``path``; ConfigError when it is something else (an SQLite store: what to do)."""
+    from mss_protocol.mss.counts import Counts
+
+    with open(path, "rb") as fh:
+        if fh.read(16) == b"SQLite format 3\x00":
+            raise ConfigError(f"{path} is an SQLite store, not a counts file: give it to --store, or export its "
+                              f"counts with mss estimate --store {path} --export-counts FILE")
+    return Counts.load(path)
 
 
 def load_config(raw, source):
@@ -165,12 +174,10 @@ def _write_csv(path, rows, labels):
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def merge_cmd(inputs, output, as_json):
     """Sum count files of the same config (sites that share only counts)."""
-    from mss_protocol.mss.counts import Counts
-
     try:
-        total = Counts.load(inputs[0])
+        total = load_counts(inputs[0])
         for path in inputs[1:]:
-            part = Counts.load(path)
+            part = load_counts(path)
             try:
                 total = total.merge(part)
             except ConfigError as exc:

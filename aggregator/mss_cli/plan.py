@@ -5,12 +5,11 @@ import os
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
-from mss_cli.common import EPSILON, fail
+from mss_cli.common import EPSILON, fail, figure, make_console, progress
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan
@@ -171,11 +170,12 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         notes.append("compact frames are dated by arrival: boards need device.transport lorawan")
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
-        result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
-                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
-                        max_device_ms=max_device_ms, mse_slack=mse_slack, link=link, board=board or DEFAULT_BOARD,
-                        modem=modem or DEFAULT_MODEM, period_s=period, olh_seed=olh_seed, irr_epsilon=irr_epsilon,
-                        detect=detect, target_se=target_se)
+        with progress(f"planning {protocol} for k={k}, epsilon {epsilon:g}"):  # MSS's search: 10-20 s at k >= 4096
+            result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
+                            prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
+                            max_device_ms=max_device_ms, mse_slack=mse_slack, link=link,
+                            board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
+                            olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
@@ -234,10 +234,14 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return
-    out = Console()
+    out = make_console()
     budget = ", ".join(x for x in (f"<= {max_bytes} bytes" if max_bytes else "",
                                    f"<= {max_bits} body bits" if max_bits else "") if x) or "no size budget"
-    table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior")
+    table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior",
+                  caption=f"MSE: the predicted mean squared error of an item's estimated frequency at n={n}, "
+                          f"the {prior_spec} prior; vs SS: MSE / SubsetSelection's (below 1: more accurate)"
+                          + ("; devices: the fleet the question needs" if result["devices_needed"] is not None
+                             else ""), caption_justify="left")
     asked = result["devices_needed"] is not None  # a --detect or --target-se question: the devices it needs
     cols = ("protocol", "bits", "bytes", "MSE", "vs SS") + ("devices",) * asked + ("dev ms*", "dec s*", "note")
     for col in cols:
@@ -247,16 +251,17 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         if c["predicted_mse"] is None:
             table.add_row(c["protocol"], *[""] * (len(cols) - 2), c["excluded"], style="dim")
             continue
-        table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), f"{c['predicted_mse']:.3g}",
-                      f"{c['variance_ratio_vs_ss']:.3f}", *[str(c["devices_needed"])] * asked,
-                      f"{c['device_ms']:.2g}", f"{c['decode_s']:.2g}",
+        table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), figure(c["predicted_mse"], 3),
+                      figure(c["variance_ratio_vs_ss"], 3), *[str(c["devices_needed"])] * asked,
+                      figure(c["device_ms"], 2), figure(c["decode_s"], 2),
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
     out.print("* models: device time per report on an RP2040 (125 MHz) from Cortex-M0 instruction counts "
               "(tools/bench_mcu.py), decode time on one core")
     out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "
-              f"{frame} frame, eps_effective {result['eps_effective']!r}, config id {result['config_id']}")
+              f"{frame} frame, eps_effective {figure(result['eps_effective'], 6)}, config id {result['config_id']}")
+    out.print(f"why: {_why(protocol, result, link, mse_slack)}", highlight=False)
     if result["protocol"] == "mss":
         parts = result["predicted_mse_parts"]
         out.print(f"MSS moduli {result['moduli']}, subset sizes {result['omegas']}; predicted MSE "
@@ -280,6 +285,24 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
                  if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
         out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
+
+
+def _why(asked, result, link, slack):
+    """Why the plan chose its protocol, in words: auto's rule (choose.choose) as it applied here."""
+    chosen = result["protocol"]
+    if asked != "auto":
+        return f"--protocol {asked}"
+    rivals = [c for c in result["candidates"] if c["predicted_mse"] is not None and "excluded" not in c]
+    key, what = (("devices_needed", "fewest devices needed") if result["devices_needed"] is not None
+                 else ("predicted_mse", "lowest predicted MSE"))
+    best = min(rivals, key=lambda c: c[key])
+    near = [c["protocol"] for c in rivals if c[key] <= best[key] * (1 + slack)]
+    rule = "the least energy per report" if link else "the lowest device time"
+    left = [c["protocol"] for c in result["candidates"] if c["predicted_mse"] is None or "excluded" in c]
+    out = (f"{chosen} has {rule} of the protocols within {slack:.0%} of the {what} (--mse-slack {slack:g}): "
+           f"{', '.join(near)}" if len(near) > 1 else f"{chosen} has the {what}, no other within {slack:.0%} "
+           f"(--mse-slack {slack:g})")
+    return out + (f"; left out: {', '.join(left)} (see note)" if left else "")
 
 
 def _print_resolution(out, k, result):

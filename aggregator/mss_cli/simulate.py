@@ -1,33 +1,35 @@
 """``mss simulate``: a simulated fleet through one configuration, MSE against the truth."""
 import json
-from contextlib import nullcontext
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import EPSILON, console, fail, output_file, top_table, writing
-from mss_protocol import oracle_config, postprocess, registry
+from mss_cli.common import EPSILON, fail, figure, make_console, output_file, post_option, progress, top_table, writing
+from mss_protocol import oracle_config, registry
+from mss_protocol.choose import CHOICES, choose
 from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.planner import PlanError, plan
+from mss_protocol.mss.planner import PlanError
 
 
 @click.command("simulate")
 @click.option("--k", "k", type=click.IntRange(min=2), help="Domain size (or take it from --config).")
-@click.option("--epsilon", type=EPSILON)
+@click.option("--epsilon", type=EPSILON, help="Privacy budget per report (or take it from --config).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Use this config (from mss plan --device-config) instead of planning.")
-@click.option("--max-bits", type=click.IntRange(min=1), default=None)
+@click.option("--max-bits", type=click.IntRange(min=1), default=None,
+              help="Largest report body in bits, as mss plan --max-bits.")
 @click.option("--n", "n", type=click.IntRange(min=1), required=True, help="Simulated devices.")
 @click.option("--dist", default="zipf:1.1", show_default=True,
-              help="zipf:S | spike | uniform | file:counts.csv")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--protocol", type=click.Choice(registry.AVAILABLE), default="mss", show_default=True,
-              help="mss (planned for --max-bits), ss (SubsetSelection on the full domain), or a "
-                   "one-output protocol: " + ", ".join(oracle_config.NAMES) + ".")
-@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--post", type=click.Choice(postprocess.CHOICES), default="none", show_default=True)
+              help="The devices' true values: zipf:S, spike, uniform or file:counts.csv.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the values and the reports.")
+@click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
+              help="auto: the protocol mss plan chooses for --k, --epsilon, --max-bits and --n; mss (planned "
+                   "for --max-bits); ss (SubsetSelection on the full domain); or a one-output protocol: "
+                   + ", ".join(oracle_config.NAMES) + ".")
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Independent fleets; the MSE is their mean, ± their std.")
+@post_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help="Write a PNG of truth vs estimates.")
@@ -46,16 +48,18 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
             raise click.UsageError("give --k and --epsilon, or --config")
         elif protocol == "ss":
             cfg = MssConfig.subset_selection(k, epsilon)
-        elif protocol != "mss":
+        elif protocol not in ("mss", "auto"):
             cfg = oracle_config.OracleConfig(protocol, k, epsilon)
         else:
-            cfg = MssConfig.from_dict(plan(k, epsilon, max_bits=max_bits, n=n)["config"])
+            with progress(f"planning {protocol} for k={k}, epsilon {epsilon:g}"):
+                cfg = oracle_config.load_dict(choose(k, epsilon, protocol, max_bits=max_bits, n=n)["config"])
+            protocol = cfg.name
         probs = parse(dist, cfg.k)
     except (ConfigError, PlanError, DistributionError) as exc:
         fail(str(exc))
     proto = registry.from_config(cfg)
     predicted = proto.variance(n, probs)  # at the simulated distribution
-    with console.status(f"simulating {trials} x {n} devices") if not as_json else nullcontext():
+    with progress(f"simulating {trials} x {n} devices"):
         sim = simulate(proto, probs, n, trials, seed, post=post)
     out = {
         "protocol": protocol, "k": cfg.k, "epsilon": cfg.epsilon, "n": n, "trials": trials,
@@ -77,10 +81,10 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
     table = Table(title=f"{protocol.upper()} simulation: k={cfg.k}, epsilon={cfg.epsilon}, n={n}, {dist}")
     for col in ("MSE per item", "± std", "predicted MSE", "decode s", "bits max/mean"):
         table.add_column(col)
-    table.add_row(f"{out['mse']:.4g}", f"{out['mse_std']:.2g}", f"{predicted:.4g}",
-                  f"{out['decode_seconds']:.4f}",
+    table.add_row(figure(out["mse"]), figure(out["mse_std"], 2), figure(predicted),
+                  figure(out["decode_seconds"], 3),
                   f"{out['bits_per_report']['max']}/{out['bits_per_report']['mean']:.1f}")
-    out_console = Console()
+    out_console = make_console()
     out_console.print(table)
     out_console.print(top_table("top 10 categories (last trial)", sim.truth, sim.estimate, 10))
     if plot:
