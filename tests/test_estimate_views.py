@@ -3,7 +3,6 @@ order and names, top N everywhere, signal marks and captions, and no silent empt
 answers (exit 3 naming what the store holds)."""
 import json
 import re
-import os
 
 import numpy as np
 import pytest
@@ -162,10 +161,7 @@ def test_nothing_to_estimate_exits_3_saying_what_exists(store_path, tmp_path):
 
 
 def test_deploy_leaves_the_names_off_the_board(tmp_path):
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-    from deploy import merged_config
+    from mss_aggregator.deploy.merge import merged_config
 
     cfg = _config(tmp_path / "c.json", labels=LABELS, ordinal=True)
     merged = merged_config(cfg, [], require_budget=False)

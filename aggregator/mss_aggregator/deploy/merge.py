@@ -1,0 +1,286 @@
+"""A board's config: the campaign config with ``--set`` and the provisioning flags merged into
+its ``device`` section, checked with the firmware's own loader and the checks that loader cannot
+make (an MQTT board's broker, Wi-Fi and user), the secrets masked wherever it is printed, and the
+fields both ends read written back to the campaign config the aggregator loads."""
+import copy
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from mss_aggregator.deploy import CONFIG, NO_BUDGET, WRITE_BACK, DeployError
+from mss_aggregator.deploy.modules import LIB
+from mss_protocol.categories import FIELDS as HOST_ONLY
+
+# device fields the aggregator (or mss switch-config) reads too: the campaign clock and its window
+# (collect.service.campaign_clock), memoize and budget (mss_protocol.budget.check_device, the
+# dashboard's loss so far), the LoRaWAN ports, and the campaign both ends name in their topics
+SHARED = ("campaign", "period_s", "epoch_origin", "queue_max", "memoize", "budget",
+          "lorawan.fport", "lorawan.time_fport", "lorawan.config_fport")
+SECRETS = ("mqtt.password", "wifi.password", "fleet_key")  # never printed
+MASK = "***"
+
+
+def parse_sets(sets):
+    """``--set KEY=VALUE`` items as [(dotted key under device, value)]: a value is JSON
+    where it parses (600, true, {...}), else a string; a leading ``device.`` is allowed."""
+    out = []
+    for item in sets:
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("device.")
+        if not sep or not key:
+            raise DeployError(f"--set needs KEY=VALUE, got {item!r}", CONFIG)
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass  # a bare string
+        out.append((key, value))
+    return out
+
+
+def get(device, key):
+    """The value at a dotted ``key`` of ``device``, or None."""
+    for part in key.split("."):
+        device = device.get(part) if isinstance(device, dict) else None
+    return device
+
+
+def put(device, key, value):
+    *parents, leaf = key.split(".")
+    for p in parents:
+        device = device.setdefault(p, {})
+    device[leaf] = value
+
+
+def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None, budget=None,
+                  require_budget=False):
+    """The board's config (a dict), checked; DeployError names what is refused."""
+    cfg = read(config_path)
+    for field in HOST_ONLY:  # the operator's names for the items: no board needs them in RAM
+        cfg.pop(field, None)
+    device = cfg.setdefault("device", {})
+    if budget is not None:
+        from mss_protocol.budget import budget_section
+
+        device["budget"] = budget_section(*budget)
+    if fleet_key_file or max_epsilon is not None:
+        provision(device, cfg, held, fleet_key_file, max_epsilon)
+    if held:
+        device["configs"] = sorted(set(device.get("configs", [])) | {Path(h).name for h in held})
+    for key, value in parse_sets(sets):
+        put(device, key, value)
+    if require_budget and device.get("budget") is None:
+        raise DeployError(
+            f"{config_path} has no device.budget: this board would report every {device.get('period_s', 3600)} s "
+            "and every fresh report adds to its privacy loss, without limit (docs/privacy.md section 3); write the "
+            "config with mss plan --device-config (it adds device.memoize and a budget, 4 x epsilon per 30 days "
+            "unless --budget EPS/DAYS), or give --budget EPS/DAYS here (e.g. --budget 4/30), or --no-budget to "
+            "deploy without one", NO_BUDGET)
+    Settings = firmware_settings()
+    try:
+        # without a device_id the board's own (machine.unique_id, read at flashing) is checked later
+        Settings(cfg if "device_id" in device else dict(cfg, device=dict(device, device_id="check")))
+    except ValueError as exc:
+        raise DeployError(f"{config_path}: {exc}", CONFIG) from None
+    check_held(config_path, cfg, held, Settings)
+    check_mqtt(device)
+    return cfg
+
+
+def read(path):
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DeployError(f"{path}: not a readable JSON config ({exc})", CONFIG) from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("device", {}), dict):
+        raise DeployError(f"{path}: a config is a JSON object whose device section is an object", CONFIG)
+    return cfg
+
+
+def firmware_settings():
+    """The firmware's config loader (mss_node.settings.Settings), imported as the board does."""
+    if str(LIB) not in sys.path:
+        sys.path.insert(0, str(LIB))
+    from mss_node.settings import Settings
+
+    return Settings
+
+
+def check_held(config_path, cfg, held, Settings):
+    device = cfg["device"]
+    prefixes = {cfg["config_id"][:4]: config_path}
+    for path in held:
+        d = read(path)
+        try:
+            Settings(dict(d, device=dict(device, device_id="check")))
+        except ValueError as exc:
+            raise DeployError(f"held config {path}: {exc}", CONFIG) from None
+        if d["config_id"][:4] in prefixes:  # a 2-byte switch command must name one config
+            raise DeployError(f"config ids of {path} and {prefixes[d['config_id'][:4]]} start alike "
+                              "(a switch downlink names a config by its first 2 bytes)", CONFIG)
+        prefixes[d["config_id"][:4]] = path
+
+
+def check_mqtt(device):
+    """What the loader accepts but an MQTT board cannot work with: no broker (the loader's
+    default 127.0.0.1 is the board itself), a user the shipped ACL drops."""
+    if device.get("transport") != "mqtt":
+        return
+    if not get(device, "mqtt.host"):
+        raise DeployError("device.mqtt.host is not set: the board would connect to 127.0.0.1, itself; give the "
+                          "broker's address (--set mqtt.host=ADDRESS)", CONFIG)
+    check_user(device)
+
+
+def check_user(device):
+    """mqtt.user must be the device id (docs/mosquitto: the broker makes the username the
+    client id and its ACL lets a user publish under its own id only: any other user's reports
+    are dropped after a normal PUBACK).  No user: the device id is it."""
+    user, device_id = get(device, "mqtt.user"), device.get("device_id")
+    if device_id is None:  # read from the board at flashing, checked then
+        return
+    if user is None:
+        put(device, "mqtt.user", device_id)
+    elif user != device_id:
+        raise DeployError(f"device.mqtt.user {user!r} is not device_id {device_id!r}: the broker's ACL "
+                          "(docs/mosquitto) lets a user publish under its own id only and drops the others' "
+                          "reports without a word; give the same value to both", CONFIG)
+
+
+def for_board(cfg, device_id=None, has_wifi=None):
+    """A copy of ``cfg`` for one board: ``device_id`` (read from it) where the config gives
+    none, the user checked against it; an MQTT board with Wi-Fi (``has_wifi`` None: not known,
+    assumed) needs wifi.ssid."""
+    cfg = copy.deepcopy(cfg)
+    device = cfg["device"]
+    if device_id is not None and "device_id" not in device:
+        device["device_id"] = device_id
+        try:
+            firmware_settings()(cfg)  # as the board will load it
+        except ValueError as exc:
+            raise DeployError(f"device_id {device_id!r} read from the board: {exc}", CONFIG) from None
+    if device.get("transport") == "mqtt":
+        if has_wifi is not False and not get(device, "wifi.ssid"):
+            raise DeployError("device.wifi.ssid is not set: the board cannot join a network to reach "
+                              f"{get(device, 'mqtt.host')} (--set wifi.ssid=NAME --set wifi.password=...)", CONFIG)
+        check_user(device)
+    return cfg
+
+
+def provision(device, cfg, held, fleet_key_file, max_epsilon):
+    """device.fleet_key (hex) from the key file, device.max_epsilon and max_ratio (exact)."""
+    from mss_protocol.privacy import cap
+    from mss_protocol.sealed import load_key
+
+    if fleet_key_file:
+        try:
+            device["fleet_key"] = load_key(fleet_key_file).hex()
+        except ValueError as exc:
+            raise DeployError(f"--fleet-key-file {exc}", CONFIG) from None
+    if max_epsilon is None:
+        try:
+            max_epsilon = max([cfg["epsilon"]] + [read(h)["epsilon"] for h in held])
+        except (KeyError, TypeError) as exc:
+            raise DeployError(f"no epsilon to take --max-epsilon from ({exc!r}); give --max-epsilon",
+                              CONFIG) from None
+    try:
+        device["max_ratio"] = cap(max_epsilon)
+    except ValueError as exc:
+        raise DeployError(f"--max-epsilon: {exc}", CONFIG) from None
+    device["max_epsilon"] = max_epsilon
+
+
+def given_secrets(config_path, sets):
+    """The secrets of the config and of ``--set`` before they are merged (to mask errors)."""
+    try:
+        given = parse_sets(sets)
+    except DeployError:
+        return []  # refused before anything is printed
+    try:
+        device = copy.deepcopy(read(config_path).get("device") or {})
+        for key, value in given:
+            put(device, key, value)
+    except (DeployError, TypeError, AttributeError):  # a bad file or a --set through a non-object
+        return [v for k, v in given if k in SECRETS and isinstance(v, str) and v]
+    return secrets({"device": device})
+
+
+def secrets(cfg):
+    """The secret strings of ``cfg`` (passwords, the fleet key), to mask in any printed line."""
+    return [s for s in (get(cfg.get("device") or {}, k) for k in SECRETS) if isinstance(s, str) and s]
+
+
+def mask(text, hidden):
+    """``text`` with every string of ``hidden`` replaced by ***."""
+    for s in sorted(hidden, key=len, reverse=True):
+        text = text.replace(s, MASK)
+    return text
+
+
+def shown(device):
+    """The device section as printed: its secrets ***."""
+    device = copy.deepcopy(device)
+    for key in SECRETS:
+        if get(device, key) is not None:
+            put(device, key, MASK)
+    return device
+
+
+def shared_changes(sets, budget):
+    """[(key, value)] of the shared fields this deploy sets (``--set``, ``--budget``)."""
+    changes = [(k, v) for k, v in parse_sets(sets) if k in SHARED]
+    if budget is not None:
+        from mss_protocol.budget import budget_section
+
+        changes.append(("budget", budget_section(*budget)))
+    return changes
+
+
+def write_back(config_path, cfg, changes, refuse=False):
+    """The campaign config ``config_path`` with ``changes`` (the shared fields the boards
+    get) put in, checked as the aggregator loads it: (the keys that differ, the new
+    document, None if none differ).  With ``refuse`` (--no-write-back) a field that would
+    differ is refused instead.  Nothing is written here (:func:`write_atomically`)."""
+    raw = read(config_path)
+    differ = [k for k, v in changes if get(raw.get("device", {}), k) != v]
+    if not differ:
+        return [], None
+    if refuse:
+        key = differ[0]
+        raise DeployError(f"--set {key}: the boards would get {get(cfg['device'], key)!r} and the aggregator's "
+                          f"{config_path} has {get(raw.get('device', {}), key)!r}; both ends must read the same "
+                          "(drop --no-write-back to write it there)", WRITE_BACK)
+    new = copy.deepcopy(raw)
+    device = new.setdefault("device", {})
+    for key, value in changes:
+        put(device, key, value)
+    check_aggregator(config_path, new)
+    return differ, json.dumps(new, indent=1) + "\n"
+
+
+def check_aggregator(config_path, raw):
+    """The campaign config as ``mss aggregate`` will read it: its clock and device fields."""
+    from mss_aggregator.collect.service import campaign_clock
+    from mss_protocol.budget import check_device
+    from mss_protocol.oracle_config import load_dict
+
+    try:
+        campaign_clock(raw)
+        check_device(raw["device"], load_dict(raw))
+    except ValueError as exc:
+        raise DeployError(f"{config_path}: the aggregator would refuse it: {exc}", WRITE_BACK) from None
+
+
+def write_atomically(path, text):
+    """Write ``path`` whole or not at all (a temporary file beside it, renamed), keeping its mode."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise DeployError(f"{path}: cannot write the shared fields back: {exc.strerror or exc}", WRITE_BACK) from None
