@@ -713,6 +713,11 @@ class ChirpStackEmulator(NetworkServerEmulator):
     def __init__(self, host, port, app, user=None, password=None, marshaler="json"):
         if marshaler not in MARSHALERS:
             raise ValueError(f"marshaler must be one of {', '.join(MARSHALERS)}, got {marshaler!r}")
+        try:  # here, not at the first uplink in a modem's thread
+            import chirpstack_api  # noqa: F401
+        except ImportError:
+            raise RuntimeError("the ChirpStack emulator builds its events with ChirpStack's own messages: "
+                               "pip install chirpstack-api") from None
         self.app, self.marshaler = app, marshaler
         super().__init__(host, port, f"application/{app}/device/+/command/down", user, password)
 
