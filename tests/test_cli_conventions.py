@@ -128,3 +128,8 @@ def test_merge_of_a_store_is_one_error_line(tmp_path):
     out = mss("merge", tmp_path / "s.sqlite", "-o", tmp_path / "m.json")
     assert out.returncode == 3 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(f"error: {tmp_path / 's.sqlite'} is an SQLite store, not a counts file"), out.stderr
+
+
+def test_bare_mss_shows_help_not_an_error():
+    out = run([])
+    assert "Commands:" in out.output and "error:" not in out.output, out.output

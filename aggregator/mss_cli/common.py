@@ -73,16 +73,21 @@ class Group(click.Group):
     """The ``mss`` group: every click error of the group or of a command, one-line (:class:`OneLineError`);
     the full first sentence of each command's help in ``mss -h``, wrapped rather than cut."""
 
+    # already one line, or click's help for a bare group (click >= 8.2 raises it as a usage error)
+    SHOWN = (OneLineError, getattr(click.exceptions, "NoArgsIsHelpError", OneLineError))
+
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
+        except self.SHOWN:
+            raise
         except click.ClickException as exc:
             raise OneLineError(exc) from None
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except OneLineError:
+        except self.SHOWN:
             raise
         except click.ClickException as exc:
             raise OneLineError(exc) from None
