@@ -6,6 +6,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+from mss_protocol.channel import EXACT_CELLS  # noqa: E402
 
 
 def plot_estimates(view, path, title, truth=None):
@@ -57,24 +59,51 @@ def plot_estimates(view, path, title, truth=None):
     plt.close(fig)
 
 
+MARKERS = "osv^DPX*<>"
+CEILING = {"color": "#b8b8b8", "lw": 9, "alpha": 0.6, "solid_capstyle": "round", "zorder": 1}  # a band under the lines
+ON_TOP = 3  # protocol lines and markers above the ceiling band and the bounds
+
+
+def _styles(names):
+    """{name: (colour, marker)}: one colour (tab10 order) and marker per protocol, the same in every panel."""
+    return {name: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, name in enumerate(names)}
+
+
+def _readable_axis(axis, values):
+    """Ticks a person reads: over a decade or more a log scale labelled at 1, 2 and 5 times
+    each power of ten (1 alone beyond three decades) in plain decimals; a narrower range
+    linear (a log axis would label one tick or none)."""
+    values = [v for v in values if v is not None and v > 0]
+    if not values or max(values) / min(values) < 10:
+        return
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
+    decades = np.log10(max(values) / min(values))
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1, 2, 5) if decades <= 3 else (1,)))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
 def plot_bench(rows, prefix):
-    """PNG files ``<prefix>-{mse,decode,bits}-k<k>[-<dist>].png``; returns their paths."""
+    """PNG files ``<prefix>-{mse,decode,bits}-k<k>[-<dist>].png``; returns their paths.
+    MSE: the mean over the trials with +- one standard error of that mean
+    (mse_std / sqrt(trials)); decode time: the median over the trials (the rows carry
+    no spread of it); bits per report: exact."""
     paths = []
     ks = sorted({r["k"] for r in rows})
-    names = list(dict.fromkeys(r["protocol"] for r in rows))
+    styles = _styles(list(dict.fromkeys(r["protocol"] for r in rows)))
 
     def series(sel, key):
-        for name in names:
-            pts = sorted((r["epsilon"], r[key]) for r in sel if r["protocol"] == name)
+        for name, (colour, marker) in styles.items():
+            pts = sorted((r["epsilon"], r[key], r) for r in sel if r["protocol"] == name)
             if pts:
-                yield name, [p[0] for p in pts], [p[1] for p in pts]
+                yield name, colour, marker, [p[0] for p in pts], np.array([p[1] for p in pts]), [p[2] for p in pts]
 
-    def save(fig, ax, title, ylabel, path):
+    def save(fig, ax, title, ylabel, path, values):
         ax.set_xlabel("epsilon")
         ax.set_ylabel(ylabel)
-        ax.set_yscale("log")
-        ax.set_title(title)
-        ax.legend(fontsize=8)
+        _readable_axis(ax.yaxis, values)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the lines, never on them
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -83,56 +112,116 @@ def plot_bench(rows, prefix):
     for k in ks:
         for dist in sorted({r["dist"] for r in rows if r["k"] == k}):
             sel = [r for r in rows if r["k"] == k and r["dist"] == dist]
-            fig, ax = plt.subplots(figsize=(6.4, 4.2))
-            for name, x, y in series(sel, "mse"):
-                ax.plot(x, y, marker="o", label=name)
-            save(fig, ax, f"MSE per item, k={k}, {dist}, n={sel[0]['n']}", "MSE",
-                 f"{prefix}-mse-k{k}-{dist.replace(':', '')}.png")
+            trials = sorted({r["trials"] for r in sel})
+            fig, ax = plt.subplots(figsize=(7.4, 4.2))
+            values = []
+            for name, colour, marker, x, y, pts in series(sel, "mse"):
+                se = np.array([r["mse_std"] / np.sqrt(r["trials"]) for r in pts])
+                low = np.minimum(se, y * 0.999)  # a log axis: the whisker stops above 0
+                ax.errorbar(x, y, yerr=[low, se], marker=marker, ms=4, capsize=3, color=colour, label=name)
+                values += list(y - low) + list(y + se)
+            save(fig, ax, f"MSE per item, k={k}, {dist}, n={sel[0]['n']}\n"
+                 f"mean of {'/'.join(map(str, trials))} trials ± 1 standard error", "MSE",
+                 f"{prefix}-mse-k{k}-{dist.replace(':', '')}.png", values)
         sel = [r for r in rows if r["k"] == k and r["dist"] == rows[0]["dist"]]
-        for key, label in (("decode_seconds", "decode time (s, median)"), ("bits_max", "bits per report")):
-            fig, ax = plt.subplots(figsize=(6.4, 4.2))
-            for name, x, y in series(sel, key):
-                ax.plot(x, y, marker="o", label=name)
-            save(fig, ax, f"{label}, k={k}", label, f"{prefix}-{key.split('_')[0]}-k{k}.png")
+        trials = "/".join(map(str, sorted({r["trials"] for r in sel})))
+        for key, label, how in (("decode_seconds", "decode time (s)", f"median of {trials} trials"),
+                                ("bits_max", "bits per report", "the largest report, exact")):
+            fig, ax = plt.subplots(figsize=(7.4, 4.2))
+            values = []
+            for name, colour, marker, x, y, _ in series(sel, key):
+                ax.plot(x, y, marker=marker, ms=4, color=colour, label=name)
+                values += list(y)
+            save(fig, ax, f"{label}, k={k}: {how}", label, f"{prefix}-{key.split('_')[0]}-k{k}.png", values)
     return paths
 
 
-def _success_axes(ax, xlabel, title):
-    """Labels, title and legend of a reconstruction-success panel."""
+def _missing_note(ax, name_values, eps, why):
+    """Say under the panel which protocols (or which of their epsilons) it cannot show, and why."""
+    lines = []
+    for name, ys in name_values.items():
+        gone = [e for e, y in zip(eps, ys) if y is None]
+        if len(gone) == len(eps):
+            lines.append(f"{name} not shown: {why(name)}")
+        elif gone:
+            lines.append(f"{name} not shown at epsilon {', '.join(f'{e:g}' for e in gone)}: {why(name)}")
+    if lines:
+        ax.text(0.5, -0.16, "\n".join(textwrap.fill(line, 70) for line in lines), transform=ax.transAxes,
+                ha="center", va="top", fontsize=7.5, color="#7a1f1f", gid="missing-note")
+
+
+def _success_axes(ax, xlabel, title, values):
+    """Labels, title and the readable y axis of a reconstruction-success panel."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel("P[exact value recovered]")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    _readable_axis(ax.yaxis, values)
 
 
 def plot_audit(sweep, path, title, longitudinal=None):
     """Reconstruction success vs epsilon for the paper's rule and the Bayes-optimal
-    attacker, with the eps-LDP ceiling, the ReRo bound and the no-information
-    line; with ``longitudinal``, a third panel of success vs reports T."""
-    panels = 3 if longitudinal else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.4))
+    attacker, with the eps-LDP ceiling (a grey band under the protocols: GRR, optimal
+    for a uniform prior, lies on it), the ReRo bound and the no-information line, and a
+    note naming any protocol a panel cannot show; with ``longitudinal``, a third panel
+    of success vs reports T, one colour per protocol and mode, with the 95%
+    Clopper-Pearson intervals of its simulated devices."""
+    fig = plt.figure(figsize=(12 + (5.4 if longitudinal else 0), 4.8), layout="constrained")
+    single, repeated = fig.subfigures(1, 2, width_ratios=[12, 5.4]) if longitudinal else (fig, None)
+    axes = single.subplots(1, 2)  # the two single-report panels share one key, on their right
     eps = sweep["epsilons"]
-    colour = {name: f"C{i}" for i, name in enumerate(sweep["bayes"])}  # one colour per protocol
+    styles = _styles(list(sweep["bayes"]))
+    cells = f"2^{EXACT_CELLS.bit_length() - 1}"
+    why = {"paper_rule": lambda name: f"no exact value (outputs × k above the {cells} enumerated) "
+                                      "and no published closed form",
+           "bayes": lambda name: f"no exact value, its outputs × k exceed the {cells} cells enumerated; "
+                                 f"measure it: mss audit --protocols {name} --trials N"}
     for ax, key, label in ((axes[0], "paper_rule", "paper's rule"), (axes[1], "bayes", "Bayes-optimal")):
+        ax.plot(eps, sweep["ceiling"], label="eps-LDP ceiling", **CEILING)
+        ax.plot(eps, sweep["rero"], color="black", ls="-.", lw=1, zorder=2, label="ReRo bound")
+        ax.axhline(sweep["no_information"], color="grey", ls=":", zorder=2, label="no information")
+        values = sweep["ceiling"] + sweep["rero"] + [sweep["no_information"]]
         for name, ys in sweep[key].items():
             pts = [(e, y) for e, y in zip(eps, ys) if y is not None]
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3.5, color=colour[name], label=name)
-        ax.plot(eps, sweep["ceiling"], color="black", lw=2, label="eps-LDP ceiling")
-        ax.plot(eps, sweep["rero"], color="black", ls="-.", lw=1, label="ReRo bound")
-        ax.axhline(sweep["no_information"], color="grey", ls=":", label="no information")
-        ax.set_yscale("log")
-        _success_axes(ax, "epsilon", f"{label}: {title}")
+                colour, marker = styles[name]
+                ax.plot(*zip(*pts), marker=marker, ms=4.5, lw=1.4, color=colour, zorder=ON_TOP, label=name)
+                values += [y for _, y in pts]
+        _missing_note(ax, sweep[key], eps, why[key])
+        _success_axes(ax, "epsilon", f"{label}: {title}", values)
+    handles = {h.get_label(): h for ax in axes[:2] for h in ax.get_legend_handles_labels()[0]}  # one key for both
+    single.legend(handles.values(), handles.keys(), fontsize=7, loc="outside right upper")
     if longitudinal:
-        ax = axes[2]
-        t = longitudinal["horizons"]
-        for row in longitudinal["rows"]:
-            ax.plot(t, row["success"], marker="o", ms=3, ls="-" if row["mode"] == "fresh" else "--",
-                    color=colour.get(row["protocol"]), label=f"{row['protocol']} {row['mode']}")
-        ax.plot(t, longitudinal["ceiling"], color="black", lw=2, label="ceiling at T eps")
-        ax.axhline(longitudinal["memoize_ceiling"], color="black", ls=":", label="ceiling at eps")
-        ax.set_xscale("log")
-        _success_axes(ax, "reports T of one value", f"repeated reports ({longitudinal['trials']} devices)")
-    fig.tight_layout()
+        _longitudinal(repeated.subplots(), longitudinal, list(sweep["bayes"]))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _longitudinal(ax, lon, names):
+    """Success after T reports: fresh solid, memoized dashed, each series its own colour
+    (tab20: the protocol's colour of the other panels for fresh, its light pair for
+    memoize) and its 95% Clopper-Pearson interval over lon["trials"] devices, or
+    marked exact."""
+    t = lon["horizons"]
+    names = names + [r["protocol"] for r in lon["rows"] if r["protocol"] not in names]
+    pairs = plt.get_cmap("tab20").colors
+    ax.plot(t, lon["ceiling"], label="ceiling at T eps", **CEILING)
+    ax.axhline(lon["memoize_ceiling"], color="black", ls=":", zorder=2, label="ceiling at eps")
+    values = list(lon["ceiling"])
+    for row in lon["rows"]:
+        i = names.index(row["protocol"])
+        memo = row["mode"] != "fresh"
+        style = {"color": pairs[(2 * i + memo) % 20], "ls": "--" if memo else "-", "marker": MARKERS[i % len(MARKERS)],
+                 "ms": 4, "zorder": ON_TOP}
+        label = f"{row['protocol']} {row['mode']}"
+        if row.get("exact"):
+            ax.plot(t, row["success"], label=f"{label} (exact)", **style)
+        else:
+            ci = np.array(row["ci"], dtype=float).T
+            y = np.array(row["success"], dtype=float)
+            ax.errorbar(t, y, yerr=[y - ci[0], ci[1] - y], capsize=2, label=label, **style)
+            values += list(ci[0]) + list(ci[1])
+        values += list(row["success"])
+    _readable_axis(ax.xaxis, t)
+    _success_axes(ax, "reports T of one value", f"repeated reports: {lon['trials']} devices a series, 95% CI",
+                  values)
+    ax.legend(fontsize=7)
