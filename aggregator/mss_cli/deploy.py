@@ -60,8 +60,11 @@ def _check_sensor(path):
 
 @click.command("deploy", context_settings=HELP)
 @click.option("-c", "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The campaign config (mss plan --device-config): the boards get it with --set merged in, "
-                   "and the fields the aggregator reads too are written back to it.")
+              help="The board's config (mss plan --device-config, or mss provision's boards/ID.json): the boards "
+                   "get it with --set merged in.")
+@click.option("--campaign-config", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="The config mss aggregate reads (default: --config): the --set fields it reads too are "
+                   "written back to it, and the board's may not differ from it.")
 @click.option("-p", "--port", multiple=True, metavar="PORT",
               help="Serial port of a board (mpremote connect's name: /dev/ttyACM0, COM3, auto); repeat for "
                    "several boards, flashed one after another. Default: auto (the first board found).")
@@ -69,10 +72,10 @@ def _check_sensor(path):
               help="A file of ports, one a line (# comments), flashed after the --port ones.")
 @click.option("-s", "--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="A device field, e.g. transport=mqtt, mqtt.host=10.0.0.2, period_s=600 (JSON where it "
-                   "parses, else a string). campaign, period_s, epoch_origin, queue_max, memoize, budget and "
-                   "lorawan.fport/time_fport/config_fport are written back to --config.")
+                   "parses, else a string). period_s, epoch_origin, queue_max, memoize, budget and "
+                   "lorawan.fport/time_fport/config_fport are written back to --campaign-config.")
 @click.option("--no-write-back", is_flag=True,
-              help="Leave --config as it is, and refuse a --set of a shared field that would make the boards' "
+              help="Leave --campaign-config as it is, and refuse a --set of a shared field that would make the boards' "
                    "value differ from it.")
 @click.option("--sensor", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
               help="Copy FILE as the board's sensor.py (its read_category()); default: firmware/sensor.py.")
@@ -97,8 +100,8 @@ def _check_sensor(path):
 @click.option("-n", "--dry-run", is_flag=True,
               help="Print the steps, the modules and the board's config (secrets ***) without touching a board "
                    "or --config.")
-def deploy_cmd(config_path, port, ports_file, sets, no_write_back, sensor, hold, fleet_key_file, max_epsilon,
-               budget, no_budget, mpy, arch, no_native, dry_run):
+def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_back, sensor, hold, fleet_key_file,
+               max_epsilon, budget, no_budget, mpy, arch, no_native, dry_run):
     """Flash the mss-iot firmware and a config onto MicroPython boards (mpremote).
 
     Without --set device_id each board's own id (machine.unique_id() in hex, read from it) is its
@@ -119,7 +122,8 @@ def deploy_cmd(config_path, port, ports_file, sets, no_write_back, sensor, hold,
         cfg = merge.merged_config(config_path, sets, hold, fleet_key_file, max_epsilon, budget,
                                   require_budget=not no_budget)
         hidden = merge.secrets(cfg)
-        written, text = merge.write_back(config_path, cfg, merge.shared_changes(sets, budget), no_write_back)
+        campaign_config = campaign_config or config_path
+        written, text = merge.write_back(campaign_config, cfg, merge.shared_changes(sets, budget), no_write_back)
     except DeployError as exc:
         _fail(exc, hidden)
 
@@ -127,12 +131,13 @@ def deploy_cmd(config_path, port, ports_file, sets, no_write_back, sensor, hold,
         """Once, before the first board is written to: a deploy that stops earlier leaves it as it was."""
         nonlocal text
         if text is not None and not dry_run:
-            merge.write_atomically(config_path, text)
-            click.echo(f"# wrote device.{', device.'.join(written)} back to {config_path} (the aggregator reads them)")
+            merge.write_atomically(campaign_config, text)
+            click.echo(f"# wrote device.{', device.'.join(written)} back to {campaign_config} (the aggregator reads "
+                       "them)")
         text = None
 
     if written and dry_run:
-        click.echo(f"# would write device.{', device.'.join(written)} back to {config_path} (the aggregator "
+        click.echo(f"# would write device.{', device.'.join(written)} back to {campaign_config} (the aggregator "
                    "reads them)")
     status = 0
     with tempfile.TemporaryDirectory() as tmp:

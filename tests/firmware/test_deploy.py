@@ -187,7 +187,8 @@ def test_shared_fields_are_written_back_or_refused(tmp_path):
     assert out.returncode == 0 and "# would write device.period_s, device.epoch_origin back to" in out.stdout
     assert cfg.read_text() == before
     out = deploy("--config", cfg, *sets, "--no-write-back", "--dry-run")
-    assert out.returncode == WRITE_BACK and "--set period_s" in out.stderr and "3600" in out.stderr, out.stderr
+    assert out.returncode == WRITE_BACK and "device.period_s: the boards would get 600" in out.stderr, out.stderr
+    assert "3600" in out.stderr
     out = deploy("--config", cfg, *sets, "--port", "/dev/mss-no-such-board")  # nothing flashed: nothing written
     assert out.returncode == BOARD and cfg.read_text() == before
     out = deploy("--config", cfg, "--set", "period_s=3600", "--set", "device_id=b1", "--no-write-back", "--dry-run")
@@ -204,6 +205,20 @@ def test_shared_fields_are_written_back_or_refused(tmp_path):
     with pytest.raises(DeployError) as refused:  # the aggregator would refuse it: so does the write-back
         merge.write_back(cfg, board, [("budget", {"epsilon": 4.0})])
     assert refused.value.status == WRITE_BACK and "device.budget" in str(refused.value)
+
+
+def test_a_board_file_apart_from_the_campaign_config(tmp_path):
+    """mss provision's boards/ID.json: --campaign-config names the aggregator's file; --set
+    writes there, and a shared field the board's file holds apart is refused, naming it."""
+    campaign = _config(tmp_path)
+    (tmp_path / "boards").mkdir()
+    board = _config(tmp_path / "boards", device={"budget": BUDGET, "period_s": 3600, "device_id": "dev1"})
+    out = deploy("--config", board, "--campaign-config", campaign, "--set", "period_s=60", "--dry-run")
+    assert out.returncode == 0 and f"# would write device.period_s back to {campaign}" in out.stdout, out.stderr
+    board.write_text(json.dumps(dict(json.loads(board.read_text()), device={"budget": BUDGET, "period_s": 600})))
+    out = deploy("--config", board, "--campaign-config", campaign, "--dry-run")
+    assert out.returncode == WRITE_BACK and "device.period_s" in out.stderr and "--set period_s=VALUE" in out.stderr
+    assert not _steps(out.stdout)
 
 
 def test_sensor_file(tmp_path):

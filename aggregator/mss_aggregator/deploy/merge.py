@@ -15,8 +15,8 @@ from mss_protocol.categories import FIELDS as HOST_ONLY
 
 # device fields the aggregator (or mss switch-config) reads too: the campaign clock and its window
 # (collect.service.campaign_clock), memoize and budget (mss_protocol.budget.check_device, the
-# dashboard's loss so far), the LoRaWAN ports, and the campaign both ends name in their topics
-SHARED = ("campaign", "period_s", "epoch_origin", "queue_max", "memoize", "budget",
+# dashboard's loss so far) and the LoRaWAN ports
+SHARED = ("period_s", "epoch_origin", "queue_max", "memoize", "budget",
           "lorawan.fport", "lorawan.time_fport", "lorawan.config_fport")
 SECRETS = ("mqtt.password", "wifi.password", "fleet_key")  # never printed
 MASK = "***"
@@ -237,26 +237,33 @@ def shared_changes(sets, budget):
     return changes
 
 
-def write_back(config_path, cfg, changes, refuse=False):
-    """The campaign config ``config_path`` with ``changes`` (the shared fields the boards
-    get) put in, checked as the aggregator loads it: (the keys that differ, the new
-    document, None if none differ).  With ``refuse`` (--no-write-back) a field that would
-    differ is refused instead.  Nothing is written here (:func:`write_atomically`)."""
-    raw = read(config_path)
-    differ = [k for k, v in changes if get(raw.get("device", {}), k) != v]
-    if not differ:
-        return [], None
-    if refuse:
-        key = differ[0]
-        raise DeployError(f"--set {key}: the boards would get {get(cfg['device'], key)!r} and the aggregator's "
-                          f"{config_path} has {get(raw.get('device', {}), key)!r}; both ends must read the same "
-                          "(drop --no-write-back to write it there)", WRITE_BACK)
+def write_back(campaign_path, cfg, changes, refuse=False):
+    """The campaign config ``campaign_path`` (the one the aggregator reads) with ``changes``
+    (the shared fields ``--set`` / ``--budget`` give the boards) put in, checked as the
+    aggregator loads it: (the keys written, the new text; None if nothing changes).  A shared
+    field of the board's config ``cfg`` that would still differ from the campaign's is refused,
+    naming it: one given with ``refuse`` (--no-write-back), or one the board's file (another
+    file than the campaign's: ``mss provision``'s boards/ID.json) holds apart.  Nothing is
+    written here (:func:`write_atomically`)."""
+    raw = read(campaign_path)
+    written = [k for k, v in changes if get(raw.get("device", {}), k) != v]
     new = copy.deepcopy(raw)
     device = new.setdefault("device", {})
-    for key, value in changes:
-        put(device, key, value)
-    check_aggregator(config_path, new)
-    return differ, json.dumps(new, indent=1) + "\n"
+    if not refuse:
+        for key, value in changes:
+            put(device, key, value)
+    given = {k for k, _ in changes}
+    for key in SHARED:
+        board, there = get(cfg["device"], key), get(device, key)
+        if board != there:
+            how = ("drop --no-write-back to write it there" if key in given else
+                   f"give --set {key}=VALUE to write one value to both")
+            raise DeployError(f"device.{key}: the boards would get {board!r} and the aggregator's {campaign_path} "
+                              f"has {there!r}; both ends must read the same ({how})", WRITE_BACK)
+    if refuse or not written:
+        return [], None
+    check_aggregator(campaign_path, new)
+    return written, json.dumps(new, indent=1) + "\n"
 
 
 def check_aggregator(config_path, raw):
