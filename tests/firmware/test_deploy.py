@@ -268,10 +268,12 @@ def test_the_probe_reads_the_board():
     assert flash.board_arch(mpy) in ("x64", "x86", "armv7emsp", "armv6m", "xtensawin")  # the runner's arch
     board = "Connected to MicroPython at /dev/ttyACM0\r\nmss-probe 4870 e66130100f2a6d2b 1\r\n"
     assert flash.parse_probe(board) == (4870, "e66130100f2a6d2b", True)
-    assert flash.board_arch(4870) == "armv6m"  # a Pico W on 1.23: .mpy 6.3, arch index 4
-    with pytest.raises(DeployError) as old:
-        flash.board_arch(5 | 2 << 10)
-    assert old.value.status == BOARD and "1.23" in str(old.value)
+    assert flash.board_arch(4870, (6, 3)) == "armv6m"  # a Pico W on 1.23: .mpy 6.3, arch index 4
+    assert flash.mpy_cross_version() == (mpy & 0xFF, (mpy >> 8) & 3)  # the unix port and mpy-cross agree
+    for older in (5 | 4 << 10, 6 | 2 << 8 | 4 << 10):  # MicroPython 1.18, 1.22 on a Pico W
+        with pytest.raises(DeployError) as old:
+            flash.board_arch(older, (6, 3))
+        assert old.value.status == BOARD and "1.23" in str(old.value) and "v6.3" in str(old.value)
     with pytest.raises(DeployError) as silent:
         flash.parse_probe("Traceback (most recent call last):\n")
     assert silent.value.status == BOARD

