@@ -293,16 +293,20 @@ def _why(asked, result, link, slack):
     if asked != "auto":
         return f"--protocol {asked}"
     rivals = [c for c in result["candidates"] if c["predicted_mse"] is not None and "excluded" not in c]
-    key, what = (("devices_needed", "fewest devices needed") if result["devices_needed"] is not None
-                 else ("predicted_mse", "lowest predicted MSE"))
-    best = min(rivals, key=lambda c: c[key])
-    near = [c["protocol"] for c in rivals if c[key] <= best[key] * (1 + slack)]
-    rule = "the least energy per report" if link else "the lowest device time"
-    left = [c["protocol"] for c in result["candidates"] if c["predicted_mse"] is None or "excluded" in c]
-    out = (f"{chosen} has {rule} of the protocols within {slack:.0%} of the {what} (--mse-slack {slack:g}): "
-           f"{', '.join(near)}" if len(near) > 1 else f"{chosen} has the {what}, no other within {slack:.0%} "
-           f"(--mse-slack {slack:g})")
-    return out + (f"; left out: {', '.join(left)} (see note)" if left else "")
+    left = [c["protocol"] for c in result["candidates"] if c not in rivals]
+    key, metric, least = (("devices_needed", "devices needed", "fewest") if result["devices_needed"] is not None
+                          else ("predicted_mse", "predicted MSE", "lowest"))
+    best = min(c[key] for c in rivals)
+    near = [c["protocol"] for c in rivals if c[key] <= best * (1 + slack)]
+    among = " of those not left out" if left else ""
+    rule = f"within {slack:.0%} of the {least} (--mse-slack {slack:g})"
+    if len(near) > 1:
+        fastest = "the least energy per report" if link else "the lowest device time"
+        whose = "devices needed are" if metric == "devices needed" else "predicted MSEs are"
+        why = f"{chosen} has {fastest} of {', '.join(near)}, whose {whose} {rule}{among}"
+    else:
+        why = f"{chosen} has the {least} {metric}{among}, and no other is {rule}"
+    return why + (f"; left out: {', '.join(left)} (note column)" if left else "")
 
 
 def _print_resolution(out, k, result):
