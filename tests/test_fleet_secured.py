@@ -14,7 +14,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
-from brokers import Mosquitto, password_file
+from brokers import Mosquitto, mosquitto, password_file  # noqa: F401 (a fixture)
 from collect_helpers import AggregatorProcess, clocked
 from mss_aggregator.collect.store import open_store
 from mss_protocol.mss.config import MssConfig
@@ -127,3 +127,22 @@ def test_result_line_and_bad_logins(secured, tmp_path):
                           "--password-file", str(pw)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "2 of 2 reports stored (2 PUBACKed; 2 devices" in out.stderr
+
+
+def test_counted_from_the_dashboard(mosquitto, tmp_path):
+    """--aggregator-url: the rise of the dashboard's accepted counter (mss aggregate --http)."""
+    from mss_aggregator.ports import free_port
+
+    cfg, store, port = tmp_path / "cfg.json", tmp_path / "s.sqlite", free_port()
+    MssConfig.build(64, 2.0, [59, 61, 63]).save(cfg, clocked(last_epoch=3))
+    agg = AggregatorProcess(tmp_path, cfg, store, campaign="t", broker=f"mqtt://127.0.0.1:{mosquitto.port}",
+                            extra=("--http", f"127.0.0.1:{port}")).start().ready()
+    try:
+        out = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--campaign", "t", "--config", str(cfg),
+                              "--devices", "3", "--epochs", "2", "--broker", f"mqtt://127.0.0.1:{mosquitto.port}",
+                              "--aggregator-url", f"http://127.0.0.1:{port}"],
+                             capture_output=True, text=True, timeout=600)
+    finally:
+        agg.stop()
+    assert out.returncode == 0, out.stderr
+    assert "6 of 6 reports stored (6 PUBACKed; 3 devices, epochs 2..3)" in out.stderr

@@ -6,11 +6,10 @@ import time
 
 import click
 import numpy as np
-from rich.console import Console
 
 from mss_aggregator.distributions import parse
-from mss_cli.common import (EPSILON, broker_password_option, broker_url, console, fail, output_file, progress,
-                            top_table, writing)
+from mss_cli.common import (EPSILON, broker_password_option, broker_url, console, fail, make_console, output_file,
+                            progress, top_table, writing)
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
@@ -196,7 +195,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             check_bind(http_bind, None)
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
-    out = Console(stderr=as_json)
+    out = make_console(stderr=as_json)
     runtime = "micropython" if micropython_path() else "cpython"
     if runtime == "cpython":
         out.print("note: no MicroPython binary; the devices run the firmware under CPython")
