@@ -3,7 +3,8 @@ serial ports into a store."""
 import click
 from click.core import ParameterSource
 
-from mss_cli.common import TOPIC_LEVEL, broker_password_option, broker_url, checked, console, fail, topic_level
+from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, counters_line, fail,
+                            topic_level)
 from rich.markup import escape
 
 from mss_protocol.budget import describe
@@ -45,8 +46,9 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 
 
 @click.command("aggregate")
-@click.option("--broker", callback=checked(broker_spec), help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
-                               "network server's broker (TTS: user APP@TENANT, password an API key).")
+@click.option("--broker", callback=checked(broker_spec),
+              help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the network server's "
+                   "broker (TTS: user APP@TENANT, password an API key). A bad URL is a usage error.")
 @broker_password_option
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
               help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application "
@@ -154,6 +156,6 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     console.print(("[red]warning:[/red] " if weak else "") + escape(line), highlight=False, soft_wrap=True)
     try:
         serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts,
-              warn_idle=warn_idle)
+              warn_idle=warn_idle, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
         fail(str(exc), now=bool(ABANDONED))

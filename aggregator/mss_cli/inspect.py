@@ -3,11 +3,10 @@ import sys
 import time
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mss_cli.common import console, fail
+from mss_cli.common import console, fail, make_console
 
 PREFIX_BYTES = 16  # of a quarantined message shown in hex
 
@@ -31,13 +30,13 @@ def when(unix):
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
               help="The campaign's store (what mss aggregate --store was given).")
 @click.option("--reason", metavar="CODE",
-              help="Only messages of this reason code (the first column: topic, payload, epoch, "
+              help="Only messages of this reason code (the reason column: topic, payload, epoch, "
                    "wire_config, wire_length, checksum, ...).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N",
               help="Show the newest N messages.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object on stdout: total, shown, and messages (id, received, time, "
-                   "reason, detail, source, topic, length, sha256, hex).")
+              help="Print one JSON object on stdout: total, shown, quarantine_dropped, and messages "
+                   "(id, received, time, reason, detail, source, topic, length, sha256, hex).")
 def quarantine_cmd(store_path, reason, limit, as_json):
     """List rejected messages, newest first: the reason the aggregator gave, when, the topic
     (or serial port), the length and the first bytes in hex.
@@ -77,7 +76,7 @@ def quarantine_cmd(store_path, reason, limit, as_json):
         table.add_row(str(row["id"]), row["time"], escape(row["reason"]), escape(printable(row["detail"])),
                       escape(row["topic"] or row["source"]), "?" if row["length"] is None else str(row["length"]),
                       row["hex"] + more)
-    Console(soft_wrap=True).print(table)
+    make_console().print(table)
     if dropped:
         console.print(f"{dropped} more rejected messages were counted but not kept "
                       "(aggregator.quarantine_max_rows)", highlight=False)

@@ -278,12 +278,13 @@ def counters_table(counters, title, no_clock=(), skipped=None):
     return table
 
 
-def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=(), warn_idle=None):
+def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=(), warn_idle=None, stopped=None):
     """Run until SIGINT/SIGTERM or until a thread dies; show live counters unless
     ``quiet``; with ``http`` ("host:port") serve the dashboard, JSON API and
     /metrics (``hosts``: more names its Host header may give, see WebServer);
     ``warn_idle`` (minutes, None or 0: never): log :meth:`Aggregator.idle_warning`
-    once if no report has come by then.  A
+    once if no report has come by then; ``stopped``: called with the store's
+    counters at the end (the CLI prints them).  A
     store failure raises StoreError, any other thread's death
     :class:`~mss_aggregator.collect.collectors.ThreadDied` ("<thread>: <cause>")."""
     stop = threading.Event()
@@ -331,8 +332,8 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=(), warn_i
             view.close()
         if reader is not None:
             try:
-                counts = ", ".join(f"{name} {value}" for name, value in reader.counters().items())
-                console.print(f"stopped; counters: {counts}", highlight=False)
+                if stopped is not None:
+                    stopped(reader.counters())
             except StoreError:
                 pass  # unreadable now: the error that stopped us says why
             reader.close()
