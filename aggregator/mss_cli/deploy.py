@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from mss_aggregator.deploy import ARCHS
 from mss_cli.common import console
 
 HELP = {"help_option_names": ["-h", "--help"]}
@@ -91,8 +92,7 @@ def _check_sensor(path):
 @click.option("--no-budget", is_flag=True,
               help="Deploy a config without device.budget (its privacy loss grows with every fresh report).")
 @click.option("--mpy", is_flag=True, help="Compile the modules with mpy-cross first (smaller, faster to import).")
-@click.option("--arch", type=click.Choice(["x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp",
-                                           "armv7emdp", "xtensa", "xtensawin", "rv32imc", "rv64imc", "none"]),
+@click.option("--arch", type=click.Choice([a for a in ARCHS if a] + ["none"]),
               help="The board's -march for --mpy (armv6m: RP2040 / Pico W, xtensawin: ESP32). Default: read from "
                    "the board; none: a port without a native emitter.")
 @click.option("--no-native", is_flag=True,

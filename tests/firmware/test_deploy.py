@@ -224,7 +224,8 @@ def test_a_board_file_apart_from_the_campaign_config(tmp_path):
 def test_sensor_file(tmp_path):
     """--sensor FILE is copied as sensor.py; a file without read_category() is refused."""
     out = deploy("--config", _config(tmp_path), "--sensor", PICO_W, "--dry-run")
-    assert out.returncode == 0 and f"mpremote connect auto fs cp {PICO_W} :sensor.py" in out.stdout.splitlines(), out.stderr
+    assert out.returncode == 0, out.stderr
+    assert f"mpremote connect auto fs cp {PICO_W} :sensor.py" in out.stdout.splitlines()
     bad = tmp_path / "sensor.py"
     bad.write_text("def read():\n    return 0\n")
     out = deploy("--config", _config(tmp_path), "--sensor", bad, "--dry-run")

@@ -12,6 +12,7 @@ import pytest
 
 from brokers import Mosquitto
 from micropython_runner import FIRMWARE, MPLIB, ROOT, require_micropython
+from mss_aggregator.deploy import ARCHS
 from mss_aggregator.deploy import flash as deploy
 from mss_aggregator.deploy import modules as firmware_modules
 from mss_aggregator.devices.modem import ModemEmulator
@@ -47,7 +48,7 @@ def _config(protocol, frame="full", **device):
 def _arch():
     out = subprocess.run([require_micropython(), "-c", "import sys; print(sys.implementation._mpy)"],
                          capture_output=True, text=True, check=True).stdout
-    return firmware_modules.ARCHS[int(out) >> 10]
+    return ARCHS[int(out) >> 10]
 
 
 def _board(folder, cfg, drop=None):

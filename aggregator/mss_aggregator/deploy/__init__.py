@@ -16,6 +16,9 @@ WRITE_BACK = 4  # the campaign config cannot take the shared fields (--no-write-
 BOARD = 5  # no board answers on the port (or mpremote is missing), or it cannot run what was asked
 FLASH = 6  # a flashing step failed: mpy-cross, mpremote mip / cp / reset
 
+ARCHS = ("", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp",
+         "xtensa", "xtensawin", "rv32imc", "rv64imc")  # mpy-cross -march names; index: sys.implementation._mpy >> 10
+
 
 class DeployError(Exception):
     """A step of a deploy failed: ``str(exc)`` says why in one line, ``status`` is its exit status."""

@@ -18,8 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mss_aggregator.deploy import BOARD, FLASH, DeployError
-from mss_aggregator.deploy.modules import ARCHS, FIRMWARE, LIB, OPT, compile_mpy, tool
+from mss_aggregator.deploy import ARCHS, BOARD, FLASH, DeployError
+from mss_aggregator.deploy.modules import FIRMWARE, LIB, OPT, compile_mpy, tool
 
 NATIVE = ("@micropython.viper", "@micropython.native")
 # runs on the board (any port: no machine.unique_id on the unix port, no network without Wi-Fi)

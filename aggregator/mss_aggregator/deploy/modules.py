@@ -137,8 +137,6 @@ def on_demand():
     return out
 
 
-ARCHS = ("", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp",
-         "xtensa", "xtensawin", "rv32imc", "rv64imc")  # index: sys.implementation._mpy >> 10
 
 
 def tool(name):
@@ -153,7 +151,7 @@ OPT = 3
 
 def compile_mpy(src, dest, rel, arch=None, opt=OPT):
     """mpy-cross -O<opt> ``src`` into ``dest`` (``rel``: the name tracebacks show);
-    ``arch`` (an ``ARCHS`` name) is needed by modules with native or viper code."""
+    ``arch`` (an ``mss_aggregator.deploy.ARCHS`` name) is needed by modules with native or viper code."""
     cmd = [tool("mpy-cross"), "-O%d" % opt, "-s", rel, "-o", str(dest)]
     if arch:
         cmd.append("-march=" + arch)
