@@ -340,7 +340,7 @@ def test_page_in_headless_chromium_shows_current_estimates(dashboard):
         from mss_aggregator.collect.store import open_store
 
         recorded = open_store(store)
-        name = getattr(recorded, "campaign", lambda: None)()
+        name = recorded.campaign()
         recorded.close()
         assert get_json(url + "api/config")["campaign"] == name
         assert page.inner_text("#campaign") == (name or "unnamed campaign")

@@ -9,7 +9,7 @@ Mosquitto: tests/firmware/test_node_hostile_config.py).
   is held with the stated slack;
 * every out-of-range integer of every protocol is refused with its field;
 * signed pushes: the firmware's HMAC is CPython's, and each forgery, replay
-  and re-issue is handled; deploy.py and mss aggregate provision and sign.
+  and re-issue is handled; mss deploy and mss aggregate provision and sign.
 """
 import hmac
 import json
@@ -19,7 +19,6 @@ import subprocess
 import sys
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -38,7 +37,6 @@ from mss_protocol.privacy import ONE
 from mss_protocol import sealed
 from mss_protocol.sealed import seal
 
-ROOT = Path(__file__).resolve().parent.parent
 MAX_DRAWS = {"hr": 2, "pgr": 2}  # rejection loops: enumerated through their first accepted draw
 
 
@@ -308,7 +306,7 @@ def test_a_reissued_config_moves_the_counter_so_an_older_one_is_a_replay(tmp_pat
     assert node.s.config_id == other["config_id"] and "issued 20, before 21" in capsys.readouterr().out
 
 
-DEPLOY = [sys.executable, str(ROOT / "tools" / "deploy.py")]
+DEPLOY = [sys.executable, "-m", "mss_cli", "deploy"]
 
 
 def _deploy(tmp_path, *args):
@@ -331,7 +329,7 @@ def test_deploy_provisions_the_key_and_the_cap(tmp_path):
     out = _deploy(tmp_path, "--fleet-key-file", key, "--hold", held)
     assert out.returncode == 0, out.stderr
     dev = _flashed(out)
-    assert dev["fleet_key"] == "<secret>" and KEY.hex() not in out.stdout  # the dry run hides it
+    assert dev["fleet_key"] == "***" and KEY.hex() not in out.stdout  # the dry run hides it
     assert dev["max_epsilon"] == 1.5 and dev["max_ratio"] == privacy.cap(1.5)  # the largest flashed
     out = _deploy(tmp_path, "--fleet-key-file", key, "--max-epsilon", CAP)
     assert out.returncode == 0 and _flashed(out)["max_ratio"] == privacy.cap(CAP), out.stderr

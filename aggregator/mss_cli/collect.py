@@ -80,7 +80,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Serial port with framed reports (BAUD 1 to 2147483647, default 115200); "
                    "repeat for several.")
 @click.option("--fleet-key-file", type=click.Path(dir_okay=False),
-              help="Sign the published config with this fleet key (hex; the key tools/deploy.py "
+              help="Sign the published config with this fleet key (hex; the key mss deploy "
                    "gave the boards). Default: $MSS_FLEET_KEY; without either the config is "
                    "published unsigned and boards ignore it.")
 @click.option("--quiet", is_flag=True, help="No live counters.")

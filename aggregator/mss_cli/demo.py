@@ -232,7 +232,10 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                           f"{air['reports_per_day']} reports a day in 30 s of airtime")
                 server = parse_spec(f"chirpstack:{campaign}")
                 host, port, user, password, _ = parse_broker(url)
-                network = ChirpStackEmulator(host, port, campaign, user, password)
+                try:
+                    network = ChirpStackEmulator(host, port, campaign, user, password)
+                except RuntimeError as exc:  # chirpstack-api missing: the emulator builds official events
+                    fail(str(exc))
                 out.print(f"network server: ChirpStack v4 JSON on {server.uplink_topic}")
             agg = Aggregator(cfg_path, store_path, campaign, url,
                              log=lambda m: out.print(m, highlight=False), lorawan=server).start()

@@ -11,7 +11,7 @@ bound the config must stay under, here it is what may be spent).
 
 ``mss plan --device-config`` writes one for periodic reporting (default
 ``DEFAULT_FACTOR`` x the config's epsilon per ``DEFAULT_DAYS`` days, ``--budget
-EPS/DAYS``); ``tools/deploy.py`` refuses a periodic config without one unless
+EPS/DAYS``); ``mss deploy`` refuses a periodic config without one unless
 told ``--no-budget``.
 """
 import math

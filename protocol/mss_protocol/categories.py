@@ -5,7 +5,7 @@ host-only ``labels`` and ``ordinal`` (SPEC.md section 5).
 v's name at index v; ``ordinal``: true when the items are ordered (temperature
 buckets, a dial), so views keep the items' order instead of ranking them.
 Both are for the people reading estimates: they are not in the config id,
-the aggregator never sends them to a board and ``tools/deploy.py`` leaves
+the aggregator never sends them to a board and ``mss deploy`` leaves
 them out of a board's config.json (a board never needs 4,096 names in RAM).
 """
 from collections import Counter

@@ -89,7 +89,8 @@ def split(data, config_id, body_lengths, kind, epoch=None):
         raise WireError("kind", f"a {KINDS[got]} frame, but this config's reports are {KINDS[kind]}")
     head = HEADER[kind]
     if len(data) < head + 1:
-        raise WireError("length", f"{len(data)} bytes is shorter than any {KINDS[kind]} report")
+        raise WireError("length", f"{len(data)} bytes is shorter than any {KINDS[kind]} report (its "
+                                  f"{head}-byte header and a body)")
     if kind == 0:
         cid = data[1:5]
         if cid != config_id:

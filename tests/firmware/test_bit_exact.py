@@ -45,9 +45,8 @@ PLAIN = [p for p in VECTORS if p.parent.name in ("mss", "ss")] + \
 
 @pytest.fixture(scope="module")
 def plain_lib(tmp_path_factory):
-    """The firmware as tools/deploy.py stages it for a port without the native emitter."""
-    sys.path.insert(0, str(FIRMWARE.parent / "tools"))
-    import deploy
+    """The firmware as mss deploy stages it for a port without the native emitter."""
+    from mss_aggregator.deploy import flash as deploy
 
     lib = tmp_path_factory.mktemp("plain") / "lib"
     for src in (FIRMWARE / "lib").rglob("*.py"):

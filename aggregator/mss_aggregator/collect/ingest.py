@@ -6,7 +6,9 @@ Reason codes (with a detail text): ``topic`` (not
 ``mss/v1/<campaign>/<device_id>/report``, not UTF-8, too long; for LoRaWAN
 not this application's uplink topic, or, on ChirpStack, a topic naming
 another DevEUI than the event), ``lorawan_json`` (a network-server event
-that is not JSON, not an object, or over 64 KiB), ``lorawan_field`` (a
+that is not JSON, not an object, or over 64 KiB), ``lorawan_protobuf`` (a
+ChirpStack event that is neither a JSON object nor a protobuf UplinkEvent),
+``lorawan_field`` (a
 required field missing or of the wrong type: no DevEUI, payload not a
 string, FCnt not an integer), ``lorawan_base64`` (payload not base64),
 ``lorawan_fport`` (not the reports' FPort, MAC-only FPort 0 included; an

@@ -74,7 +74,7 @@ class LiveView:
         cfg = self.cfg
         d = cfg.to_dict()
         # the campaign name the store records (None for an older store, or one before Store.campaign)
-        d["campaign"] = getattr(self.store, "campaign", lambda: None)()
+        d["campaign"] = self.store.campaign()
         d["bits_per_report"] = cfg.bits_per_report
         d["audit"] = [_audit(self.channel, np.full(cfg.k, 1 / cfg.k), "uniform", cfg.epsilon)]
         return d

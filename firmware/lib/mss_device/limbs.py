@@ -21,7 +21,7 @@ C(c + 1, i + 1) = C(c, i) (c + 1) / (i + 1).  Two things make it cheap:
 Every intermediate stays below 2**30, so the code is the same with or
 without the viper emitter: with it (``@micropython.viper``: rp2, esp32,
 unix ports) it runs as machine code; a port without the native emitter
-gets this file with the decorator lines removed (``tools/deploy.py``);
+gets this file with the decorator lines removed (``mss deploy``);
 CPython runs it as plain Python.
 """
 from mss_device.rng import micropython, ptr8, ptr32

@@ -28,7 +28,7 @@ def cap(eps, ratio, worst):
     is within it.  max_epsilon is what the operator chose (logs); max_ratio, e^max_epsilon
     written by the host to 60 digits, is what is compared, so the two must agree (to float
     precision here)."""
-    c = exact(eps, ratio, "device.max_epsilon", "device.max_ratio", "tools/deploy.py --max-epsilon writes both")
+    c = exact(eps, ratio, "device.max_epsilon", "device.max_ratio", "mss deploy --max-epsilon writes both")
     if not check.within(worst, c):
         raise ValueError("config thresholds give epsilon %.6g, above device.max_epsilon %.6g"
                          % (check.epsilon(worst), eps))

@@ -7,7 +7,7 @@ protocol's checks and worst ratio, the device section, the cap, the budget) and 
 one JSON line: what it accepted, or ``{"ok": false, "error": ...}`` (the
 board's message, naming the field) and exits 1.  ``--device`` stands in for
 the board's unique id (the unix port has none) when the config sets no
-``device.device_id``.  Not deployed: tools/firmware_modules.py lists only
+``device.device_id``.  Not deployed: mss_aggregator.deploy.modules lists only
 what ``mss_node.app`` imports.
 """
 import json

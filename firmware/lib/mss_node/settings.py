@@ -30,7 +30,7 @@ DEVICE_DEFAULTS = {
     "sleep": "none",  # between reports: "none" (CPU on), "light" or "deep" (mss_node.power)
     "fleet_key": None,  # hex; signs pushed configs (mss_node.auth); never sent
     "max_epsilon": None,  # the cap on a config's privacy loss, with its exact form:
-    "max_ratio": None,  # e^max_epsilon as a decimal string (tools/deploy.py writes both)
+    "max_ratio": None,  # e^max_epsilon as a decimal string (mss deploy writes both)
     "budget": None,  # {"epsilon", "ratio", "days"}: fresh draws' loss per window (mss_node.ledger)
 }
 # Each transport's link module holds its section's DEFAULTS and check(section): only
