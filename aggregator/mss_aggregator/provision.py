@@ -38,6 +38,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from mss_aggregator.deploy.merge import put
+from mss_aggregator.files import write_atomically
 from mss_node.settings import Settings
 
 TRANSPORTS = ("mqtt", "serial", "lorawan")
@@ -110,15 +112,6 @@ def cell_value(column, text):
         return text
 
 
-def set_field(device, column, value):
-    *parents, leaf = column.split(".")
-    for p in parents:
-        device = device.setdefault(p, {})
-        if not isinstance(device, dict):
-            raise ValueError(f"device.{p} is not an object")
-    device[leaf] = value
-
-
 def hex_field(where, column, text, digits):
     if len(text) != digits or not HEX.match(text):
         raise ProvisionError(f"{where}: column {column}: {text!r} is not {digits} hex digits")
@@ -169,7 +162,7 @@ def board(path, line, row, campaign_cfg, campaign):
         if column in ("device_id", "transport") + LORAWAN_COLUMNS or not text:
             continue
         try:
-            set_field(device, column, cell_value(column, text))
+            put(device, column, cell_value(column, text))
         except ValueError as exc:
             raise ProvisionError(f"{where}: column {column}: {exc}") from None
     password = None
@@ -249,17 +242,8 @@ def read_json(path, default):
 
 
 def write(path, text, secret=False):
-    """Write ``path`` whole or not at all (a temporary file renamed), mode 0600 if ``secret``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, SECRET_MODE if secret else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``path`` whole or not at all, mode 0600 if ``secret``."""
+    write_atomically(path, text, SECRET_MODE if secret else 0o644)
 
 
 def aggregator_password(out, user, rotate):

@@ -4,11 +4,10 @@ make (an MQTT board's broker, Wi-Fi and user), the secrets masked wherever it is
 fields both ends read written back to the campaign config the aggregator loads."""
 import copy
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from mss_aggregator import files
 from mss_aggregator.deploy import CONFIG, NO_BUDGET, WRITE_BACK, DeployError
 from mss_aggregator.deploy.modules import LIB
 from mss_protocol.categories import FIELDS as HOST_ONLY
@@ -47,9 +46,13 @@ def get(device, key):
 
 
 def put(device, key, value):
+    """Set the dotted ``key`` of ``device`` to ``value``, making the objects on the way;
+    ValueError when one on the way is not an object."""
     *parents, leaf = key.split(".")
     for p in parents:
         device = device.setdefault(p, {})
+        if not isinstance(device, dict):
+            raise ValueError(f"device.{p} is not an object")
     device[leaf] = value
 
 
@@ -280,14 +283,8 @@ def check_aggregator(config_path, raw):
 
 
 def write_atomically(path, text):
-    """Write ``path`` whole or not at all (a temporary file beside it, renamed), keeping its mode."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Write the campaign config back whole or not at all (:func:`mss_aggregator.files.write_atomically`)."""
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
+        files.write_atomically(path, text)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise DeployError(f"{path}: cannot write the shared fields back: {exc.strerror or exc}", WRITE_BACK) from None
