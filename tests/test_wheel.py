@@ -1,6 +1,6 @@
 """The installed package, not the checkout: the wheel builds without a packaging
-warning, holds the dashboard's files and the emulated devices' modules, installs into
-a fresh venv, and the installed copy serves the dashboard page over real HTTP.
+warning, holds every file of the source packages (the dashboard's static files and the
+emulated devices' modules among them), installs into a fresh venv, and the installed copy serves the dashboard page over real HTTP.
 
 The build runs on a copy of the sources (a stale ``build/`` in the checkout would leak
 files into the wheel); setuptools comes from the build isolation (PyPI or pip's cache).
