@@ -3,7 +3,9 @@
 Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click;
 an --epsilon beyond ``privacy.MAX_EPSILON`` too), 3 data error (bad config or
 input file, a store that cannot be opened or fails a write, plan impossible);
-the message names what is wrong.
+the message names what is wrong, in one style: ``error: ...`` on one line
+(:func:`fail` for data errors, :class:`Group` for click's usage errors, which add
+a ``Try 'mss CMD -h' for help.`` line).
 """
 import os
 import sys
