@@ -108,5 +108,7 @@ def read_json(path, what):
     try:
         with open(path) as fh:
             return json.load(fh)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read {what}: not JSON text (a binary file?)") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc}") from None
