@@ -45,6 +45,28 @@ ONE_WORKER_MODULES = {
 }
 
 
+# Tests of 15 s or more on one core (pytest --durations): run first, so that under
+# --dist worksteal the idle workers take the short tests around them instead of one
+# worker finishing a long test alone at the end.  The order is the same in every
+# worker (xdist requires it).
+HEAVY = ("tests/test_planner.py::test_variance_ratio_target[22000",
+         "tests/test_planner.py::test_bit_budget_is_respected_and_frontier_is_monotone",
+         "tests/firmware/test_small_ints.py::test_device_ints_stay_small[22000",
+         "tests/firmware/test_small_ints.py::test_device_ints_stay_small[33000",
+         "tests/test_predicted_mse.py::test_predicted_mse_matches_simulation[pgr",
+         "tests/test_energy.py::test_auto_ranks_by_energy",
+         "tests/test_reconstruction.py::test_no_protocol_exceeds_the_ceiling",
+         "tests/firmware/test_node_hostile_config.py::test_pushed_configs_are_checked",
+         "tests/test_store_shared.py::test_two_workers_share_the_stream_and_survive_kill_9",
+         "tests/test_baselines.py::test_mse_matches_analytic_variance",
+         "tests/test_subset_selection.py::test_ss_mse_matches_analytic",
+         "tests/firmware/test_firmware_modules.py::test_every_listed_module_is_needed")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(HEAVY))  # stable: the rest keep their order
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") not in ("load", "loadgroup"):

@@ -18,8 +18,10 @@ MISSED = pytest.mark.xfail(strict=True, reason="MSS proper is 1.149x SS at k=64,
                            "assignment variance is counted; mss plan (auto) returns SS there")
 
 
-@pytest.mark.parametrize("k,eps", [(k, eps) for k in (64, 1024, 22000) for eps in EPS if (k, eps) != (64, 5)]
-                         + [pytest.param(64, 5, marks=MISSED)])
+# k = 22000 at three budgets (the low, middle and high ends): each plan is a 25-s search on one core,
+# and the suite's 10 minutes on two cores cannot take six (docs/benchmarks.md has every epsilon)
+@pytest.mark.parametrize("k,eps", [(k, eps) for k in (64, 1024) for eps in EPS if (k, eps) != (64, 5)]
+                         + [(22000, eps) for eps in (0.5, 2, 5)] + [pytest.param(64, 5, marks=MISSED)])
 def test_variance_ratio_target(k, eps):
     """MSS proper within 10% of SubsetSelection (``mss plan``'s default, auto, may
     return SS instead: test_auto_never_returns_mss_worse_than_ss_in_both)."""
