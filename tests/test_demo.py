@@ -180,7 +180,8 @@ def test_demo_over_lorawan_json_says_how_long_each_board_slept(tmp_path):
     rows = doc["per_device"]
     assert [r["modem"] for r in rows] == ["rak3172", "rak3172-old", "wio-e5", "rn2483"]
     for r in rows:
-        assert r["sent"] and r["sleeps"] == 1 and r["modem_sleeps"] == 1, r
+        # one sleep a period; a loaded machine may stretch the demo past a period: a second
+        assert r["sent"] and r["sleeps"] >= 1 and r["modem_sleeps"] == r["sleeps"], r
         assert 0 < r["awake_s"] < 30 and r["asleep_s"] > 0 and r["awake_fraction"] < 0.01, r
         assert 0 < r["modem_awake_s"] < 30 and r["modem_asleep_s"] > 0 and r["tx_s"] > 0 and r["rx_s"] > 0, r
         assert doc["awake_fraction"][r["device_id"]] == r["awake_fraction"]
