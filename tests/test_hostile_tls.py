@@ -232,6 +232,9 @@ LOAD_ERRORS = {  # device.mqtt settings -> the error at load (the board idles, s
                                     "device.mqtt.server_hostname is set but device.mqtt.tls is false"),
     "tls without ca": ({"tls": True}, "device.mqtt.tls needs device.mqtt.ca"),
     "tls not a bool": ({"tls": "yes", "ca": "{pki}/ca.pem"}, "device.mqtt.tls must be true or false"),
+    "keepalive a string": ({"keepalive": "broker-Pw-7"}, "device.mqtt.keepalive must be an integer, 0 to 65535"),
+    "keepalive above u16": ({"keepalive": 70000}, "device.mqtt.keepalive must be an integer, 0 to 65535"),
+    "timeout_s zero": ({"timeout_s": 0}, "device.mqtt.timeout_s must be an integer, 1 to 3600"),
 }
 
 IDLE = r"""

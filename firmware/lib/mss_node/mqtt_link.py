@@ -60,6 +60,10 @@ def check(m):
         m["port"] = 8883 if m["tls"] else 1883
     if type(m["port"]) is not int or not 0 < m["port"] < 65536:
         raise ValueError("device.mqtt.port must be a port number, 1 to 65535")
+    # keepalive is MQTT's u16; a string (a password in the wrong column) would reach the socket code
+    for key, lo, hi in (("keepalive", 0, 65535), ("timeout_s", 1, 3600), ("backoff_max_s", 1, 86400)):
+        if type(m[key]) is not int or not lo <= m[key] <= hi:
+            raise ValueError("device.mqtt.%s must be an integer, %d to %d" % (key, lo, hi))
     return m
 
 
