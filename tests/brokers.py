@@ -75,6 +75,31 @@ class Mosquitto:
         self.proc = None
 
 
+def mqtt_client(port, user, password, tls=None, protocol=None):
+    """A paho client logged in as ``user`` on the loopback broker at ``port``, its loop
+    running and every message kept in ``.received`` as (topic, payload); raises
+    ConnectionRefusedError when the broker refuses the login (or gives no CONNACK in 5 s)."""
+    import paho.mqtt.client as mqtt
+
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=user, protocol=protocol or mqtt.MQTTv311)
+    c.username_pw_set(user, password)
+    c.received = []
+    c.on_message = lambda cl, u, m: c.received.append((m.topic, bytes(m.payload)))
+    if tls:
+        c.tls_set_context(tls)
+    connected = []
+    c.on_connect = lambda cl, u, f, reason, p: connected.append(reason)
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    deadline = time.time() + 5
+    while not connected and time.time() < deadline:
+        time.sleep(0.02)
+    if not connected or connected[0].is_failure:
+        c.loop_stop()
+        raise ConnectionRefusedError(f"{user}: {connected or 'no CONNACK'}")
+    return c
+
+
 def listens(pid, port):
     """Whether process ``pid`` has a TCP socket listening on ``port`` (Linux's /proc;
     where that cannot be read, True: the caller's connect decides)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
-from brokers import Mosquitto, password_file
+from brokers import Mosquitto, mqtt_client, password_file
 from mss_aggregator.ports import free_port
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "mosquitto"
@@ -88,24 +88,7 @@ def log_of(broker):
 
 
 def client(port, user, password=None, tls=None, protocol=mqtt.MQTTv311):
-    """A connected paho client (loop running); raises if the broker refuses it."""
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=user, protocol=protocol)
-    c.username_pw_set(user, password or f"pw-{user}")
-    c.received = []
-    c.on_message = lambda cl, u, m: c.received.append((m.topic, bytes(m.payload)))
-    if tls:
-        c.tls_set_context(tls)
-    connected = []
-    c.on_connect = lambda cl, u, f, reason, p: connected.append(reason)
-    c.connect("127.0.0.1", port)
-    c.loop_start()
-    deadline = time.time() + 5
-    while not connected and time.time() < deadline:
-        time.sleep(0.02)
-    if not connected or connected[0].is_failure:
-        c.loop_stop()
-        raise ConnectionRefusedError(f"{user}: {connected or 'no CONNACK'}")
-    return c
+    return mqtt_client(port, user, password or f"pw-{user}", tls, protocol)
 
 
 def subscribe(c, topic):

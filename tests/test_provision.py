@@ -12,7 +12,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from click.testing import CliRunner
 
-from brokers import Mosquitto, mosquitto  # noqa: F401 (fixture)
+from brokers import Mosquitto, mosquitto, mqtt_client  # noqa: F401 (fixture)
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
@@ -128,13 +128,13 @@ def test_mosquitto_enforces_the_written_passwd_and_acl(tmp_path, campaign):
                       and "run as root" not in line]  # the test broker runs as root where the tests do
         assert complaints == [], log
         got, subscribed = [], threading.Event()
-        agg = client(broker.port, "aggregator", (d / "mosquitto" / "aggregator.password").read_text().strip())
+        agg = mqtt_client(broker.port, "aggregator", (d / "mosquitto" / "aggregator.password").read_text().strip())
         agg.on_message = lambda c, u, m: got.append((m.topic, m.payload))
         agg.on_subscribe = lambda *a: subscribed.set()
         agg.subscribe(f"mss/v1/{CAMPAIGN}/+/report", qos=1)
         assert subscribed.wait(5)
-        a = client(broker.port, "gh-01", board(d, "gh-01")["device"]["mqtt"]["password"])
-        b = client(broker.port, "gh-02", board(d, "gh-02")["device"]["mqtt"]["password"])
+        a = mqtt_client(broker.port, "gh-01", board(d, "gh-01")["device"]["mqtt"]["password"])
+        b = mqtt_client(broker.port, "gh-02", board(d, "gh-02")["device"]["mqtt"]["password"])
         for c, topic, payload in [(a, "gh-01", b"a's own"), (a, "gh-02", b"a as b"), (b, "gh-02", b"b's own")]:
             c.publish(f"mss/v1/{CAMPAIGN}/{topic}/report", payload, qos=1).wait_for_publish(5)
         time.sleep(0.5)
@@ -148,29 +148,12 @@ def test_mosquitto_enforces_the_written_passwd_and_acl(tmp_path, campaign):
         broker.stop()
 
 
-def client(port, user, password):
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=user)
-    c.username_pw_set(user, password)
-    connected = threading.Event()
-    c.on_connect = lambda cl, u, f, reason, p: connected.set() if not reason.is_failure else None
-    c.connect("127.0.0.1", port)
-    c.loop_start()
-    assert connected.wait(5), user
-    return c
-
-
 def refused(port, user, password):
-    answer = []
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
-    c.username_pw_set(user, password)
-    c.on_connect = lambda cl, u, f, reason, p: answer.append(reason)
-    c.connect("127.0.0.1", port)
-    c.loop_start()
-    deadline = time.time() + 5
-    while not answer and time.time() < deadline:
-        time.sleep(0.05)
-    c.loop_stop()
-    return bool(answer) and answer[0].is_failure
+    try:
+        mqtt_client(port, user, password).loop_stop()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 HEADER = f"device_id,dev_eui,transport,{WIFI}"
@@ -178,8 +161,8 @@ HEADER = f"device_id,dev_eui,transport,{WIFI}"
 
 @pytest.mark.parametrize("row, column, says", [
     ("gh-01,,wifi,net,pw,h", "transport", "not mqtt, serial or lorawan"),
-    ("gh-01,,mqtt,,pw,h", "wifi.ssid", "needs device.wifi.ssid"),
-    ("gh-01,,mqtt,net,pw,", "mqtt.host", "needs device.mqtt.host"),
+    ("gh-01,,mqtt,,pw,h", "wifi.ssid", "device.wifi.ssid is not set"),
+    ("gh-01,,mqtt,net,pw,", "mqtt.host", "device.mqtt.host is not set"),
     (",,mqtt,net,pw,h", "device_id", "needs its id"),
     ("gh 01,,mqtt,net,pw,h", "device_id", "device.device_id must be 1-64"),
     ("gh-00,,mqtt,net,pw,h", "device_id", "also the id of row 2"),
@@ -196,7 +179,7 @@ def test_bad_rows_exit_3_naming_row_and_column(tmp_path, campaign, row, column, 
 @pytest.mark.parametrize("column, value, says", [
     ("period_s", "0", "device.period_s must be at least 1"),
     ("mqtt.port", "70000", "device.mqtt.port must be a port number"),
-    ("mqtt.user", "someone", "is not the device id"),
+    ("mqtt.user", "someone", "is not device_id"),
     ("colour", "red", "unknown field device.colour"),
 ])
 def test_bad_settings_name_their_column(tmp_path, campaign, column, value, says):

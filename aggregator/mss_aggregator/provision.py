@@ -38,7 +38,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mss_aggregator.deploy.merge import put
+from mss_aggregator.deploy import DeployError
+from mss_aggregator.deploy.merge import check_mqtt, for_board, get, put
 from mss_aggregator.files import write_atomically
 from mss_node.settings import Settings
 
@@ -167,19 +168,14 @@ def board(path, line, row, campaign_cfg, campaign):
             raise ProvisionError(f"{where}: column {column}: {exc}") from None
     password = None
     if transport == "mqtt":
-        mqtt = device.setdefault("mqtt", {})
-        if mqtt.get("user", device_id) != device_id:
-            raise ProvisionError(f"{where}: column mqtt.user: {mqtt['user']!r} is not the device id "
-                                 f"{device_id!r} (the broker's ACL names each board by its id)")
-        mqtt["user"] = device_id
-        password = mqtt.get("password")
+        password = get(device, "mqtt.password")
         if password is not None and (not isinstance(password, str) or not password or "\n" in password):
             raise ProvisionError(f"{where}: column mqtt.password: a password is one line of text")
-        for field in ("wifi.ssid", "mqtt.host"):  # the board's defaults (no network, 127.0.0.1) reach no broker
-            section, key = field.split(".")
-            if not (device.get(section) or {}).get(key):
-                raise ProvisionError(f"{where}: column {field}: an MQTT board needs device.{field} "
-                                     "(in this row or in the campaign config)")
+        try:  # what mss deploy checks: a broker and a network to reach it, mqtt.user the device id
+            check_mqtt(device)
+            for_board(cfg)
+        except DeployError as exc:
+            raise ProvisionError(f"{where}: column {column_of(str(exc), row)}: {exc}") from None
     try:
         Settings(cfg)
     except ValueError as exc:

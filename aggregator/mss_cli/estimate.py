@@ -129,13 +129,15 @@ def _from_store(store_path, wanted, config_path, epoch, all_epochs):
     or ConfigError saying what the store holds when that is nothing."""
     store = open_store(store_path)
     try:
-        held = scopes.contents(store)
+        # what the store holds is read only for an error (it is three more queries)
         if wanted and wanted[0].config_id != store.cfg.config_id:
-            raise ConfigError(f"{config_path} is config {wanted[0].config_id_hex}, another campaign's: {held}")
+            raise ConfigError(f"{config_path} is config {wanted[0].config_id_hex}, another campaign's: "
+                              f"{scopes.contents(store)}")
         scope = scopes.select(store, epoch, all_epochs)
-        if not store.tally()[0]:
-            raise ConfigError(held)
         if not scope.counts.total:
+            held = scopes.contents(store)
+            if not store.tally()[0]:  # an empty store: what it holds says it all
+                raise ConfigError(held)
             what = f"epoch {scope.epoch} ({scope.selection})" if epoch is None else f"epoch {epoch}"
             raise ConfigError(f"no accepted reports in {what}: {held}")
         return scope.counts, store.counters(), scope, wanted[1] if wanted else store.categories()
