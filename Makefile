@@ -31,20 +31,24 @@ test: $(STAMP) system-deps
 
 # Mosquitto (MQTT tests), socat (serial pty tests), PostgreSQL (shared store
 # tests), Chromium (dashboard test, driven by Playwright), openssl (the TLS
-# tests make their own CA) and the Arm cross compiler, newlib and QEMU (the
-# Cortex-M cost test and tools/bench_mcu.py) come from Debian;
+# tests make their own CA), the Arm and RISC-V cross compilers, newlib,
+# picolibc and QEMU (the Cortex-M and RV32 cost tests and tools/bench_mcu.py)
+# come from Debian;
 # installed when missing and we are root, else their tests skip (never under
 # CI).  The tests start their own servers on loopback.
 system-deps:
 	@if { command -v mosquitto || test -x /usr/sbin/mosquitto; } >/dev/null 2>&1 && command -v socat >/dev/null 2>&1 \
 		&& ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 \
 		&& command -v openssl >/dev/null 2>&1 && command -v arm-none-eabi-gcc >/dev/null 2>&1 \
-		&& test -d /usr/lib/arm-none-eabi/newlib && command -v qemu-system-arm >/dev/null 2>&1; then :; \
+		&& test -d /usr/lib/arm-none-eabi/newlib && command -v qemu-system-arm >/dev/null 2>&1 \
+		&& command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 && test -d /usr/lib/picolibc/riscv64-unknown-elf \
+		&& command -v qemu-system-riscv32 >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto socat postgresql chromium openssl >/dev/null \
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm >/dev/null; \
-	else echo "note: mosquitto, socat, postgresql, chromium, openssl or the Arm toolchain / QEMU missing and not root: their tests will be skipped"; fi
+			gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm \
+			gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc >/dev/null; \
+	else echo "note: mosquitto, socat, postgresql, chromium, openssl or the Arm / RISC-V toolchains / QEMU missing and not root: their tests will be skipped"; fi
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench_core.py
