@@ -36,7 +36,7 @@ from scipy.sparse.linalg import lsmr
 
 from mss_protocol.estimate import Z95, Estimate
 from mss_protocol.postprocess import simplex
-from mss_protocol.mss.linalg import ResidueComponents, SingularError
+from mss_protocol.mss.linalg import ResidueComponents, SingularError, blas_threads
 
 
 class Decoder:
@@ -62,8 +62,10 @@ class Decoder:
         self.components = ResidueComponents(cfg.k, cfg.moduli)
         self.A = self.components.A
 
+    @blas_threads
     def decode(self, counts, post="none"):
-        """Estimate frequencies from :class:`~mss_protocol.mss.counts.Counts`."""
+        """Estimate frequencies from :class:`~mss_protocol.mss.counts.Counts`
+        (with one BLAS thread: :mod:`.linalg`)."""
         if counts.cfg.config_id != self.cfg.config_id:
             raise ValueError("counts were made under another config")
         t0 = time.perf_counter()

@@ -11,11 +11,47 @@ one batched LAPACK call per size, never a Python loop over components.
 Components above ``max_exact`` items are left to conjugate gradients
 (:func:`block_cg`); :mod:`.variance` estimates their traces with
 Hutchinson's estimator.
+
+BLAS threads (:func:`blas_threads`): the decoder's BLAS calls are LSMR's
+norms and dot products on vectors of sum(m_j) or k entries (10^3..5 10^6)
+and LAPACK on components of at most ``max_exact`` items (most of 1-8), too
+little work to share between threads.  OpenBLAS's default pool (one thread
+per core) gains nothing on an idle machine and, once other processes hold
+the cores, makes every call wait for a second thread to be scheduled: on
+the 2-core VM at load average 5, norm + dot of a 10^5-element vector took
+3.6 ms with two threads against 0.16 ms with one, and an MSS decode at
+k = 22000 1.18 s against 0.18 s (tools/bench_loaded.py, docs/benchmarks.md).
+So decoding runs with one BLAS thread, and the caller's setting is restored after.
 """
+from functools import cache, wraps
+
 import numpy as np
 from scipy.sparse.csgraph import connected_components
+from threadpoolctl import ThreadpoolController
 
 from mss_protocol.mss.residues import residue_matrix
+
+
+# BLAS threads while decoding; None leaves the libraries' own pools (the behaviour before
+# issue 28, which tools/bench_loaded.py measures beside this one).
+BLAS_THREADS = 1
+
+
+@cache
+def _threadpools():
+    """The BLAS libraries loaded (numpy's and scipy's OpenBLAS), found once: a
+    controller's ``limit`` costs ~70 us, threadpool_limits() rescanning them ~1.6 ms."""
+    return ThreadpoolController()
+
+
+def blas_threads(fn):
+    """Decorator: run ``fn`` with every BLAS library limited to ``BLAS_THREADS``
+    threads (module docstring: why one), restoring the caller's setting after."""
+    @wraps(fn)
+    def limited(*args, **kwargs):
+        with _threadpools().limit(limits=BLAS_THREADS, user_api="blas"):
+            return fn(*args, **kwargs)
+    return limited
 
 
 class SingularError(np.linalg.LinAlgError):

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Decode time on a quiet and on a loaded machine, every protocol (issue 28 item 1).
+
+For each protocol of :mod:`mss_protocol.registry` and k in {1024, 22000, 2^20}
+(``--quick``: the first two): counts of n = 10,000 reports of uniform values
+(``proto.sample_counts``), then the median seconds of ``proto.decode(counts, n)``
+at epsilon = 2 in four conditions:
+
+* quiet: no load added by this tool (other users of the machine are not
+  controlled: ``os.getloadavg()`` is printed beside each row);
+* loaded: beside a CPU hog, one busy process per core (``--hogs``), each a
+  pure-Python loop (no BLAS, no memory traffic: it takes CPU time only,
+  and adds its number to the load average);
+
+each with the decoders' BLAS limit (``mss_protocol.mss.linalg.BLAS_THREADS = 1``,
+"after") and without it (``None``: OpenBLAS's own pool of one thread per core,
+"before").  Target: loaded / quiet <= 1.5 "after" for every row.  A decoder
+that runs on one thread cannot beat its fair share of the cores: with h hogs
+on c cores and nothing else running, it gets c / (h + 1) of a core, so
+h = c = 2 makes the ideal ratio 1.5 exactly; background load lowers it
+(both phases share the same background).
+
+The MSS configuration at k = 2^20 is the planner's (cached on disk after the
+first run, which takes ~3 minutes).  PGR at k = 2^20 is skipped: its decode
+(a DFT over q^t = 11^7 = 19.5 M cells) takes ~17 s a run, no BLAS in it.
+
+Usage: python tools/bench_loaded.py [--quick] [--json out.json]
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import signal
+import statistics
+import time
+
+import numpy as np
+
+from mss_protocol import registry
+from mss_protocol.mss import linalg
+
+KS = (1024, 22000, 1 << 20)
+SKIP = {("pgr", 1 << 20): "decode ~17 s a run (DFT over 11^7 cells, single-threaded, no BLAS): "
+                          "20 runs would exceed the tool's 10-minute budget"}
+MODES = {"after": 1, "before": None}  # BLAS threads while decoding
+SETTLE = 0.01  # seconds the hogs run before a loaded decode is timed
+
+
+def _spin():
+    """A CPU hog: a pure-Python busy loop until killed."""
+    while True:
+        pass
+
+
+class CpuHog:
+    """``processes`` busy processes, started paused; :meth:`run` lets them run
+    (SIGCONT) or pauses them (SIGSTOP), so quiet and loaded decodes can alternate
+    run by run and the other users' load, which drifts, weighs on both alike."""
+
+    def __init__(self, processes):
+        ctx = multiprocessing.get_context("fork")
+        self.procs = [ctx.Process(target=_spin, daemon=True) for _ in range(processes)]
+        for p in self.procs:
+            p.start()
+        self.running, self.since, self.loaded_seconds = True, time.perf_counter(), 0.0
+        self.start_cpu = self.cpu_seconds()
+        self.run(False)
+
+    def run(self, on):
+        if on == self.running:
+            return
+        now = time.perf_counter()
+        if self.running:
+            self.loaded_seconds += now - self.since
+        for p in self.procs:
+            os.kill(p.pid, signal.SIGCONT if on else signal.SIGSTOP)
+        self.running, self.since = on, now
+        if on:  # the scheduler favours a task just woken: let that credit be spent untimed
+            time.sleep(SETTLE)
+
+    def cpu_seconds(self):
+        """CPU seconds the hogs used (utime + stime of /proc/PID/stat)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for p in self.procs:
+            with open(f"/proc/{p.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        return total / tick
+
+    def cores(self):
+        """Mean cores the hogs held while running: their measure of the load made."""
+        return (self.cpu_seconds() - self.start_cpu) / max(self.loaded_seconds, 1e-9)
+
+    def close(self):
+        for p in self.procs:
+            p.kill()  # SIGKILL also ends a stopped process
+            p.join()
+
+
+def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=100):
+    """{condition: median seconds} for quiet/loaded x after/before: rounds of one decode in
+    each condition, at least ``min_runs`` and until each has ``min_total`` s (or ``max_runs``)."""
+    conditions = [(phase, mode) for phase in ("quiet", "loaded") for mode in MODES]
+    times = {c: [] for c in conditions}
+    for mode, threads in MODES.items():  # warm-up: the MSS decoder's components are built once
+        linalg.BLAS_THREADS = threads
+        proto.decode(counts, n, "none")
+    while len(times[conditions[0]]) < min_runs or (
+            min(sum(t) for t in times.values()) < min_total and len(times[conditions[0]]) < max_runs):
+        for phase, mode in conditions:
+            hog.run(phase == "loaded")
+            linalg.BLAS_THREADS = MODES[mode]
+            t0 = time.perf_counter()
+            proto.decode(counts, n, "none")
+            times[phase, mode].append(time.perf_counter() - t0)
+    hog.run(False)
+    linalg.BLAS_THREADS = MODES["after"]
+    out = {f"{phase}_{mode}": statistics.median(t) for (phase, mode), t in times.items()}
+    for mode in MODES:
+        out[f"ratio_{mode}"] = out[f"loaded_{mode}"] / out[f"quiet_{mode}"]
+    out["runs"] = len(times[conditions[0]])
+    out["loadavg"] = os.getloadavg()[0]
+    return out
+
+
+def table(args, ks, hog):
+    """Measure and print every (protocol, k) row; (rows, skipped)."""
+    print(f"{'protocol':>8} {'k':>8} | {'quiet':>8} {'loaded':>8} {'ratio':>5} | {'before: quiet':>13} "
+          f"{'loaded':>8} {'ratio':>5} | runs loadavg")
+    rng = np.random.default_rng(0)
+    rows, skipped = [], []
+    for k in ks:
+        for name in args.protocols.split(","):
+            if (name, k) in SKIP:
+                skipped.append({"protocol": name, "k": k, "reason": SKIP[name, k]})
+                print(f"{name:>8} {k:>8} | skipped: {SKIP[name, k]}", flush=True)
+                continue
+            proto = registry.make(name, k, args.epsilon)
+            counts = proto.sample_counts(rng.integers(0, k, args.n), rng)
+            row = {"protocol": name, "k": k, **measure(proto, counts, args.n, hog, args.runs)}
+            rows.append(row)
+            print(f"{name:>8} {k:>8} | {row['quiet_after']:8.4f} {row['loaded_after']:8.4f} "
+                  f"{row['ratio_after']:5.2f} | {row['quiet_before']:13.4f} {row['loaded_before']:8.4f} "
+                  f"{row['ratio_before']:5.2f} | {row['runs']:4} {row['loadavg']:7.1f}", flush=True)
+    return rows, skipped
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="k in {1024, 22000} only")
+    ap.add_argument("--n", type=int, default=10_000, help="reports behind the counts")
+    ap.add_argument("--epsilon", type=float, default=2.0)
+    ap.add_argument("--runs", type=int, default=5, help="decodes per condition, at least")
+    ap.add_argument("--hogs", type=int, default=os.cpu_count(), help="busy processes in the loaded phase")
+    ap.add_argument("--protocols", default=",".join(registry.AVAILABLE))
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    ks = KS[:2] if args.quick else KS
+    blas = [(i["internal_api"], i["version"], i["num_threads"]) for i in linalg._threadpools().info()]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"BLAS {blas}; n={args.n}, epsilon={args.epsilon}; load average at start {os.getloadavg()[0]:.1f}")
+    t0 = time.perf_counter()
+    hog = CpuHog(args.hogs)
+    try:
+        rows, skipped = table(args, ks, hog)
+        hog_cores = hog.cores()
+    finally:
+        hog.close()
+    worst = max(rows, key=lambda r: r["ratio_after"])
+    print(f"seconds: medians of >= {args.runs} decodes a condition, quiet and loaded alternating; the hog "
+          f"({args.hogs} busy processes) held {hog_cores:.2f} cores while running; total "
+          f"{time.perf_counter() - t0:.0f} s")
+    print(f"worst loaded/quiet with the limit: {worst['ratio_after']:.2f} ({worst['protocol']}, k={worst['k']}; "
+          f"target <= 1.5: {'OK' if worst['ratio_after'] <= 1.5 else 'MISSED'}); without it: "
+          f"{max(r['ratio_before'] for r in rows):.2f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": {"cores": os.cpu_count(), "machine": platform.machine(), "blas": blas},
+                       "n": args.n, "epsilon": args.epsilon, "hogs": args.hogs, "hog_cores": hog_cores,
+                       "rows": rows, "skipped": skipped}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
