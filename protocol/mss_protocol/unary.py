@@ -12,8 +12,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from mss_device.rng import ByteRng
 from mss_protocol import privacy
 from mss_protocol.channel import Channel
+from mss_protocol.host_client import coins
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -73,7 +75,16 @@ class UnaryEncoding(SupportOracle):
         return (self.tp, self.tq)
 
     def randomise(self, x, rng):
-        """The k-bit report body: item v at bit v, most significant first (SPEC.md)."""
+        """The k-bit report body: item v at bit v, most significant first (SPEC.md).
+
+        Bit v is ``rng.chance(tp if v == x else tq)``, drawn for v = 0 .. k-1.  From a
+        :class:`~mss_device.rng.ByteRng` the k coins are read at once
+        (:func:`~mss_protocol.host_client.coins`: the device's bytes and report);
+        any other rng (the exact enumeration of tests/channel.py) draws them one by one."""
+        if isinstance(rng, ByteRng):
+            t = np.full(self.k, self.tq, dtype=np.uint32)
+            t[x] = self.tp
+            return np.packbits(coins(rng, t)).tobytes()
         out = bytearray((self.k + 7) // 8)
         for v in range(self.k):
             if rng.chance(self.tp if v == x else self.tq):

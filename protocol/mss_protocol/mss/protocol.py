@@ -7,13 +7,17 @@ and inclusion counts (:mod:`.counts`), the decoder is the weighted
 least-squares solve of :mod:`.decoder`, the predicted MSE that of
 :mod:`.variance`, and the channel :mod:`.channel`.
 """
+import bisect
 from functools import cached_property
 
 import numpy as np
 
 from mss_device.encoder import Encoder
+from mss_device.frame import HEADER, start
 from mss_device.randomiser import Randomiser
+from mss_device.rng import ByteRng
 from mss_protocol.base import Protocol
+from mss_protocol.host_client import floyd, ranker
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
@@ -52,12 +56,44 @@ class MssProtocol(Protocol):
         return Randomiser(self.cfg)
 
     @cached_property
+    def ranker(self):
+        """The host client's colex rank of a report's subset (:func:`.host_client.ranker`)."""
+        cfg = self.cfg
+        width = max(m - w for m, w in zip(cfg.moduli, cfg.omegas)) + 1
+        return ranker(max(cfg.omegas), width)
+
+    @cached_property
+    def layout(self):
+        """Per block j: (header bytes, rank bits, zero padding bits) of its reports:
+        the body (j, rank) is jbits + rank_bits_j bits, padded to whole bytes (SPEC.md section 4)."""
+        cfg = self.cfg
+        return [(HEADER[cfg.frame], nbits, -(cfg.jbits + nbits) % 8) for nbits in cfg.rank_bits]
+
+    @cached_property
     def decoder(self):
         return Decoder(self.cfg)
 
     def randomise(self, x, rng):
-        """The report bytes (header with epoch 0, sequence 0) for value x."""
-        return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
+        """The report bytes (header with epoch 0, sequence 0) for value x: the device's
+        randomiser and encoder (``mss_device``), or from a
+        :class:`~mss_device.rng.ByteRng` the same draws from the same bytes in NumPy
+        and the rank in Python integers (:mod:`mss_protocol.host_client`), bit for bit
+        the device's report: j = below(l), keep r = x mod m_j with chance(T_j), Floyd's
+        omega_j - keep fillers, the colex rank of the subset.  Any other rng (the exact
+        enumeration of tests/channel.py) drives the device code itself."""
+        if not isinstance(rng, ByteRng):
+            return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
+        cfg = self.cfg
+        j = rng.below(len(cfg.moduli))
+        m, omega, r = cfg.moduli[j], cfg.omegas[j], x % cfg.moduli[j]
+        keep = rng.chance(cfg.thresholds[j])
+        subset = floyd(rng, m, omega - keep, r)
+        if keep:
+            bisect.insort(subset, r)
+        head, nbits, pad = self.layout[j]
+        out = start(cfg, cfg.jbits + nbits, 0, 0)
+        out[head:] = (((j << nbits) | self.ranker(subset)) << pad).to_bytes(len(out) - head, "big")
+        return bytes(out)
 
     def sample_counts(self, values, rng):
         """:class:`~.counts.Counts` of reports for ``values`` (an array, or an

@@ -1,0 +1,188 @@
+"""Vectorised host (CPython) clients that read the device's random bytes.
+
+The device clients (``mss_device``) draw one coin or one uniform at a time;
+run as plain Python on CPython that costs ~1 us a draw, i.e. milliseconds a
+report at k = 1024.  The helpers here make the same decisions from the same
+bytes of a :class:`~mss_device.rng.ByteRng`, in NumPy, so the host client of
+a protocol returns bit for bit the device's report and leaves the stream at
+the same byte (``rng.consumed``), for any byte source (``os.urandom``, a
+replayed stream).  A source whose bytes depend on how many are asked at a
+time (``random.Random.randbytes`` with a length not a multiple of 4) gives
+other bytes, in the same law: the helpers ask for all the bytes a report
+needs at once, the device for its 64-byte chunks.
+
+* :func:`coins`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
+  4 bytes each, the top 2 bits dropped, u < t_v);
+* :func:`floyd`: Floyd's sampling of s fillers of [0, m) without r, the
+  draws ``below(t + 1)`` (1-3 bytes each, rejection sampling) decoded in bulk;
+* :func:`colex_rank`: sum_i C(c_i, i) in Python integers, exactly the
+  device's limb kernel's number (``mss_device.limbs.rank``); :func:`ranker`
+  the same from a table of the binomials (a gather and a sum) when it fits.
+"""
+import functools
+import itertools
+import math
+
+import numpy as np
+
+COIN_MASK = (1 << 30) - 1
+
+
+def _read(rng, n):
+    """The next n bytes of ``rng``'s stream (uint8), consumed; pooled as ByteRng.reserve
+    pools them for any draw."""
+    box = []
+
+    def kernel(_a, pool, at, _b):
+        if at[1] - at[0] < n:
+            return -n  # ByteRng.drive pools n bytes, then calls again
+        box.append(np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]))
+        at[0] += n
+        return 0
+
+    rng.drive(kernel, None, None)
+    return box[0]
+
+
+def coins(rng, thresholds):
+    """(k,) bool: ``rng.chance(thresholds[v])`` for v = 0, 1, ..., k - 1, drawn in that order.
+
+    Coin v is the big-endian 32-bit word at bytes 4v .. 4v + 3 with its top
+    two bits dropped, u_v uniform on [0, 2**30), and is u_v < t_v."""
+    return (_read(rng, 4 * len(thresholds)).view(">u4") & COIN_MASK) < thresholds
+
+
+@functools.lru_cache(maxsize=64)
+def _floyd_steps(m, s):
+    """Floyd's steps on [0, m - 1) for s fillers: t (a list), and runs (b, n, lim, low) of
+    steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
+    with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n;
+    a word below low = min(lim) is accepted at any step of its run."""
+    t = np.arange(m - 1 - s, m - 1, dtype=np.int64)
+    n = t + 1
+    size = np.select([n == 1, n <= 256, n <= 65536], [0, 1, 2], 3)
+    runs = []
+    for b in np.unique(size).tolist():
+        n_b = n[size == b]
+        lim = (1 << (8 * b)) - (1 << (8 * b)) % n_b
+        runs.append((b, n_b, lim, int(lim.min())))
+    return t.tolist(), runs
+
+
+def _words(buf, b):
+    """buf (uint8) as big-endian b-byte words (int64)."""
+    if b == 1:
+        return buf.astype(np.int64)
+    if b == 2:
+        return buf.view(">u2").astype(np.int64)
+    w = buf.reshape(-1, 3).astype(np.int64)
+    return (w[:, 0] << 16) | (w[:, 1] << 8) | w[:, 2]
+
+
+def _belows(rng, b, n, lim, low):
+    """[``rng.below(n_i)`` for each n_i in order], all drawn from b bytes (ByteRng.below:
+    a b-byte word x is accepted when x < lim_i, giving x % n_i, else redrawn).
+
+    Words for all the draws left are read at once.  Only a word >= low can be
+    rejected, and whether it is depends on the draw it serves: its index less
+    the words rejected before it, so those few are checked in order.  Each
+    rejection leaves one draw for the next read."""
+    if b == 0:
+        return [0] * len(n)  # below(1) reads nothing
+    out = []
+    while len(out) < len(n):
+        done = len(out)
+        x = _words(_read(rng, b * (len(n) - done)), b)
+        rejected = []
+        for i in np.flatnonzero(x >= low).tolist():
+            if x[i] >= lim[done + i - len(rejected)]:
+                rejected.append(i)
+        x = np.delete(x, rejected) if rejected else x
+        out += (x % n[done:done + len(x)]).tolist()
+    return out
+
+
+def floyd(rng, m, s, r):
+    """The fillers of mss_device.randomiser from the same bytes: a sorted list, a
+    uniform s-subset of [0, m) without r.
+
+    Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
+    u_t = below(t + 1) and add u_t, or t when u_t is already chosen; then
+    map v -> v + (v >= r).  The draws are decoded in bulk (:func:`_belows`);
+    the set is built in a loop of set operations (~0.1 us a step)."""
+    t, runs = _floyd_steps(m, s)
+    u = [v for run in runs for v in _belows(rng, *run)]
+    chosen = set()
+    for t_i, u_i in zip(t, u):
+        chosen.add(t_i if u_i in chosen else u_i)
+    return [v + (v >= r) for v in sorted(chosen)]
+
+
+def colex_rank(c):
+    """sum_i C(c_i, i) for c_1 < ... < c_w (a sorted sequence), SPEC.md section 4.
+
+    Exact in Python integers with one big multiplication and one exact
+    division per element: with p = c_(i-1) and g = c_i - p,
+    C(c_i, i) = C(p, i - 1) * c_i! / p! / i / ((c_i - i)! / (p - i + 1)!)
+              = C(p, i - 1) * perm(c_i, g) / (i * perm(c_i - i, g - 1)).
+    A leading run c_i = i - 1 adds C(i - 1, i) = 0 and starts the chain after it."""
+    c = [int(v) for v in c]
+    h = 0
+    while h < len(c) and c[h] == h:
+        h += 1
+    if h == len(c):
+        return 0
+    b = total = math.comb(c[h], h + 1)
+    perm = math.perm
+    for i in range(h + 2, len(c) + 1):
+        v, p = c[i - 1], c[i - 2]
+        b = b * perm(v, v - p) // (i * perm(v - i, v - p - 1))
+        total += b
+    return total
+
+
+LIMB_BITS = 48  # a sum of < 2**16 limbs stays below 2**64
+TABLE_BYTES = 64 << 20  # the largest binomial table kept (SS at k = 1024, eps = 1: 27 MB)
+
+
+class RankTable:
+    """C(i - 1 + d, i) for i = 1 .. w, d = 0 .. width - 1 in ``LIMB_BITS``-bit limbs:
+    the colex rank of c_1 < ... < c_w is then a gather and a column sum,
+    sum_i T[i, c_i - i + 1] (c_i >= i - 1, and c_i - i + 1 <= m - w < width).
+
+    Rows by Pascal's rule in the window: T[1, d] = d and
+    T[i, d] = T[i, d - 1] + T[i - 1, d] = sum_(e <= d) T[i - 1, e] (T[i, 0] = 0);
+    the largest entry is the last, C(w + width - 2, w)."""
+
+    def __init__(self, w, width):
+        self.limbs = limbs(w, width)
+        size = self.limbs * LIMB_BITS // 8
+        row, rows = list(range(width)), []
+        for _ in range(w):
+            rows.append(b"".join(v.to_bytes(size, "little") for v in row))
+            row = [0, *itertools.accumulate(row[1:])]
+        raw = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(w, width, self.limbs, LIMB_BITS // 8)
+        wide = np.zeros((w, width, self.limbs, 8), dtype=np.uint8)
+        wide[..., :LIMB_BITS // 8] = raw
+        self.table = wide.view("<u8").reshape(w * width, self.limbs)  # row (i - 1) * width + d
+        self.start = np.arange(w) * (width - 1)  # row of c_i is start[i - 1] + c_i
+        self.shifts = [LIMB_BITS * j for j in range(self.limbs)]
+
+    def rank(self, c):
+        rows = self.start[:len(c)] + c
+        sums = self.table.take(rows, axis=0).sum(axis=0).tolist()
+        return sum(v << s for v, s in zip(sums, self.shifts))
+
+
+def limbs(w, width):
+    """Limbs of :class:`RankTable`'s largest entry C(w + width - 2, w)."""
+    return max(1, -(-math.comb(w + width - 2, w).bit_length() // LIMB_BITS))
+
+
+@functools.lru_cache(maxsize=8)
+def ranker(w, width):
+    """The colex rank of subsets of at most w elements with c_i - i + 1 < width:
+    :class:`RankTable`'s when its table fits ``TABLE_BYTES``, else :func:`colex_rank`."""
+    if w * width * limbs(w, width) * 8 <= TABLE_BYTES:
+        return RankTable(w, width).rank
+    return colex_rank

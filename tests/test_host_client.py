@@ -1,0 +1,103 @@
+"""The vectorised host clients (mss_protocol.host_client) are the device clients.
+
+From the same replayed byte stream, ``UnaryEncoding.randomise`` returns the
+device unary client's report body and ``MssProtocol.randomise`` (SS and MSS)
+the device randomiser + encoder's report, bit for bit, and both leave the
+stream at the same byte.  These are equalities on fixed streams: no false
+alarms; any difference in a coin, a rejected draw, a Floyd collision or a
+rank bit fails them.  The exact law (privacy by enumeration) is tested on the
+device code path, which the host clients equal.
+"""
+import math
+import random
+
+import numpy as np
+import pytest
+
+from mss_device.frame import HEADER
+from mss_device.params import Params
+from mss_device.rng import ByteRng
+from mss_protocol import host_client, registry
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.protocol import MssProtocol
+from mss_protocol.oracle_config import OracleConfig
+from mss_protocol.vectors import stream_reader
+
+STREAM = random.Random(2026).randbytes(1 << 21)
+
+
+def _pair():
+    """Two rngs replaying the same byte stream."""
+    return ByteRng(stream_reader(STREAM)), ByteRng(stream_reader(STREAM))
+
+
+class _DeviceDraws:
+    """A ByteRng's draws behind an object that is not a ByteRng: the protocols then
+    run the per-draw (device) code path on the same bytes."""
+
+    def __init__(self, rng):
+        self.below, self.chance, self.drive = rng.below, rng.chance, rng.drive
+
+
+@pytest.mark.parametrize("name", ["rappor", "sue"])
+@pytest.mark.parametrize("k,eps", [(2, 1.0), (7, 0.5), (16, 4.0), (1024, 1.0), (1030, 4.0)])
+def test_unary_host_client_is_the_device_client(name, k, eps):
+    proto = registry.make(name, k, eps)
+    device = Params(OracleConfig(name, k, eps).to_dict()).client()
+    host_rng, device_rng = _pair()
+    for i in range(40):
+        x = (7 * i) % k
+        assert proto.randomise(x, host_rng) == device.report(x, device_rng, 0, 0)[HEADER[0]:]
+        assert host_rng.consumed == device_rng.consumed
+
+
+@pytest.mark.parametrize("cfg", [
+    MssConfig.subset_selection(2, 1.0),  # m = 2: Floyd's below(1) reads nothing
+    MssConfig.subset_selection(5, 1.0),
+    MssConfig.subset_selection(16, 1.0),
+    MssConfig.subset_selection(300, 1.0),  # Floyd's draws cross from 1 to 2 bytes at n = 257
+    MssConfig.subset_selection(1024, 1.0),
+    MssConfig.subset_selection(1024, 4.0),
+    MssConfig.build(16, 1.0, [11, 13, 15]),
+    MssProtocol.planned(1024, 1.0).cfg,
+], ids=lambda c: f"{c.name}-k{c.k}-m{max(c.moduli)}-w{max(c.omegas)}")
+def test_mss_host_client_is_the_device_code(cfg):
+    proto = MssProtocol(cfg)
+    host_rng, device_rng = _pair()
+    for i in range(40):
+        x = (7 * i) % cfg.k
+        assert proto.randomise(x, host_rng) == proto.randomise(x, _DeviceDraws(device_rng))
+        assert host_rng.consumed == device_rng.consumed
+
+
+@pytest.mark.parametrize("n", [[129] * 60, [40000] * 60, [5_592_406] * 60, [1] * 5, list(range(200, 257)),
+                               list(range(65000, 65537))])
+def test_bulk_draws_are_byterng_below(n):
+    """Rejection-heavy sizes (about half of the 1-, 2- and 3-byte words of 129,
+    40000, 5592406 are rejected): the bulk decoder replays ByteRng.below draw for draw."""
+    n = np.array(n)
+    size = -(-int(n[-1] - 1).bit_length() // 8)  # ByteRng.below's bytes: the fewest b with 256**b >= n
+    span = 1 << (8 * size)
+    bulk_rng, draw_rng = _pair()
+    got = host_client._belows(bulk_rng, size, n, span - span % n, int((span - span % n).min()))
+    assert got == [draw_rng.below(int(v)) for v in n]
+    assert bulk_rng.consumed == draw_rng.consumed
+
+
+def _rank(c):
+    return sum(math.comb(v, i) for i, v in enumerate(c, 1))
+
+
+@pytest.mark.parametrize("m,w", [(2, 1), (16, 4), (300, 80), (1024, 18), (1024, 275)])
+def test_colex_rank_is_the_binomial_sum(m, w):
+    """Random subsets and the extremes: {0..w-1} has rank 0, {m-w..m-1} rank C(m, w) - 1;
+    a leading run 0, 1, .. then a gap starts the ratio chain late."""
+    rnd = random.Random(m * w)
+    subsets = [sorted(rnd.sample(range(m), w)) for _ in range(30)]
+    subsets += [list(range(w)), list(range(m - w, m)), list(range(w - 1)) + [m - 1]]
+    table = host_client.RankTable(w, m - w + 1)
+    for c in subsets:
+        want = _rank(c)
+        assert host_client.colex_rank(c) == want
+        assert table.rank(c) == want
+    assert table.rank(list(range(m - w, m))) == math.comb(m, w) - 1
