@@ -90,15 +90,22 @@ def test_olh_client_supports_with_p_and_q():
 
 
 
-def test_hr_client_and_fast_transform():
-    """The integer client lands in C_x with probability s (z-test, |z| < 4.5),
-    and the Walsh-Hadamard support equals the direct count."""
+@pytest.mark.parametrize("k,eps", [(20, 1.0), (20, 4.0), (64, 2.0)])
+def test_hr_client_and_fast_transform(k, eps):
+    """The integer client lands in S_x with probability s (z-test, |z| < 4.5:
+    false alarm < 1e-5 per cell), and the block Walsh-Hadamard support equals
+    the direct count over the channel's support sets (one block at eps 1,
+    several at 2 and 4)."""
+    o = HadamardResponse(k, eps)
+    assert (o.blocks == 1) == (eps == 1.0)
     from scipy.linalg import hadamard
 
-    o = HadamardResponse(20, 1.0)
+    members = o.channel().members(np.arange(o.K))  # (K, k): output u supports item v
+    block, row = np.divmod(np.arange(k), o.b - 1)  # item v: row v mod (b-1) + 1 of block v // (b-1)
+    direct = np.kron(np.eye(o.blocks, dtype=int), hadamard(o.b).T) == 1  # (K, B b): +1 entries per block
+    assert np.array_equal(members, direct[:, block * o.b + row + 1])
     rng = ByteRng(random.Random(4).randbytes)
-    hits = sum(o._sign(6, o.randomise(5, rng)) for _ in range(20000))
+    hits = sum(members[o.randomise(5, rng), 5] for _ in range(20000))
     assert abs(hits - 20000 * o.p) / math.sqrt(20000 * o.p * (1 - o.p)) < 4.5
-    hist = o.sample_counts(np.random.default_rng(0).integers(0, 20, size=3000), np.random.default_rng(1))
-    direct = (hadamard(o.K)[1:21] == 1).astype(int) @ hist
-    assert np.array_equal(o.support(hist), direct)
+    hist = o.sample_counts(np.random.default_rng(0).integers(0, k, size=3000), np.random.default_rng(1))
+    assert np.array_equal(o.support(hist), members.T.astype(int) @ hist)

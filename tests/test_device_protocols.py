@@ -14,6 +14,7 @@ import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,6 +58,22 @@ def test_exact_privacy_of_the_device_client(name, k, eps):
     assert worst <= _exp(eps)
     assert math.log(worst) == pytest.approx(cfg.eps_effective, rel=1e-9)
     assert cfg.eps_effective <= eps
+
+
+@pytest.mark.parametrize("k,eps", [(12, 2.0), (20, 3.0), (30, 2.0), (16, 4.0)])
+def test_hr_device_draw_is_the_block_channel(k, eps):
+    """HR with several blocks (b = 4 at k = 12 and 20, whose last block is partial; b = 16
+    at k = 30; b = 2 at k = 16): the device's P[y | x], enumerated over every decision, is exactly
+    point_probs()'s in-support value on S_x and its outside value elsewhere, for every x."""
+    cfg = OracleConfig("hr", k, eps)
+    proto, client = cfg.protocol, _client(cfg)
+    assert proto.blocks > 1
+    inside, outside = proto.point_probs()
+    members = proto.channel().members(np.arange(proto.K))
+    for x in range(k):
+        d = enumerate_outputs(lambda rng, x=x: client.draw(x, rng), MAX_DRAWS["hr"])
+        assert sum(d.values()) == 1
+        assert all(d.get(y, 0) == (inside if members[y, x] else outside) for y in range(proto.K))
 
 
 def test_olh_seed_is_public_and_changes_with_epoch_and_device():

@@ -53,7 +53,7 @@ def _host_ratio(cfg):
         return privacy.worst(Fraction(p.tp * (ONE - p.tq), (ONE - p.tp) * p.tq))
     if cfg.name == "pgr":
         return privacy.worst(privacy.ratio(p.K, p.c_set, p.threshold))
-    m = {"grr": cfg.k, "olh": getattr(p, "g", 0), "hr": 2}[cfg.name]
+    m = {"grr": cfg.k, "olh": getattr(p, "g", 0), "hr": 2 * getattr(p, "blocks", 0)}[cfg.name]
     return privacy.worst(privacy.ratio(m, 1, p.threshold))
 
 
@@ -191,9 +191,13 @@ RANGES = [
     (_oracle("sue", 64, 1.0, tp=ONE), "field tp must be"),
     (_oracle("olh", 64, 1.0, P=32771), "field P must be 32749"),
     (_oracle("olh", 64, 1.0, g=1), "field g must be an integer in \\[2, 8388609\\]"),
-    (_oracle("hr", 64, 1.0, K=96), "field K must be a power of two above k"),
-    (_oracle("hr", 64, 1.0, K=64), "field K must be a power of two above k"),
-    (_oracle("hr", 64, 1.0, K=1 << 24), "field K must be a power of two above k, at most 2\\*\\*23"),
+    (_oracle("hr", 64, 1.0, K=96), "field K must be block \\* ceil\\(k / \\(block - 1\\)\\)"),
+    (_oracle("hr", 64, 1.0, K=64), "field K must be block \\* ceil\\(k / \\(block - 1\\)\\)"),
+    (_oracle("hr", 64, 4.0, K=80), "field K must be block \\* ceil\\(k / \\(block - 1\\)\\)"),
+    (_oracle("hr", 64, 1.0, K=1 << 24), "field K must be block \\* ceil\\(k / \\(block - 1\\)\\), at most 2\\*\\*23"),
+    (_oracle("hr", 64, 1.0, block=96), "field block must be a power of two in \\[2, 2\\*\\*23\\]"),
+    (_oracle("hr", 64, 1.0, block=1), "field block must be a power of two"),
+    (_oracle("hr", 1 << 22, 4.0, block=2), "field K must be block \\* ceil\\(k / \\(block - 1\\)\\), at most 2\\*\\*23"),
     (_oracle("pgr", 64, 1.0, q=4), "field q must be a prime"),
     (_oracle("pgr", 64, 1.0, q=32771), "field q must be an integer in \\[2, 32768\\]"),
     (_oracle("pgr", 64, 1.0, d=1), "field d must be an integer in \\[2, 24\\]"),

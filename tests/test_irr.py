@@ -148,11 +148,13 @@ def test_exact_privacy_of_both_layers_by_enumeration(name, k, eps):
 
 def _check_support(cfg, client, composed, dev):
     """The enumerated chance that a report supports a value is the decoder's p* (holders)
-    or q* (the others): exact for grr, hr and pgr; for olh given this device's seed, p*
+    or q* (the others): exact for grr, hr and pgr (hr: q* for a value of the holder's
+    block, 2 q* - p* for one of another block); for olh given this device's seed, p*
     for the holder and the composed GRR's (1 - p*) / (g - 1) for a value hashed elsewhere."""
     proto, k = cfg.protocol, cfg.k
     head = HEADER[client.p.frame]
     p, q = Fraction(proto.p), Fraction(proto.q)
+    members = proto.channel().members(np.arange(proto.K)) if cfg.name == "hr" else None
 
     def supports(rep, v):
         y = int.from_bytes(rep[head:], "big") >> (8 * (len(rep) - head) - client.nbits)
@@ -162,7 +164,7 @@ def _check_support(cfg, client, composed, dev):
             a, b = client.seed()
             return proto.hash(a, b, v) == y
         if cfg.name == "hr":
-            return proto._sign(v + 1, y)
+            return members[y, v]
         return int(np.dot(proto.coords[y], proto.coords[v])) % proto.field == 0
 
     for x in range(k):
@@ -173,6 +175,8 @@ def _check_support(cfg, client, composed, dev):
             elif cfg.name == "olh":
                 a, b = client.seed()
                 want = p if proto.hash(a, b, v) == proto.hash(a, b, x) else (1 - p) / (proto.g - 1)
+            elif cfg.name == "hr" and proto.item_block[v] != proto.item_block[x]:
+                want = 2 * q - p
             else:
                 want = q
             assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-15), (x, v)
@@ -197,8 +201,8 @@ def test_composed_support_probabilities_are_the_affine_map():
             s = out.p
             r = s * pr.c_int / pr.c_set + (1 - s) * (pr.c_set - pr.c_int) / (pr.K - pr.c_set)
             assert out.q == pytest.approx(r, rel=1e-12)
-        if name == "hr":
-            assert out.q == pytest.approx(0.5, abs=1e-15)
+        if name == "hr":  # q = (p + q_o) / 2, q_o = (1 - p) / (2B - 1) (mss_protocol.hr); B = 1: 1/2
+            assert out.q == pytest.approx((out.p + (1 - out.p) / (2 * pr.blocks - 1)) / 2, rel=1e-12)
         assert out.variance(1000) > pr.variance(1000)  # the extra layer costs accuracy
 
 

@@ -1,14 +1,52 @@
-"""Hadamard response, the basic one-block form (Acharya, Sun & Zhang 2019).
+"""Hadamard response with blocks (Acharya, Sun & Zhang, AISTATS 2019, section 4).
 
-K is the smallest power of two above k; item x owns the set
-C_x = {j in [K] : H[x+1, j] = +1} of the Sylvester-Hadamard matrix,
-H[i, j] = (-1)^popcount(i & j).  The report is a uniform j in C_x with
-probability s = T / 2**30, else a uniform j outside it.  Rows are
-orthogonal, so a non-holder's report lies in C_v with probability 1/2,
-and the support counts of all items are (n + (H hist)[v + 1]) / 2: one
-fast Walsh-Hadamard transform, O(K log K).  (The multi-block HR for
-large epsilon is not implemented; this form is the one that loses
-accuracy as epsilon grows, as the PGR paper shows.)
+Layout.  The block size b is a power of two >= 2; the items are cut into
+B = ceil(k / (b - 1)) blocks of b - 1: item x is row r = x mod (b - 1) + 1
+of block j = floor(x / (b - 1)) (row 0 of the Sylvester-Hadamard matrix
+H_b[r, c] = (-1)^popcount(r & c) is skipped).  The outputs are the K = B b
+pairs (j, c), c in [b), numbered j b + c.  Item x supports
+S_x = {(j, c) : H_b[r, c] = +1}, b/2 outputs.
+
+Channel.  The report is a uniform output of S_x with probability s = T / 2**30,
+else a uniform one of the K - b/2 others.  Per output the ratio is
+s (K - b/2) / ((1 - s) b/2) = s (2B - 1) / (1 - s): the "1 of m = 2B outcomes
+weighted by e^eps" channel of :func:`mss_protocol.privacy.threshold`, so
+T = threshold(2B, 1, eps) and eps_effective is exact.  B = 1 (b the power
+of two above k) is the one-block form (the paper's high-privacy variant).
+
+Estimator (derived here; the paper's Theorem 4 uses the same two stages).
+Rows of one H_b are orthogonal, so for the indicator Y_v = [y in S_v] and
+the block indicator Z_j = [y in block j]:
+
+    P[Y_v | x = v] = p = s
+    P[Y_v | x != v in v's block] = q = (p + q_o) / 2
+    P[Y_v | x in another block] = q_o = (1 - s) / (2B - 1)   (b/2 of the K - b/2)
+    P[Z_j | x in block j] = p + q_o,   P[Z_j | x elsewhere] = 2 q_o.
+
+Hence E[2 Y_v - Z_j] = (p - q_o) f_v exactly: the block's total F_j (the
+first stage, E[Z_j] = 2 q_o + (p - q_o) F_j) cancels, and
+
+    fhat_v = (2 C_v - N_j) / (n (p - q_o)) = (H_b h_j)[r] / (2 n (p - q)),
+
+C_v the reports in S_v, N_j those in block j, h_j block j's histogram: one
+fast Walsh-Hadamard transform per block, O(K log b).  2 Y_v - Z_j is +1 on
+S_v, -1 on the rest of block j, 0 elsewhere, so with n f_x devices holding x
+
+    n Var(fhat_v) = (2 q_o + (p - q_o) F_j) / (p - q_o)^2 - f_v
+                  = (2q - p + (p - q) F_j) / (2 (p - q)^2) - f_v.
+
+For B = 1 (F_j = 1, q = 1/2) this is the support estimator's
+q(1-q)/(p-q)^2 + f_v (1-p-q)/(p-q).  ``p`` and ``q`` are the support
+estimator's (:mod:`.support`): an instantaneous layer composes both (it is
+affine in P[y' in S], so the relations above hold for the composed channel).
+
+Choice of b.  Every power of two b from 2 to the one above k is a valid
+layout with the same privacy; ``block_size`` takes the one whose average
+variance over [k] (uniform prior; exact rationals) is smallest.  Small
+epsilon gets B = 1; as e^eps grows, B ~ e^eps / 2 blocks win, as in the paper
+(which fixes B = 2^floor(log2 e^eps) and K = B b with empty blocks when
+B (b - 1) > k: never better than ceil(k / (b - 1)) blocks, which this
+search also covers).
 
 Counts: the histogram of reports over [K].
 """
@@ -18,19 +56,54 @@ import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.channel import PointChannel
-from mss_protocol.limits import check_draw
+from mss_protocol.limits import DEVICE_DRAW, check_draw
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
 
-def even_parity(x):
-    """popcount(x) is even, elementwise, for int arrays below 2**32."""
+def odd_parity(x):
+    """popcount(x) is odd, elementwise, for int arrays below 2**32."""
     x = x ^ (x >> 16)
     x ^= x >> 8
     x ^= x >> 4
     x ^= x >> 2
     x ^= x >> 1
-    return (x & 1) == 0
+    return (x & 1) == 1
+
+
+def layout(k, b):
+    """(B, K) of block size b: B = ceil(k / (b - 1)) blocks, K = B b outputs."""
+    blocks = -(-k // (b - 1))
+    return blocks, blocks * b
+
+
+def unit_variance(k, b, p, q):
+    """n x the average over [k] of Var(fhat_v) at the uniform prior (module
+    docstring): F_j = n_j / k, n_j the items of block j.  Exact for Fractions."""
+    blocks, _ = layout(k, b)
+    last = k - (blocks - 1) * (b - 1)
+    mean_f_block = Fraction((blocks - 1) * (b - 1) ** 2 + last ** 2, k * k)
+    return (2 * q - p + (p - q) * mean_f_block) / (2 * (p - q) ** 2) - Fraction(1, k)
+
+
+def block_size(k, epsilon):
+    """The power-of-two block size b of least :func:`unit_variance` (ties: the
+    larger b), among those whose K fits a device draw (K <= 2**23).
+    Raises ValueError when none does."""
+    best = None
+    b = 1 << k.bit_length()  # B = 1: the one-block form
+    while b >= 2:
+        blocks, K = layout(k, b)
+        if K <= DEVICE_DRAW:
+            p = Fraction(privacy.threshold(2 * blocks, 1, epsilon), ONE)
+            q = (p + (1 - p) / (2 * blocks - 1)) / 2
+            v = unit_variance(k, b, p, q)
+            if best is None or v < best[0]:
+                best = (v, b)
+        b >>= 1
+    if best is None:
+        check_draw(1 << k.bit_length(), "K")
+    return best[1]
 
 
 class HadamardResponse(SupportOracle):
@@ -38,81 +111,119 @@ class HadamardResponse(SupportOracle):
 
     def __init__(self, k, epsilon):
         self.k, self.epsilon = k, epsilon
-        self.K = 1 << k.bit_length()  # > k, so rows 1..k exist
-        check_draw(self.K, "K")
-        # in C_x or not: the keep-one-of-two channel (C_x and its complement have K/2 points)
-        self.threshold = t = privacy.threshold(2, 1, epsilon)
-        self.p, self.q = t / ONE, 0.5
-        self.eps_effective = privacy.eps_effective([2], [1], [t])
+        self.b = b = block_size(k, epsilon)
+        self.blocks, self.K = layout(k, b)
+        # in S_x or not: the "1 of 2B outcomes" channel (b/2 outputs in, (2B - 1) b/2 out)
+        m = 2 * self.blocks
+        self.threshold = t = privacy.threshold(m, 1, epsilon)
+        self.eps_effective = privacy.eps_effective([m], [1], [t])
+        self.p = t / ONE
+        self.q = (self.p + (1 - self.p) / (m - 1)) / 2
         self.body_bits = (self.K - 1).bit_length()
+        block, row = np.divmod(np.arange(k), b - 1)
+        self.item_block, self.item_row = block, row + 1
 
     def device_values(self):
-        """(K, t), in mss_device.params.FIELDS order."""
-        return (self.K, self.threshold)
+        """(K, block, t), in mss_device.params.FIELDS order (block: b)."""
+        return (self.K, self.b, self.threshold)
 
     # the instantaneous layer (support.SupportOracle.with_irr): GRR on the K outputs;
-    # the K / 2 outputs of C_x support x
+    # the b / 2 outputs of S_x support x
     @property
     def outputs(self):
         return self.K
 
     @property
     def support_size(self):
-        return self.K // 2
+        return self.b // 2
 
     def point_probs(self):
-        """P[y' = j | x] for j in C_x and j outside it, exactly."""
-        t, half = self.threshold, self.K // 2
-        return Fraction(t, ONE * half), Fraction(ONE - t, ONE * half)
+        """P[y' = u | x] for u in S_x and u outside it, exactly."""
+        t, half = self.threshold, self.b // 2
+        return Fraction(t, ONE * half), Fraction(ONE - t, ONE * (self.K - half))
 
-    @staticmethod
-    def _sign(i, j):
-        """+1 (True) where H[i, j] = +1: popcount(i & j) is even (small ints only)."""
-        x, odd = i & j, 0
-        while x:
-            odd ^= x & 1
-            x >>= 1
-        return odd == 0
-
+    # -- client -------------------------------------------------------------
     def randomise(self, x, rng):
-        inside = rng.chance(self.threshold)
-        while True:  # rejection: half of [K] is in C_x
-            j = rng.below(self.K)
-            if self._sign(x + 1, j) == inside:
-                return self._irr(j, rng)
+        """One output in [K] with the device's integer draws (mss_device.hr)."""
+        b = self.b
+        j, r = divmod(x, b - 1)
+        r += 1
+        if rng.chance(self.threshold):
+            c = rng.below(b)
+            if odd_parity(r & c):  # c -> c XOR (lowest bit of r): odd and even halves swap
+                c ^= r & -r
+            return self._irr(j * b + c, rng)
+        while True:  # uniform outside S_x: reject the b/2 outputs of S_x (at most half of [K])
+            y = rng.below(self.K)
+            if y // b != j or odd_parity(r & (y % b)):
+                return self._irr(y, rng)
 
     def sample_chunk(self, values, rng):
-        """Histogram (K,) of reports for ``values`` (vectorised rejection)."""
-        rows = np.asarray(values) + 1
-        inside = rng.integers(0, ONE, size=rows.size) < self.threshold
-        out = np.empty(rows.size, dtype=np.int64)
-        todo = np.arange(rows.size)
+        """Histogram (K,) of reports for ``values``: the law of :meth:`randomise`, vectorised."""
+        b = self.b
+        j, r = self.item_block[values], self.item_row[values]
+        inside = rng.integers(0, ONE, size=j.size) < self.threshold
+        c = rng.integers(0, b, size=j.size)
+        out = j * b + np.where(odd_parity(r & c), c ^ (r & -r), c)
+        todo = np.flatnonzero(~inside)
         while todo.size:
-            j = rng.integers(0, self.K, size=todo.size)
-            ok = even_parity(rows[todo] & j) == inside[todo]
-            out[todo[ok]] = j[ok]
+            y = rng.integers(0, self.K, size=todo.size)
+            ok = (y // b != j[todo]) | odd_parity(r[todo] & (y % b))
+            out[todo[ok]] = y[ok]
             todo = todo[~ok]
         return np.bincount(self._irr_np(out, rng), minlength=self.K)
 
-    def support(self, hist):
-        h = np.asarray(hist, dtype=float).copy()
+    # -- decoder ------------------------------------------------------------
+    def transform(self, hist):
+        """(H_b h_j)[r] for every item (k,): the Walsh-Hadamard transform of each
+        block's histogram (an in-place butterfly over all blocks at once), read
+        at the item's row.  Also (H_b h_j)[0] = N_j, the block's total."""
+        h = np.asarray(hist, dtype=float).reshape(self.blocks, self.b)
         step = 1
-        while step < self.K:  # in-place fast Walsh-Hadamard transform
-            h = h.reshape(-1, 2, step)
-            h = np.stack([h[:, 0] + h[:, 1], h[:, 0] - h[:, 1]], axis=1).reshape(-1)
+        while step < self.b:
+            h = h.reshape(self.blocks, -1, 2, step)
+            h = np.stack([h[:, :, 0] + h[:, :, 1], h[:, :, 0] - h[:, :, 1]], axis=2)
             step *= 2
-        return np.rint((np.sum(hist) + h[1:self.k + 1]) / 2)
+        h = h.reshape(self.blocks, self.b)
+        return h[self.item_block, self.item_row], h[:, 0]
+
+    def support(self, hist):
+        """C_v, the reports in S_v: (N_j + (H_b h_j)[r]) / 2."""
+        t, totals = self.transform(hist)
+        return np.rint((totals[self.item_block] + t) / 2)
+
+    def estimate(self, counts, n):
+        """(fhat, stderr): fhat_v = (H_b h_j)[r] / (2 n (p - q)) (module docstring),
+        the standard error at the clipped estimates."""
+        t, _ = self.transform(counts)
+        fhat = t / (2 * n * (self.p - self.q))
+        return fhat, np.sqrt(self.unit_item_variance(np.clip(fhat, 0, 1)) / n)
+
+    def unit_item_variance(self, f):
+        """(k,) n Var(fhat_v) = (2q - p + (p - q) F_j) / (2 (p - q)^2) - f_v, F_j the
+        total frequency of v's block (module docstring): affine in f."""
+        p, q = self.p, self.q
+        f = np.asarray(f, float)
+        block_total = np.bincount(self.item_block, weights=f, minlength=self.blocks)
+        return (2 * q - p + (p - q) * block_total[self.item_block]) / (2 * (p - q) ** 2) - f
+
+    def variance(self, n, prior=None):
+        """Per-item MSE of the unbiased estimate averaged over [k], at values distributed
+        as ``prior`` (uniform by default): the block totals enter (module docstring)."""
+        f = np.full(self.k, 1.0 / self.k) if prior is None else np.asarray(prior, float)
+        return float(np.mean(self.unit_item_variance(f))) / n
 
     def channel(self):
         return HadamardChannel(self)
 
 
 class HadamardChannel(PointChannel):
-    """Outputs j in [K]; S(j) = {v : H[v + 1, j] = +1}, K/2 points each."""
+    """Outputs u = j b + c in [K]; S(u) = {v in block j : H_b[row(v), c] = +1}, b/2 points each."""
 
     def __init__(self, oracle):
-        super().__init__(oracle, oracle.K // 2)
-        self.rows = np.arange(1, self.k + 1)
+        super().__init__(oracle, oracle.b // 2)
 
     def members(self, u):
-        return even_parity(self.rows[None, :] & u[:, None])
+        o = self.oracle
+        j, c = np.divmod(u, o.b)
+        return (o.item_block[None, :] == j[:, None]) & ~odd_parity(o.item_row[None, :] & c[:, None])

@@ -1,20 +1,25 @@
-"""Hadamard response on the device (mss_protocol.hr).
+"""Hadamard response with blocks on the device (mss_protocol.hr).
 
-K is a power of two above k; item x owns C_x = {j : popcount((x+1) & j)
-even}.  ``chance(t)`` decides inside or outside C_x, then ``below(K)`` is
-drawn until j lands on that side (half of [0, K) does: 2 draws expected).
+Item x is row r = x mod (b - 1) + 1 of block j = x // (b - 1) (b = the
+config's ``block``, a power of two); output j b + c is in x's support set
+S_x when popcount(r & c) is even, b/2 of the K = B b outputs.
+``chance(t)`` decides inside or outside S_x.  Inside: c = below(b), and
+where popcount(r & c) is odd, c XOR (lowest set bit of r), which flips that
+parity: a two-to-one map onto the even columns, so c is uniform on them.
+Outside: ``below(K)`` until the output is not in S_x (at least half of
+[0, K) is not: 2 draws expected at most).  Every value is below K <= 2**23.
 """
 from mss_device.check import MAX_N, ONE, bad, threshold
 from mss_device.point import PointClient
 
 
-def even(x):
-    """popcount(x) is even."""
+def odd(x):
+    """popcount(x) is odd."""
     odd = 0
     while x:
         odd ^= x & 1
         x >>= 1
-    return not odd
+    return odd
 
 
 class Client(PointClient):
@@ -22,19 +27,28 @@ class Client(PointClient):
         PointClient.__init__(self, params, params.K)
 
     def draw(self, x, rng):
-        inside = rng.chance(self.p.t)
-        row = x + 1
+        b = self.p.block
+        j = x // (b - 1)
+        r = x - j * (b - 1) + 1
+        if rng.chance(self.p.t):
+            c = rng.below(b)
+            if odd(r & c):
+                c ^= r & -r
+            return j * b + c
         while True:
-            j = rng.below(self.n)
-            if even(row & j) == inside:
-                return j
+            y = rng.below(self.n)
+            if y // b != j or odd(r & (y & (b - 1))):
+                return y
 
 
 def check(p):
-    """K a power of two above k: then every row x + 1 in [1, K) splits [0, K) in halves."""
-    K = p.K
-    if type(K) is not int or not p.k < K <= MAX_N or K & (K - 1):
-        bad("K", "must be a power of two above k, at most 2**23")
+    """``block`` a power of two >= 2 and K = block * ceil(k / (block - 1)) <= 2**23: the
+    blocks hold [0, k), and every row r in [1, block) splits its block in halves."""
+    b, K = p.block, p.K
+    if type(b) is not int or not 2 <= b <= MAX_N or b & (b - 1):
+        bad("block", "must be a power of two in [2, 2**23]")
+    if type(K) is not int or K != b * ((p.k + b - 2) // (b - 1)) or K > MAX_N:
+        bad("K", "must be block * ceil(k / (block - 1)), at most 2**23")
     threshold("t", p.t)
 
 
@@ -44,5 +58,6 @@ def outputs(p):
 
 
 def ratios(p):
-    """Inside or outside C_x, K / 2 outputs each: (m, omega) = (2, 1)."""
-    return [(p.t, ONE - p.t)]
+    """Inside S_x (b/2 outputs) or outside ((2B - 1) b/2, B = K / block blocks):
+    (m, omega) = (2B, 1)."""
+    return [(p.t * (2 * (p.K // p.block) - 1), ONE - p.t)]

@@ -19,7 +19,7 @@ FIELDS = {
     "rappor": ("tp", "tq"),
     "sue": ("tp", "tq"),
     "olh": ("P", "g", "t"),
-    "hr": ("K", "t"),
+    "hr": ("K", "block", "t"),
     "pgr": ("q", "d", "t"),
 }
 # The protocols with one output y' in [0, n_out) that may add an instantaneous layer
