@@ -17,6 +17,7 @@ import pytest
 from mss_device.frame import HEADER
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+import mss_protocol.mss.protocol
 from mss_protocol import host_client, registry
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.protocol import MssProtocol
@@ -61,7 +62,8 @@ def test_unary_host_client_is_the_device_client(name, k, eps):
     MssConfig.build(16, 1.0, [11, 13, 15]),
     MssProtocol.planned(1024, 1.0).cfg,
 ], ids=lambda c: f"{c.name}-k{c.k}-m{max(c.moduli)}-w{max(c.omegas)}")
-def test_mss_host_client_is_the_device_code(cfg):
+def test_mss_host_client_is_the_device_code(cfg, monkeypatch):
+    monkeypatch.setattr(mss_protocol.mss.protocol, "BULK_MIN_M", 0)  # the bulk client at every m
     proto = MssProtocol(cfg)
     host_rng, device_rng = _pair()
     for i in range(40):

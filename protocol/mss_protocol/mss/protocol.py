@@ -26,6 +26,10 @@ from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
 
+# below this largest modulus the device code is as fast on CPython as the bulk host
+# client, whose dozen NumPy calls cost more than its few draws (measured: m = 16, 64)
+BULK_MIN_M = 64
+
 
 class MssProtocol(Protocol):
     """One MSS configuration; ``name`` defaults to the config's protocol (mss, or ss
@@ -80,8 +84,9 @@ class MssProtocol(Protocol):
         and the rank in Python integers (:mod:`mss_protocol.host_client`), bit for bit
         the device's report: j = below(l), keep r = x mod m_j with chance(T_j), Floyd's
         omega_j - keep fillers, the colex rank of the subset.  Any other rng (the exact
-        enumeration of tests/channel.py) drives the device code itself."""
-        if not isinstance(rng, ByteRng):
+        enumeration of tests/channel.py), or moduli below ``BULK_MIN_M``, drive the
+        device code itself."""
+        if not isinstance(rng, ByteRng) or max(self.cfg.moduli) < BULK_MIN_M:
             return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
         cfg = self.cfg
         j = rng.below(len(cfg.moduli))
