@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 from scipy.stats import chisquare
+from scipy.stats import t as student_t
 
 from channel import enumerate_outputs
 from mss_device.rng import ByteRng
@@ -109,3 +110,35 @@ def test_hr_client_and_fast_transform(k, eps):
     assert abs(hits - 20000 * o.p) / math.sqrt(20000 * o.p * (1 - o.p)) < 4.5
     hist = o.sample_counts(np.random.default_rng(0).integers(0, k, size=3000), np.random.default_rng(1))
     assert np.array_equal(o.support(hist), members.T.astype(int) @ hist)
+
+
+HR_N = 2000
+
+
+@pytest.mark.parametrize("k", [2, 4, 16, 64, 1024])
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 8.0])
+def test_hr_unbiased_with_the_predicted_variance(k, eps):
+    """HR (one block at eps <= 1, several above) on a fixed Zipf(1.1) population of
+    2,000 devices, T = max(200, 4000 / k) trials of the vectorised sampler (the device's
+    law: tests/test_device_protocols.py):
+
+    * unbiased: every item's mean estimate is within 5 predicted standard errors
+      sqrt(unit_item_variance / (n T)) of the truth (a normal tail of 5.7e-7 per item;
+      4,440 items over the 20 cells: false alarm < 3e-3);
+    * the variance formula: the mean per-trial MSE is within t_{T-1}(1 - 0.5e-5) of its
+      trials' standard errors of ``variance(n, truth)`` (1e-5 per cell), and that
+      tolerance is at most 15% of it, so a formula off by 15% fails."""
+    o = HadamardResponse(k, eps)
+    w = 1.0 / np.arange(1, k + 1) ** 1.1
+    values = np.repeat(np.arange(k), np.floor(w / w.sum() * HR_N).astype(int))
+    truth = np.bincount(values, minlength=k) / values.size
+    trials = max(200, 4000 // k)
+    rng = np.random.default_rng([k, int(eps * 2)])
+    est = np.array([o.estimate(o.sample_counts(values, rng), values.size)[0] for _ in range(trials)])
+    se = np.sqrt(o.unit_item_variance(truth) / (values.size * trials))
+    assert np.all(np.abs(est.mean(axis=0) - truth) <= 5 * se)
+    mse = np.mean((est - truth) ** 2, axis=1)
+    predicted = o.variance(values.size, truth)
+    tol = student_t.ppf(1 - 0.5e-5, trials - 1) * mse.std(ddof=1) / np.sqrt(trials)
+    assert tol <= 0.15 * predicted, "too few trials to test"
+    assert abs(mse.mean() - predicted) <= tol, (mse.mean() / predicted, tol / predicted)

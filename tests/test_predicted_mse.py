@@ -10,7 +10,7 @@ Tolerance: the mean of T trial MSEs has standard error s / sqrt(T) (s, the
 trials' standard deviation); a cell fails when |mean - predicted| exceeds
 t_{T-1}(1 - 1e-5 / 2) standard errors, so the 67 cells raise a false alarm
 with probability below 7e-4 (T is extended once where the first trials are
-too variable for the bound below).  A prediction off by 15% fails: with these T
+too variable for the bound below; the 4 skewed HR cells add 4e-5).  A prediction off by 15% fails: with these T
 the tolerance is at most 15% of the MSE in every cell (asserted).
 """
 import numpy as np
@@ -63,3 +63,12 @@ def test_predicted_mse_matches_simulation(name, k, eps):
 def test_mss_prediction_holds_for_a_skewed_population(k, eps):
     """The block-assignment term depends on the data: checked at a Zipf population."""
     _check(registry.make("mss", k, eps), _population(parse("zipf:1.1", k)), 4000 // k, seed=k)
+
+
+@pytest.mark.parametrize("k,eps", [(16, 4.0), (64, 4.0), (1024, 4.0), (64, 2.0)])
+def test_hr_prediction_holds_for_a_skewed_population(k, eps):
+    """HR's variance depends on the block totals F_j (mss_protocol.hr): checked at a
+    Zipf population, with several blocks in every cell."""
+    proto = registry.make("hr", k, eps)
+    assert proto.blocks > 1
+    _check(proto, _population(parse("zipf:1.1", k)), max(30, 4000 // k), seed=k)
