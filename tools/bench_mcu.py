@@ -1,36 +1,34 @@
 #!/usr/bin/env python3
-"""Device cost per report on real Cortex-M instruction sets (QEMU instruction counts).
+"""Device cost per report on real Cortex-M and RISC-V instruction sets (QEMU instruction counts).
 
 MicroPython's ports/qemu is built for MICROBIT (nRF51, Cortex-M0, armv6m,
-with the Thumb native emitter on as on the RP2040's rp2 port) and MPS2_AN385
-(Cortex-M3, armv7m), with firmware/lib/mss_device and tools/mcu_driver.py
-frozen in (tools/mcu: cached under build/mcu), and run under
-``qemu-system-arm -icount shift=0``, where ticks_us() = instructions / 1000
-(recipe and its checks: docs/device-cost.md; every session
-also times a 2-instruction asm loop to confirm it).  Every report is drawn
+with the Thumb native emitter on as on the RP2040's rp2 port), MPS2_AN385
+(Cortex-M3, armv7m) and VIRT_RV32 (RV32IMC, the ESP32-C3's instruction set,
+with the port's RV32 native emitter), with firmware/lib/mss_device and
+tools/mcu_driver.py frozen in (tools/mcu: cached under build/mcu), and run
+under ``qemu-system-arm`` / ``qemu-system-riscv32 -icount shift=0``, where
+ticks_us() = instructions / 1000 (recipe and its checks: docs/device-cost.md;
+every session also times a 2-instruction asm loop to confirm it).  Every report is drawn
 again on the unix port from the same byte stream: the digests must match
 (bit-identity), else the tool exits non-zero.
 
 Grid: k in {16, 64, 1024, 22000} x eps in {1, 4} x every device protocol as
 ``mss plan`` configures it (``choose(k, eps, protocol=name)``; "auto" marks
-the one ``choose(k, eps)`` returns), on both boards.  Targets (M0): the
+the one ``choose(k, eps)`` returns), on every board.  Targets (M0): the
 auto choice for k in {2 .. 4096} x eps in {0.5 .. 5}, also under the
 LoRaWAN US915 DR0 budget (11 bytes, compact frame), < 20 ms on an RP2040;
 MSS k = 1024, eps = 1 < 50 ms; MSS k = 22000, eps = 4 < 2 s; MSS k = 22000,
 eps = 1 measured; heap < 4 KB per report for every protocol at k <= 1024.
 
-Instructions to time (the doc's reasoning):
-
-* RP2040 (Cortex-M0+, 125 MHz): the M0+ manual's cycle timings applied to
-  the executed instruction mix gave 1.52-1.57 cycles per instruction for
-  every configuration tried: CPI_RP2040 = 1.55 (the hardware divider would
-  save ~8%, XIP flash cache misses add cycles: neither modelled);
-* 240 MHz cores (ESP32-S3 class): Cortex-M3/M4 counts are ~0.65x the M0's;
-  ~1.3 CPI on the M3's count is a rough proxy (Xtensa was not emulated:
-  an estimate only): CPI_240 = 1.3.
+Instructions to time (the doc's reasoning): each board of
+``mss_protocol.device_cost.CORES`` runs one count at its cycles per
+instruction and clock (RP2040: M0 x 1.55 / 125 MHz; RP2350: M3 x 1.3 /
+150 MHz; ESP32-C3: RV32 x 1.3 / 160 MHz); 240 MHz cores (ESP32-S3 class):
+~1.3 CPI on the M3's count, a rough proxy (Xtensa was not emulated: an
+estimate only): CPI_240 = 1.3.
 
 Usage: python tools/bench_mcu.py [--json PATH] [--quick] [--only PROTO ...]
-       [--k K ...] [--eps EPS ...] [--board m0|m3] [--no-targets]
+       [--k K ...] [--eps EPS ...] [--board m0|m3|rv32 ...] [--no-targets]
 """
 import argparse
 import json
@@ -45,10 +43,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mcu  # noqa: E402  (tools/mcu)
 from mss_aggregator.devices.runtime import micropython_path  # noqa: E402
+from mss_protocol import device_cost  # noqa: E402
 from mss_protocol.choose import CHOICES, choose  # noqa: E402
 from mss_protocol.mss.planner import PlanError  # noqa: E402
 
-CPI_RP2040, HZ_RP2040 = 1.55, 125e6
 CPI_240, HZ_240 = 1.3, 240e6
 KS, EPSS = (16, 64, 1024, 22000), (1.0, 4.0)
 TARGET_KS, TARGET_EPSS = (2, 4, 16, 64, 256, 1024, 4096), (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
@@ -62,8 +60,7 @@ HEAP_LIMIT = 4096
 POOL_LIMIT = 32768  # random bytes a report may need: the emulated M0's heap is 140 KB
 
 
-def rp2040_ms(m0_instr):
-    return m0_instr * CPI_RP2040 / HZ_RP2040 * 1e3
+rp2040_ms = device_cost.rp2040_ms
 
 
 def mcu240_ms(m3_instr):
@@ -199,15 +196,20 @@ def row_figures(cfg, board, measured):
 
 
 def table_row(row, measured):
-    """A grid row with both boards' figures and the time estimates."""
-    m0, m3 = row_figures(row["cfg"], "m0", measured), row_figures(row["cfg"], "m3", measured)
-    ok = [f for f in (m0, m3) if f and "error" not in f]
-    return {**{k: v for k, v in row.items() if k != "cfg"}, "config": row["cfg"], "m0": m0, "m3": m3,
-            "heap_bytes": max([f["heap_bytes"] for f in ok], default=None),
-            "rp2040_ms": rp2040_ms(m0["instr"]) if m0 and "error" not in m0 else None,
-            "mcu240_ms": mcu240_ms(m3["instr"]) if m3 and "error" not in m3 else None,
+    """A grid row with every board's figures and the time estimates (``<board>_ms``: device_cost.CORES)."""
+    figs = {b: row_figures(row["cfg"], b, measured) for b in mcu.BOARDS}
+    ok = [f for f in figs.values() if f and "error" not in f]
+
+    def instr(b):
+        return figs[b]["instr"] if figs[b] and "error" not in figs[b] else None
+
+    times = {f"{board}_ms": None if instr(isa) is None else device_cost.board_ms(instr(isa), board)
+             for board, (isa, _, _) in device_cost.CORES.items()}
+    return {**{k: v for k, v in row.items() if k != "cfg"}, "config": row["cfg"], **figs,
+            "heap_bytes": max([f["heap_bytes"] for f in ok], default=None), **times,
+            "mcu240_ms": None if instr("m3") is None else mcu240_ms(instr("m3")),
             "bit_identical": all(f["bit_identical"] for f in ok) if ok else None,
-            "errors": [f"{b}: {f['error']}" for b, f in (("m0", m0), ("m3", m3)) if f and "error" in f]}
+            "errors": [f"{b}: {f['error']}" for b, f in figs.items() if f and "error" in f]}
 
 
 def _num(v, fmt):
@@ -215,20 +217,23 @@ def _num(v, fmt):
 
 
 def print_grid(table):
-    print(f"\n{'protocol':8} {'k':>5} {'eps':>3} {'auto':4} {'M0 instr':>15} {'M3 instr':>15} {'heap B':>6} "
-          f"{'RP2040 ms':>10} {'240MHz ms':>10} {'bit-id':6} {'n':>3}")
+    print(f"\n{'protocol':8} {'k':>5} {'eps':>3} {'auto':4} {'M0 instr':>15} {'M3 instr':>15} {'RV32 instr':>15} "
+          f"{'heap B':>6} {'RP2040 ms':>10} {'RP2350 ms':>10} {'C3 ms':>10} {'240MHz ms':>10} {'bit-id':6} {'n':>3}")
     for r in table:
-        m0, m3 = r["m0"] or {}, r["m3"] or {}
+        figs = [r[b] or {} for b in mcu.BOARDS]
         ident = "-" if r["bit_identical"] is None else ("yes" if r["bit_identical"] else "NO")
         note = "".join(f"  [{e}]" for e in r["errors"])
-        refills = sum(f.get("refills", 0) for f in (m0, m3))
+        refills = sum(f.get("refills", 0) for f in figs)
         note += f"  ({refills} refills)" if refills else ""
+        n = next((f["reports"] for f in figs if "reports" in f), "-")
         print(f"{r['protocol']:8} {r['k']:>5} {r['eps']:>3g} {'*' if r['auto'] else '':4} "
-              f"{_num(m0.get('instr'), ',d'):>15} {_num(m3.get('instr'), ',d'):>15} {_num(r['heap_bytes'], 'd'):>6} "
-              f"{_num(r['rp2040_ms'], '.3f'):>10} {_num(r['mcu240_ms'], '.3f'):>10} {ident:6} "
-              f"{m0.get('reports', m3.get('reports', '-')):>3}{note}")
-    print(f"RP2040 ms = M0 instructions x {CPI_RP2040} CPI / 125 MHz; 240MHz ms = M3 instructions x {CPI_240} CPI "
-          f"/ 240 MHz; * = choose(k, eps) picks it; n = timed reports (M0)")
+              + "".join(f"{_num(f.get('instr'), ',d'):>15} " for f in figs) + f"{_num(r['heap_bytes'], 'd'):>6} "
+              + "".join(f"{_num(r[f'{b}_ms'], '.3f'):>10} " for b in device_cost.CORES)
+              + f"{_num(r['mcu240_ms'], '.3f'):>10} {ident:6} {n:>3}{note}")
+    print("; ".join(f"{b} ms = {isa.upper()} instructions x {cpi} CPI / {hz / 1e6:g} MHz"
+                    for b, (isa, cpi, hz) in device_cost.CORES.items())
+          + f"; 240MHz ms = M3 instructions x {CPI_240} CPI / 240 MHz; * = choose(k, eps) picks it; "
+            "n = timed reports")
 
 
 def check_targets(targets, grid_rows, measured):
@@ -289,8 +294,8 @@ def main():
     ap.add_argument("--no-targets", action="store_true")
     ap.add_argument("--timeout", type=float, default=4 * 3600, help="seconds per board session")
     args = ap.parse_args()
-    if mcu.missing_tools():
-        sys.exit("bench_mcu: missing " + ", ".join(mcu.missing_tools()) + " (make system-deps)")
+    if mcu.missing_tools(args.board):
+        sys.exit("bench_mcu: missing " + ", ".join(mcu.missing_tools(args.board)) + " (make system-deps)")
     ks = args.k or (QUICK["k"] if args.quick else KS)
     epss = args.eps or (QUICK["eps"] if args.quick else EPSS)
     filtered = args.quick or args.only or args.k or args.eps
@@ -313,8 +318,8 @@ def main():
         print(f"refused: {r['protocol']} k={r['k']} eps={r['eps']}: {r['why']}")
     verdicts = check_targets(targets, table, measured) if targets else []
     mismatches = [r for r in table if r["bit_identical"] is False]
-    out = {"machine": info, "cpi": {"rp2040": CPI_RP2040, "rp2040_hz": HZ_RP2040, "mcu240": CPI_240,
-                                    "mcu240_hz": HZ_240},
+    cpi = {k: v for board, (_, c, hz) in device_cost.CORES.items() for k, v in ((board, c), (f"{board}_hz", hz))}
+    out = {"machine": info, "cpi": {**cpi, "mcu240": CPI_240, "mcu240_hz": HZ_240},
            "calibration": {b: measured[b][1] for b in args.board},
            "rows": table, "refused": refused,
            "targets": [{k: v for k, v in v.items() if k != "cfg"} for v in verdicts],

@@ -12,14 +12,14 @@ from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
 from mss_cli.common import EPSILON, fail, figure, make_console, progress
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
-from mss_protocol import energy, lorawan
+from mss_protocol import device_cost, energy, lorawan
 from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.oracle_config import load_dict
 
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
-DEFAULT_BOARD = "rp2040"  # with --link: the energy model's board and modem unless given
+DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with --link of the energy model) unless given
 DEFAULT_MODEM = "rak3172"
 
 
@@ -91,8 +91,8 @@ def _writable_in(ctx, param, value):
                    "file:est.json (mss estimate --json) or file:counts.csv.")
 @click.option("--max-device-ms", type=click.FloatRange(min=0, min_open=True), default=MAX_DEVICE_MS,
               show_default=True,
-              help="Per-report device time budget on an RP2040 (125 MHz), from Cortex-M0 instruction counts: "
-                   "auto leaves out protocols above it; a protocol named with --protocol is warned about.")
+              help="Per-report device time budget on the --board (default an RP2040), from its instruction "
+                   "counts: auto leaves out protocols above it; a protocol named with --protocol is warned about.")
 @click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True, callback=_slack,
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
                    "fastest on the device wins, with --link the least energy per report "
@@ -108,9 +108,10 @@ def _writable_in(ctx, param, value):
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
                    "Default: with --link the shortest its budget allows (a shorter one is refused), "
                    f"else the firmware's {DEFAULT_PERIOD_S}.")
-@click.option("--board", type=click.Choice(tuple(energy.BOARDS)), default=None,
-              help=f"With --link: the MicroPython board of the energy model (default {DEFAULT_BOARD}: a Pico W; "
-                   "docs/energy.md).")
+@click.option("--board", type=click.Choice(tuple(device_cost.CORES)), default=None,
+              help=f"The MicroPython board device_ms and --max-device-ms are of (default {DEFAULT_BOARD}: a Pico W; "
+                   "docs/device-cost.md), with --link also of the energy model (docs/energy.md; "
+                   + ", ".join(energy.BOARDS) + ").")
 @click.option("--modem", type=click.Choice(tuple(energy.MODEMS)), default=None,
               help=f"With --link: the LoRaWAN AT modem of the energy model (default {DEFAULT_MODEM}).")
 @click.option("--battery", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MAH",
@@ -148,12 +149,16 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     # a memoized OLH report needs one hash seed a device (SPEC.md section 4): compact frames are then fine
     olh_seed = "device" if memoize else "epoch"
     if not link:
-        for flag, value in (("--board", board), ("--modem", modem), ("--battery", battery)):
+        for flag, value in (("--modem", modem), ("--battery", battery)):
             if value is not None:
                 raise click.BadParameter("needs --link lorawan:REGION:DR (the energy model is of a LoRaWAN "
                                          "board)", param_hint=flag)
     if link:
         board, modem = board or DEFAULT_BOARD, modem or DEFAULT_MODEM
+        if board not in energy.BOARDS:
+            raise click.BadParameter(f"the energy model has no figures for {board} (docs/energy.md: "
+                                     f"{', '.join(energy.BOARDS)}); without --link it gives {board}'s device_ms",
+                                     param_hint="--board")
         try:
             energy.check(link, board, modem)
         except ValueError as exc:
@@ -194,9 +199,10 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         # the energy at the plan's period (the candidates' too: auto's order does not depend on it)
         for row in result["candidates"]:
             if "energy_mj_per_report" in row:
-                row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["device_ms"], board,
-                                                            modem, period)["energy_mj_per_report"]
-        e = energy.report(link, result["frame_bytes"], result["device_ms"], board, modem, period, battery)
+                row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["rp2040_ms"], board, modem,
+                                                            period, board_ms=row["device_ms"])["energy_mj_per_report"]
+        e = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board, modem, period, battery,
+                          board_ms=result["device_ms"])
         result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
                       battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
                       energy_times_s=e["times_s"], energy_model=e["energy_model"])
@@ -257,8 +263,10 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
-    out.print("* models: device time per report on an RP2040 (125 MHz) from Cortex-M0 instruction counts "
-              "(tools/bench_mcu.py), decode time on one core")
+    isa, cpi, hz = device_cost.CORES[result["board"]]
+    out.print(f"* models: device time per report on {result['board']} ({hz / 1e6:g} MHz) from {isa.upper()} "
+              f"instruction counts x {cpi:g} cycles each (tools/bench_mcu.py, docs/device-cost.md), decode time "
+              "on one core")
     out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "
               f"{frame} frame, eps_effective {figure(result['eps_effective'], 6)}, config id {result['config_id']}")
     out.print(f"why: {_why(protocol, result, link, mse_slack)}", highlight=False)
@@ -272,7 +280,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}): --protocol ss")
     _print_resolution(out, k, result)
     if not result["device_ok"]:
-        out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on an RP2040 is above --max-device-ms "
+        out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on {result['board']} is above --max-device-ms "
                   f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
     if link:
         _print_budget(out, link, result)

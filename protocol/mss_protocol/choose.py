@@ -41,9 +41,10 @@ come near the one-output protocols); ``--protocol mss`` searches fully.
 
 Two figures are models:
 
-* ``device_ms``: per-report time on an RP2040 (Cortex-M0+, 125 MHz),
-  :func:`mss_protocol.device_cost.device_ms`: Cortex-M0 instruction counts
-  measured under emulation (``tools/bench_mcu.py``), fitted per protocol;
+* ``device_ms``: per-report time on ``board`` (default an RP2040, Cortex-M0+
+  at 125 MHz), :func:`mss_protocol.device_cost.device_ms`: Cortex-M0, M3 or
+  RV32 instruction counts measured under emulation (``tools/bench_mcu.py``),
+  fitted per protocol; ``rp2040_ms`` the same on an RP2040;
 * ``decode_s``: the aggregator's work for ``n`` reports on one core: parsing
   each report (:func:`ingest_us`, fitted to ``tools/bench_codecs.py``: MSS
   and SS unrank a subset, 0.25 ms a report at k = 1024, eps = 1 and 53 ms at
@@ -123,7 +124,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
            link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
            detect=None, target_se=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
-    ``frame_bytes`` and ``body_bits``, ``device_ms`` and ``device_ok`` (within
+    ``frame_bytes`` and ``body_bits``, ``device_ms`` on ``board`` (a key of
+    :data:`mss_protocol.device_cost.CORES`) and ``device_ok`` (within
     ``max_device_ms``, None: no budget), and ``candidates`` (every protocol
     considered, with why it was left out where it was).  With a ``link``
     (:class:`mss_protocol.lorawan.Link`) each candidate that fits also has
@@ -169,7 +171,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     rows, found = [], []
     for name in names:
         row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
-               "variance_ratio_vs_ss": None, "device_ms": None, "decode_s": None,
+               "variance_ratio_vs_ss": None, "device_ms": None, "rp2040_ms": None, "decode_s": None,
                **dict.fromkeys(FIGURES)}
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
@@ -181,19 +183,19 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         bits = cfg.bits_per_report["max"]
         row.update(body_bits=int(bits), frame_bytes=head + (int(bits) + 7) // 8, predicted_mse=float(mse),
                    variance_ratio_vs_ss=float(mse / ss_var),
-                   device_ms=device_cost.device_ms(cfg),
+                   device_ms=device_cost.device_ms(cfg, board), rp2040_ms=device_cost.device_ms(cfg),
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         row.update(resolution.figures(registry.from_config(cfg), mse, n, prior, detect, target_se))
         if quick and name == "mss":
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         # (what no device can run, the constructors refused above: mss_protocol.limits)
         if protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
-            row["excluded"] = f"{row['device_ms']:.3g} ms a report on an RP2040 > --max-device-ms {max_device_ms:g}"
+            row["excluded"] = f"{row['device_ms']:.3g} ms a report on {board} > --max-device-ms {max_device_ms:g}"
         else:
             if link is not None:
                 row["energy_mj_per_report"] = energy.report(
-                    link, row["frame_bytes"], row["device_ms"], board, modem,
-                    period_s or energy.RANK_PERIOD_S)["energy_mj_per_report"]
+                    link, row["frame_bytes"], row["rp2040_ms"], board, modem,
+                    period_s or energy.RANK_PERIOD_S, board_ms=row["device_ms"])["energy_mj_per_report"]
             score = float(mse) if row["devices_needed"] is None else row["devices_needed"]
             found.append((score, row["device_ms"], len(found), cfg, res, row))
         rows.append(row)
@@ -208,7 +210,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
 
     _, _, _, cfg, res, best = min(near, key=rank)
     res = _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
-    res.update(max_device_ms=max_device_ms, mse_slack=mse_slack,
+    res.update(board=board, max_device_ms=max_device_ms, mse_slack=mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
                detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
                warnings=resolution.warnings(k, n, best, detect, target_se))
@@ -228,5 +230,5 @@ def _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_byte
     res = dict(res)
     res.update(config_id=cfg.config_id_hex, config=cfg.to_dict(), max_bytes=max_bytes,
                frame=KINDS[kind], frame_bytes=best["frame_bytes"], body_bits=best["body_bits"],
-               device_ms=best["device_ms"], decode_s=best["decode_s"], candidates=rows)
+               device_ms=best["device_ms"], rp2040_ms=best["rp2040_ms"], decode_s=best["decode_s"], candidates=rows)
     return res

@@ -77,13 +77,19 @@ states its TX current at.
 
 Device time on the ESP32 and ESP32-C3
 -------------------------------------
-The device-cost model counts Cortex-M0 instructions (an RP2040 runs them at
-1.55 cycles each, 125 MHz).  ASSUMPTION, not measured: the ESP32 (Xtensa
-LX6) and ESP32-C3 (RISC-V RV32IMC) are taken to execute the count a
-Cortex-M3 does (0.65 x the M0's, docs/device-cost.md) at 1.3 cycles per
-instruction, at 160 MHz, the clock their current figures are given at:
-``BOARDS[b]["device_scale"]`` is that time over the RP2040's.  The RISC-V
-figure is to be replaced by a measurement.
+``mss plan`` hands :func:`report` the device time on the board itself
+(``board_ms``: :func:`mss_protocol.device_cost.device_ms` on that board):
+the ESP32-C3's from RV32IMC instruction counts measured under QEMU
+(docs/device-cost.md) at 1.3 cycles per instruction (an assumption, no
+cycle table published) and 160 MHz, the clock its current figures are given
+at.  ASSUMPTION, not measured: the ESP32 (Xtensa LX6; no Xtensa board in
+MicroPython's ports/qemu, no ESP32 core in Debian's QEMU) is taken to
+execute the count a Cortex-M3 does at 1.3 cycles per instruction, 160 MHz.
+Without ``board_ms`` the RP2040 time is scaled by
+``BOARDS[b]["device_scale"]``: for the ESP32-C3 the median of the measured
+ratios (see there).  The RP2350 has a device time
+(``mss plan --board rp2350``) but no energy figures here: no sourced
+currents were found for a Pico 2 W.
 
 Not modelled: the join, downlinks (a received frame keeps the radio on for
 its airtime), retransmissions, the application's own work (sensor, writing
@@ -166,8 +172,10 @@ BOARDS = {
         "sleep": "deep",
         "sleep_ma": (0.005, "ESP32-C3-MINI-1 Datasheet v2.2, Table 6-7: Deep-sleep (RTC timer + RTC memory) 5 uA"),
         "boot_s": (0.635, _BOOT_635),
-        "device_scale": (_M3_SCALE, "ASSUMPTION: counted like a Cortex-M3 (0.65 x the M0's instructions) at 1.3 CPI "
-                                    "and 160 MHz, until the RISC-V count is measured"),
+        "device_scale": (0.567, "measured: RV32IMC instruction counts (tools/bench_mcu.py, VIRT_RV32 under "
+                                "qemu-system-riscv32 -icount, docs/device-cost.md) x 1.3 CPI (an assumption) / 160 MHz "
+                                "over the RP2040's time, median over the 60 configs of the grid (0.43-0.76); "
+                                "mss plan passes the C3's own device_ms (board_ms) instead"),
     },
 }
 
@@ -278,12 +286,14 @@ def handshake_s(modem, frame_bytes, period_s, fport=1):
     return handshake_bytes(modem, frame_bytes, period_s, fport) * 10 / _v(MODEMS[modem]["baud"])
 
 
-def device_s(board, rp2040_ms):
-    """The protocol's device time (s) on ``board`` from the planner's RP2040 time (ms): x ``device_scale``."""
-    return rp2040_ms * _v(BOARDS[board]["device_scale"]) / 1e3
+def device_s(board, rp2040_ms, board_ms=None):
+    """The protocol's device time (s) on ``board``: ``board_ms`` (the planner's time on the board itself,
+    :func:`mss_protocol.device_cost.device_ms`) when given, else the RP2040 time (ms) x ``device_scale``."""
+    return (rp2040_ms * _v(BOARDS[board]["device_scale"]) if board_ms is None else board_ms) / 1e3
 
 
-def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery_mah=None, fport=1):
+def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery_mah=None, fport=1,
+           board_ms=None):
     """Energy of one report of ``frame_bytes`` on ``link`` every ``period_s`` seconds.
 
     Parameters
@@ -293,13 +303,16 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     frame_bytes : int
         The whole report (LoRaWAN FRMPayload), bytes.
     rp2040_ms : float
-        The protocol's device time on an RP2040 (ms), ``mss plan``'s ``device_ms``.
+        The protocol's device time on an RP2040 (ms), ``mss plan``'s ``rp2040_ms``.
     board, modem : str
         Keys of ``BOARDS`` and ``MODEMS``.
     period_s : float, optional
         The report period (s); default: the link budget's ``min_period_s``.
     battery_mah : float, optional
         Battery capacity (mAh); None: no ``battery_days``.
+    board_ms : float, optional
+        The device time on ``board`` itself (ms, ``mss plan``'s ``device_ms``); None: ``rp2040_ms`` x
+        the board's ``device_scale``.
 
     Returns
     -------
@@ -319,7 +332,7 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     air_ms = lorawan.airtime_ms(frame_bytes, link.sf, link.bw_khz)
     if period_s is None:
         period_s = lorawan.budget(link, frame_bytes)["min_period_s"]
-    t = {"boot": _v(b["boot_s"]), "device": device_s(board, rp2040_ms),
+    t = {"boot": _v(b["boot_s"]), "device": device_s(board, rp2040_ms, board_ms),
          "handshake": handshake_s(modem, frame_bytes, period_s, fport), "air": air_ms / 1e3}
     t["rx1"], t["rx2"] = rx_windows_s(link)
     t["wait"] = t["air"] + RECEIVE_DELAY2_S + t["rx2"]

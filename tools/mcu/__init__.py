@@ -1,10 +1,10 @@
-"""Build MicroPython for emulated Cortex-M boards and run benchmark lines on them
-(and on the unix port): the helpers of tools/bench_mcu.py and tests/test_mcu_cost.py.
+"""Build MicroPython for emulated Cortex-M and RISC-V boards and run benchmark lines on them
+(and on the unix port): the helpers of tools/bench_mcu.py and tests/firmware/test_mcu_cost*.py.
 
 The recipe is docs/device-cost.md: MicroPython's ``ports/qemu``
 from the vendored source archive, the firmware and tools/mcu_driver.py frozen
-in, run under ``qemu-system-arm -icount shift=0`` so that ``time.ticks_us()``
-reads executed instructions / 1000.
+in, run under ``qemu-system-arm -icount shift=0`` (``qemu-system-riscv32`` for
+the RV32 board) so that ``time.ticks_us()`` reads executed instructions / 1000.
 """
 import contextlib
 import fcntl
@@ -24,8 +24,11 @@ TOOLS = REPO / "tools"
 MCU_BUILD = REPO / "build" / "mcu"
 VENDOR = Path(os.environ.get("MSS_MP_QEMU_VENDOR", Path(__file__).resolve().parent / "vendor"))
 TARBALL = VENDOR / "mp-qemu-src.tar.gz"
-DEBIAN_PACKAGES = ("gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm")
-DRIVER_MODULES = ("mcu_driver.py", "mcu_calib.py")
+DEBIAN_PACKAGES = {"arm": ("gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm"),
+                   "riscv32": ("gcc-riscv64-unknown-elf", "picolibc-riscv64-unknown-elf", "qemu-system-misc")}
+# the driver; mcu_calib.py (inline assembler) comes from the board's calib_dir
+DRIVER = "mcu_driver.py"
+CALIB = "mcu_calib.py"
 # py/map.c and py/mpz.c at -O2 like the rp2 / esp32 ports (vm.c follows CSUPEROPT)
 EXTRA_MK = "$(BUILD)/py/map.o: CFLAGS += -O2\n$(BUILD)/py/mpz.o: CFLAGS += -O2\n"
 COMMON_CFLAGS = "-DMICROPY_OPT_COMPUTED_GOTO=1"
@@ -33,13 +36,24 @@ COMMON_CFLAGS = "-DMICROPY_OPT_COMPUTED_GOTO=1"
 
 @dataclass(frozen=True)
 class Board:
-    """One emulated board: its ports/qemu BOARD, mpy-cross arch, extra C flags, QEMU arguments."""
+    """One emulated board: its ports/qemu BOARD, mpy-cross arch, extra C flags, QEMU arguments,
+    its architecture ("arm" or "riscv32"), extra make variables and the folder of its mcu_calib.py."""
     key: str
     board: str
     march: str
     cflags: str
     qemu: tuple
+    arch: str = "arm"
+    make: tuple = ()
+    calib_dir: Path = TOOLS
 
+
+# The RV32 image is built for the ESP32-C3's ISA, RV32IMC (no A, no Zba/Zcmp: the C code with
+# -march=rv32imc_zicsr, the viper code with mpy-cross -march=rv32imc and no -march-flags), the
+# subset every RV32 MicroPython board runs.  Debian's GCC 12 picks its multilib libgcc by the
+# -march string and knows none with "_zicsr" (it would hand the rv64 one), so LIBS names the
+# rv32im/ilp32 libgcc (rv32imc's multilib) explicitly: _rv32_libgcc().
+RV32_ARCH = "rv32imc"
 
 BOARDS = {
     # nRF51: SysTick at 16 MHz; the port leaves the native emitter off on it, the rp2 port
@@ -49,21 +63,46 @@ BOARDS = {
                 ("-machine", "microbit", "-global", "nrf51-soc.flash-size=1048576",
                  "-global", "nrf51-soc.sram-size=262144")),
     "m3": Board("m3", "MPS2_AN385", "armv7m", "", ("-machine", "mps2-an385")),
+    # QEMU virt: ticks_us() reads the CLINT's mtime (10 MHz off the virtual clock, mcu/riscv/ticks.c)
+    "rv32": Board("rv32", "VIRT_RV32", RV32_ARCH, "", ("-machine", "virt", "-bios", "none"), arch="riscv32",
+                  make=(f"RV32_ARCH={RV32_ARCH}_zicsr",), calib_dir=TOOLS / "mcu" / "rv32"),
 }
+COMPILER = {"arm": "arm-none-eabi-gcc", "riscv32": "riscv64-unknown-elf-gcc"}
+QEMU = {"arm": "qemu-system-arm", "riscv32": "qemu-system-riscv32"}
 
 
 class ToolchainMissing(RuntimeError):
-    """The cross compiler, newlib, QEMU or the MicroPython source archive is not there."""
+    """The cross compiler, its C library, QEMU or the MicroPython source archive is not there."""
 
 
-def missing_tools():
-    """What the build and run need and this machine lacks (empty list: all there)."""
-    missing = [exe for exe in ("arm-none-eabi-gcc", "qemu-system-arm") if shutil.which(exe) is None]
-    if not Path("/usr/lib/arm-none-eabi/newlib").is_dir() and not Path("/usr/lib/arm-none-eabi/lib").is_dir():
-        missing.append("libnewlib-arm-none-eabi")
+def _libc_missing(arch):
+    """The Debian package of ``arch``'s C library when it is not installed, else None."""
+    if arch == "arm":
+        ok = Path("/usr/lib/arm-none-eabi/newlib").is_dir() or Path("/usr/lib/arm-none-eabi/lib").is_dir()
+        return None if ok else "libnewlib-arm-none-eabi"
+    # ports/qemu selects picolibc through gcc's specs file when gcc finds one
+    found = subprocess.run([COMPILER[arch], "--print-file-name=picolibc.specs"], capture_output=True,
+                           text=True).stdout.strip()
+    return None if os.path.isabs(found) else "picolibc-riscv64-unknown-elf"
+
+
+def missing_tools(keys=("m0", "m3")):
+    """What building and running boards ``keys`` needs and this machine lacks (empty list: all there)."""
+    missing = []
+    for arch in dict.fromkeys(BOARDS[k].arch for k in keys):
+        exes = [exe for exe in (COMPILER[arch], QEMU[arch]) if shutil.which(exe) is None]
+        missing += exes
+        if COMPILER[arch] not in exes and _libc_missing(arch):
+            missing.append(_libc_missing(arch))
     if not TARBALL.is_file():
         missing.append(str(TARBALL))
     return missing
+
+
+def _rv32_libgcc():
+    """libgcc.a of the rv32imc/ilp32 multilib (see RV32_ARCH)."""
+    return subprocess.run([COMPILER["riscv32"], f"-march={RV32_ARCH}", "-mabi=ilp32", "-print-libgcc-file-name"],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _digest(paths, *extra):
@@ -85,9 +124,9 @@ def _run(cmd, cwd, log):
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed in {cwd}:\n{tail}")
 
 
-def source():
+def source(keys=("m0",)):
     """The extracted MicroPython tree with mpy-cross built (cached per archive)."""
-    missing = missing_tools()
+    missing = missing_tools(keys)
     if missing:
         raise ToolchainMissing("missing: " + ", ".join(missing))
     top = MCU_BUILD / f"src-{_digest([TARBALL])}"
@@ -102,8 +141,8 @@ def source():
     return tree
 
 
-def _frozen_sources():
-    return sorted((FIRMWARE_LIB / "mss_device").rglob("*.py")) + [TOOLS / m for m in DRIVER_MODULES]
+def _frozen_sources(b):
+    return sorted((FIRMWARE_LIB / "mss_device").rglob("*.py")) + [TOOLS / DRIVER, b.calib_dir / CALIB]
 
 
 @contextlib.contextmanager
@@ -117,7 +156,7 @@ def _build_lock():
 
 
 def build(key):
-    """firmware.elf of board ``key`` ("m0" or "m3"), built unless cached.
+    """firmware.elf of board ``key`` ("m0", "m3" or "rv32"), built unless cached.
 
     Cached under build/mcu/<board>-<hash>, the hash over the frozen sources
     (mss_device, the driver), the source archive and the build flags.
@@ -128,9 +167,10 @@ def build(key):
 
 def _build(key):
     b = BOARDS[key]
-    tree = source()
+    tree = source((key,))
     cflags = f"{COMMON_CFLAGS} {b.cflags}".strip()
-    out = MCU_BUILD / f"{b.board}-{_digest(_frozen_sources() + [TARBALL], b, EXTRA_MK)}"
+    make = b.make + ((f"LIBS={_rv32_libgcc()}",) if b.arch == "riscv32" else ())
+    out = MCU_BUILD / f"{b.board}-{_digest(_frozen_sources(b) + [TARBALL], b, make, EXTRA_MK)}"
     elf = out / "firmware.elf"
     if elf.exists():
         return elf
@@ -138,11 +178,11 @@ def _build(key):
     (out / "mplib").mkdir(parents=True)
     (out / "mplib" / "README.md").write_text("")  # the build only checks that micropython-lib is there
     (out / "extra.mk").write_text(EXTRA_MK)
-    drivers = "".join(f"module({m!r}, base_path={str(TOOLS)!r})\n" for m in DRIVER_MODULES)
+    drivers = f"module({DRIVER!r}, base_path={str(TOOLS)!r})\nmodule({CALIB!r}, base_path={str(b.calib_dir)!r})\n"
     (out / "manifest.py").write_text(f"package('mss_device', base_path={str(FIRMWARE_LIB)!r})\n{drivers}")
     _run(["make", "-f", "Makefile", "-f", str(out / "extra.mk"), f"BOARD={b.board}", f"BUILD={out}",
           f"FROZEN_MANIFEST={out / 'manifest.py'}", f"MPY_LIB_DIR={out / 'mplib'}",
-          f"MPY_CROSS_FLAGS=-march={b.march}", f"CFLAGS_EXTRA={cflags}", "CSUPEROPT=-O2", "V=1", "-j2"],
+          f"MPY_CROSS_FLAGS=-march={b.march}", f"CFLAGS_EXTRA={cflags}", "CSUPEROPT=-O2", *make, "V=1", "-j2"],
          tree / "ports" / "qemu", out / "build.log")
     if not elf.exists():
         raise RuntimeError(f"no {elf} after the build; see {out / 'build.log'}")
@@ -169,7 +209,7 @@ def run_qemu(key, lines, timeout, echo=None):
     """
     elf = build(key)
     script = "".join(line + "\r\n" for line in lines) + "import machine; machine.reset()\r\n"
-    cmd = ["qemu-system-arm", *BOARDS[key].qemu, "-semihosting", "-nographic", "-monitor", "null",
+    cmd = [QEMU[BOARDS[key].arch], *BOARDS[key].qemu, "-semihosting", "-nographic", "-monitor", "null",
            "-serial", "stdio", "-icount", "shift=0", "-kernel", str(elf)]
     return _stream(cmd, script, len(lines), timeout, echo, None)
 
@@ -212,9 +252,9 @@ def _stream(cmd, stdin, expected, timeout, echo, env):
 
 
 def versions():
-    """First lines of the cross compiler's and QEMU's --version."""
+    """First lines of the cross compilers' and QEMUs' --version."""
     out = {}
-    for exe in ("arm-none-eabi-gcc", "qemu-system-arm"):
+    for exe in (*COMPILER.values(), *QEMU.values()):
         try:
             out[exe] = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         except (OSError, IndexError):
