@@ -44,7 +44,7 @@ KS = (1024, 22000, 1 << 20)
 SKIP = {("pgr", 1 << 20): "decode ~17 s a run (DFT over 11^7 cells, single-threaded, no BLAS): "
                           "20 runs would exceed the tool's 10-minute budget"}
 MODES = {"after": 1, "before": None}  # BLAS threads while decoding
-SETTLE = 0.01  # seconds the hogs run before a loaded decode is timed
+SETTLE = 0.05  # seconds the hogs run before a loaded decode is timed
 
 
 def _spin():
@@ -76,7 +76,7 @@ class CpuHog:
         for p in self.procs:
             os.kill(p.pid, signal.SIGCONT if on else signal.SIGSTOP)
         self.running, self.since = on, now
-        if on:  # the scheduler favours a task just woken: let that credit be spent untimed
+        if on:  # the scheduler favours a task just woken (EEVDF lag): let that credit be spent untimed
             time.sleep(SETTLE)
 
     def cpu_seconds(self):
@@ -99,17 +99,20 @@ class CpuHog:
             p.join()
 
 
-def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=100):
+def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
     """{condition: median seconds} for quiet/loaded x after/before: rounds of one decode in
-    each condition, at least ``min_runs`` and until each has ``min_total`` s (or ``max_runs``)."""
+    each condition, at least ``min_runs`` and until each has ``min_total`` s (or ``max_runs``);
+    the modes' order alternates round by round, so neither is always first after a switch."""
     conditions = [(phase, mode) for phase in ("quiet", "loaded") for mode in MODES]
     times = {c: [] for c in conditions}
     for mode, threads in MODES.items():  # warm-up: the MSS decoder's components are built once
         linalg.BLAS_THREADS = threads
         proto.decode(counts, n, "none")
-    while len(times[conditions[0]]) < min_runs or (
-            min(sum(t) for t in times.values()) < min_total and len(times[conditions[0]]) < max_runs):
-        for phase, mode in conditions:
+    rounds = 0
+    while rounds < min_runs or (min(sum(t) for t in times.values()) < min_total and rounds < max_runs):
+        modes = list(MODES)[::1 if rounds % 2 else -1]
+        rounds += 1
+        for phase, mode in ((phase, mode) for phase in ("quiet", "loaded") for mode in modes):
             hog.run(phase == "loaded")
             linalg.BLAS_THREADS = MODES[mode]
             t0 = time.perf_counter()
@@ -120,7 +123,7 @@ def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=100):
     out = {f"{phase}_{mode}": statistics.median(t) for (phase, mode), t in times.items()}
     for mode in MODES:
         out[f"ratio_{mode}"] = out[f"loaded_{mode}"] / out[f"quiet_{mode}"]
-    out["runs"] = len(times[conditions[0]])
+    out["runs"] = rounds
     out["loadavg"] = os.getloadavg()[0]
     return out
 
