@@ -8,11 +8,10 @@ compact (1-byte) frames, from ``mss plan``'s candidates; then the planner's
 ``auto`` choice for an 11-byte compact frame (LoRaWAN US915 DR0) is
 simulated (trials of n devices through its sampler and decoder) and its
 simulated MSE compared with SubsetSelection's (unbudgeted).  Target: at every
-k and eps >= 1, auto fits 11 bytes with simulated MSE <= 1.05 x SS's.  Also
-MSS's own bit saving against SS at equal MSE (the cheapest configuration on
-MSS's planned (bits, MSE) frontier whose MSE is at most SS's; the paper
-claims up to 50% at small epsilon).  Prints a table, writes JSON (--json)
-and a plot (--plot).
+k and eps >= 1, auto fits 11 bytes with simulated MSE <= 1.05 x SS's.  (MSS's own bit saving against
+SS, simulated: tools/bench_frontier.py.)  Prints a table, writes JSON
+(--json) and a plot (--plot); tools/docs_tables.py renders the JSON into
+docs/benchmarks.md and README.md.
 
     python tools/bench_bytes.py [--quick] [--json out.json] [--plot out.png]
 """
@@ -49,16 +48,6 @@ def simulated_mse(cfg, n, trials, seed, budget_s=20.0, rel_se=0.01):
     return float(np.mean(mse)) * scale, float(np.std(mse, ddof=1) / np.sqrt(len(mse))) * scale
 
 
-def mss_saving(k, eps, within=1.0):
-    """(bits of the cheapest MSS config on the planned frontier with MSE <= within x SS's,
-    SS bits, fraction of SS's bits saved); None where no MSS config gets there."""
-    p = plan(k, eps, n=N, protocol="mss")
-    ok = [f["bits_per_report"]["max"] for f in p["frontier"] if f["predicted_mse"] <= within * p["ss_variance"]]
-    if not ok:
-        return None, p["ss_bits"], None
-    return min(ok), p["ss_bits"], 1 - min(ok) / p["ss_bits"]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="k <= 1024 and 3 trials")
@@ -88,23 +77,17 @@ def main():
                              "excluded": c.get("excluded")})
             sim, sim_se = simulated_mse(load_dict(best11["config"]), N, trials, [k, int(10 * eps)])
             ss_sim, ss_se = simulated_mse(MssConfig.subset_selection(k, eps), N, trials, [k, int(10 * eps), 1])
-            bits, ss_bits, saving = mss_saving(k, eps)
-            bits5, _, saving5 = mss_saving(k, eps, 1.05)
             cell = {"k": k, "epsilon": eps, "auto_11_compact": best11["protocol"],
                     "auto_predicted_ratio": best11["variance_ratio_vs_ss"],
                     "auto_bytes": best11["frame_bytes"], "auto_simulated_mse": sim, "auto_se": sim_se,
                     "ss_simulated_mse": ss_sim, "ss_se": ss_se, "ratio": sim / ss_sim,
-                    "ss_bytes_full": ss["frame_bytes"], "mss_bits_at_ss_mse": bits, "ss_bits": ss_bits,
-                    "mss_saving": saving, "mss_bits_within_5pct": bits5, "mss_saving_within_5pct": saving5,
-                    "seconds": time.perf_counter() - t0}
+                    "ss_bytes_full": ss["frame_bytes"], "seconds": time.perf_counter() - t0}
             cell["target_met"] = bool(eps < 1 or (cell["auto_bytes"] <= 11 and cell["ratio"] <= 1.05))
             cells.append(cell)
             print(f"k={k:5d} eps={eps:3.1f}: auto(11 B compact) = {best11['protocol']:6s} "
                   f"{best11['frame_bytes']:2d} B, simulated MSE {sim:.3g} = {cell['ratio']:.3f} "
                   f"(+-{1.96 * np.hypot(sim_se / sim, ss_se / ss_sim) * cell['ratio']:.3f}) x SS's "
-                  f"({ss['frame_bytes']} B full){'' if cell['target_met'] else '  MISSED'}; MSS bits at SS's MSE: "
-                  + (f"{bits} of {ss_bits} ({100 * saving:.0f}% saved)" if bits else f"none (SS {ss_bits} bits)")
-                  + "; within 5%: " + (f"{bits5} ({100 * saving5:.0f}% saved)" if bits5 else "none"))
+                  f"({ss['frame_bytes']} B full){'' if cell['target_met'] else '  MISSED'}")
     print("\nprotocol table (predicted MSE x 1e6 at n = 1e4; bytes full / compact):")
     for k in ks:
         for eps in EPS:

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Write docs/benchmarks.md from the JSON of `mss bench` and tools/bench_post.py.
+"""Print the paper-comparison sections of docs/benchmarks.md from the JSON of `mss bench` and tools/bench_post.py.
 
-Usage: python tools/bench_report.py docs/bench-paper.json docs/bench-post.json > docs/benchmarks.md
+docs/benchmarks.md holds these sections and others (hand-written around blocks that
+tools/docs_tables.py renders from docs/bench-*.json): paste this script's sections over
+their old text, do not redirect its output over the file.
+
+Usage: python tools/bench_report.py docs/bench-paper.json docs/bench-post.json
 """
 import json
 import os
