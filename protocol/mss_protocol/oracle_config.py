@@ -25,6 +25,7 @@ from mss_device.frame import HEADER, KINDS, put, start
 from mss_device.olh import device_seed, seed
 from mss_device.params import FIELDS, IRR, SEEDS, THRESHOLD_BITS, Params, oracle_config_id
 from mss_protocol import privacy, registry
+from mss_protocol.batch import Batch
 from mss_protocol.frames import Report, WireError, check_device, split
 from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
                                       is_int, read_json)
@@ -200,6 +201,43 @@ class OracleCodec:
         return bytes(out)
 
     def decode(self, data, device_id=None, epoch=None):
+        frame, epoch, seq, body, subset = self._parse(data, device_id, epoch)
+        if self.unary:
+            bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8), count=self.nbits)
+            subset = tuple(np.flatnonzero(bits).tolist())
+        return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
+
+    def decode_many(self, frames, device_ids=None, epochs=None):
+        """:class:`~mss_protocol.batch.Batch` of ``frames`` (``device_ids``, ``epochs``:
+        each one's, or None), checked as :meth:`decode` checks each; the unary
+        encodings keep their packed bodies (``bits``), the others their subsets
+        (``members``: the point, or olh's (a, b, y))."""
+        batch = Batch(self.cfg, nbits=self.nbits)
+        parts = []
+        for n, data in enumerate(frames):
+            try:
+                frame, epoch, seq, body, subset = self._parse(data, None if device_ids is None else device_ids[n],
+                                                              None if epochs is None else epochs[n])
+            except WireError as exc:
+                batch.errors[n] = exc
+                continue
+            batch.positions.append(n)
+            batch.epochs.append(epoch)
+            batch.seqs.append(seq)
+            batch.frames.append(frame)
+            parts.append(body if self.unary else subset)
+        batch.j = np.zeros(len(parts), dtype=np.int64)
+        if self.unary:
+            nbytes = next(iter(self.body_lengths))
+            batch.bits = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(len(parts), nbytes)
+        else:
+            batch.members = np.array(parts, dtype=np.int64).reshape(-1)
+            batch.sizes = np.full(len(parts), 3 if self.cfg.name == "olh" else 1, dtype=np.int64)
+        return batch
+
+    def _parse(self, data, device_id, epoch):
+        """(frame, epoch, seq, body, subset) of a valid report, else WireError; the
+        subset of a unary encoding (its set bits) is left to the caller (None)."""
         frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
         if self.cfg.name == "olh":  # its seed: checked with the link's data, before the body
             check_device(device_id)
@@ -209,18 +247,16 @@ class OracleCodec:
             raise WireError("padding", "non-zero padding bits")
         code >>= pad
         if self.unary:
-            bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8))[:self.nbits]
-            subset = tuple(np.flatnonzero(bits).tolist())
-        else:
-            if code >= self.n:
-                raise WireError("value", f"reported value {code} >= {self.n}")
-            subset = (code,)
-            if self.cfg.name == "olh":
-                P = self.cfg.protocol.P
-                a, b = (device_seed(self.cfg.config_id, device_id, P) if self.cfg.seed == "device"
-                        else seed(self.cfg.config_id, epoch, device_id, P))
-                subset = (a, b, code)
-        return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
+            return frame, epoch, seq, body, None
+        if code >= self.n:
+            raise WireError("value", f"reported value {code} >= {self.n}")
+        subset = (code,)
+        if self.cfg.name == "olh":
+            P = self.cfg.protocol.P
+            a, b = (device_seed(self.cfg.config_id, device_id, P) if self.cfg.seed == "device"
+                    else seed(self.cfg.config_id, epoch, device_id, P))
+            subset = (a, b, code)
+        return frame, epoch, seq, body, subset
 
 
 def load_dict(d, source="config"):
