@@ -1,4 +1,5 @@
 import fcntl
+import itertools
 import os
 from pathlib import Path
 
@@ -45,10 +46,9 @@ ONE_WORKER_MODULES = {
 }
 
 
-# Tests of 15 s or more on one core (pytest --durations): run first, so that under
-# --dist worksteal the idle workers take the short tests around them instead of one
-# worker finishing a long test alone at the end.  The order is the same in every
-# worker (xdist requires it).
+# Tests of 15 s or more on one core (pytest --durations): each worker runs its share of
+# them first, so that under --dist worksteal the idle workers take the short tests around
+# them instead of one worker finishing a long test alone at the end.
 HEAVY = ("tests/test_planner.py::test_variance_ratio_target[22000",
          "tests/test_planner.py::test_bit_budget_is_respected_and_frontier_is_monotone",
          "tests/firmware/test_small_ints.py::test_device_ints_stay_small[22000",
@@ -59,12 +59,28 @@ HEAVY = ("tests/test_planner.py::test_variance_ratio_target[22000",
          "tests/firmware/test_node_hostile_config.py::test_pushed_configs_are_checked",
          "tests/test_store_shared.py::test_two_workers_share_the_stream_and_survive_kill_9",
          "tests/test_baselines.py::test_mse_matches_analytic_variance",
-         "tests/test_subset_selection.py::test_ss_mse_matches_analytic",
-         "tests/firmware/test_firmware_modules.py::test_every_listed_module_is_needed")
+         "tests/test_subset_selection.py::test_ss_mse_matches_analytic")
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: the shares are of what runs
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.startswith(HEAVY))  # stable: the rest keep their order
+    """Deal the HEAVY tests round-robin to the front of each worker's share.
+
+    worksteal first hands worker w the w-th contiguous slice of this order, of
+    len(rest) // (workers - w) tests (rest: those not handed out yet), and a worker
+    that runs dry steals from the end of another's queue; with every HEAVY test at
+    the front of the whole order, one worker would run them all, one after another.
+    The order is the same in every worker (xdist requires it); without xdist, one share."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    heavy = [item for item in items if item.nodeid.startswith(HEAVY)]
+    light = iter([item for item in items if not item.nodeid.startswith(HEAVY)])  # in collection order
+    left, order = len(items), []
+    for w in range(workers):
+        size = left // (workers - w)
+        mine = heavy[w::workers]
+        order += mine + list(itertools.islice(light, max(0, size - len(mine))))
+        left -= size
+    items[:] = order + list(light)
 
 
 @pytest.hookimpl(optionalhook=True)
