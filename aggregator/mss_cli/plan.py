@@ -9,12 +9,13 @@ from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
-from mss_cli.common import EPSILON, fail, figure, make_console, progress
+from mss_cli.common import EPSILON, fail, figure, make_console
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan
 from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
 from mss_protocol.mss.planner import PlanError
+from mss_protocol.progress import Reporter
 from mss_protocol.oracle_config import load_dict
 
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
@@ -175,12 +176,13 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         notes.append("compact frames are dated by arrival: boards need device.transport lorawan")
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
-        with progress(f"planning {protocol} for k={k}, epsilon {epsilon:g}"):  # MSS's search: 10-20 s at k >= 4096
-            result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
-                            prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
-                            max_device_ms=max_device_ms, mse_slack=mse_slack, link=link,
-                            board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
-                            olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se)
+        err = make_console(stderr=True)  # MSS's search says how far it is once it has taken 2 s, on stderr
+        result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
+                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
+                        max_device_ms=max_device_ms, mse_slack=mse_slack, link=link,
+                        board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
+                        olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se,
+                        progress=Reporter(lambda text: err.print(text, markup=False, highlight=False)))
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:

@@ -101,7 +101,7 @@ def ingest_us(cfg):
 
 
 def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick, olh_seed="epoch",
-               irr_epsilon=None):
+               irr_epsilon=None, progress=None, memo=None):
     """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
     if irr_epsilon is not None and name not in IRR_PROTOCOLS:
         raise PlanError(f"no instantaneous layer (--irr-epsilon: {', '.join(IRR_PROTOCOLS)} only)")
@@ -109,7 +109,8 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
         if name == "mss" and k < 4:
             raise PlanError("MSS needs k >= 4")
         res = plan_mss(k, eps, max_bits=budget_bits, n=n, seed=seed, use_cache=use_cache,
-                       prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3)
+                       prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3,
+                       progress=progress, memo=memo)
         return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
     cfg = OracleConfig(name, k, eps, frame, olh_seed if name == "olh" else "epoch",
                        irr_epsilon if name in IRR_PROTOCOLS else None)
@@ -122,7 +123,7 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=N_DEFAULT, prior=None,
            prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
            link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
-           detect=None, target_se=None):
+           detect=None, target_se=None, progress=None, memo=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` on ``board`` (a key of
     :data:`mss_protocol.device_cost.CORES`) and ``device_ok`` (within
@@ -138,9 +139,13 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     (a frequency in (0, 1]) or ``target_se`` (> 0): each candidate's ``devices_needed``,
     ranked by (module docstring); ``n=None``: the plan at the chosen's devices needed.
     The chosen protocol's resolution figures (``FIGURES``) and ``warnings`` (a list of
-    strings, :func:`mss_protocol.resolution.warnings`) are top-level fields too."""
+    strings, :func:`mss_protocol.resolution.warnings`) are top-level fields too.
+    ``progress``: the MSS planner's hook (:func:`mss_protocol.mss.planner.search`,
+    e.g. a :class:`mss_protocol.progress.Reporter`); ``memo``: a dict of the plans made
+    (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call."""
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
+    memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more
     if n is None:
         if detect is None and target_se is None:
             raise PlanError("n=None states the plan at the devices a question needs: give detect or target_se")
@@ -163,7 +168,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     # SubsetSelection at the same n and prior: the yardstick of every ratio
     try:
         ss = plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
-                      protocol="ss")
+                      protocol="ss", progress=progress, memo=memo)
     except PlanError:  # no device runs SS here (k > 2**23): the yardstick is its analytic MSE
         var, omega = ss_mse(k, eps, n)
         ss = {"predicted_mse": var, "ss_omega": omega, "ss_bits": rank_bits(k, omega)}
@@ -176,7 +181,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
             cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick,
-                                       olh_seed, irr_epsilon)
+                                       olh_seed, irr_epsilon, progress, memo)
         except (PlanError, ConfigError, ValueError) as exc:
             rows.append(dict(row, excluded=str(exc)))
             continue

@@ -25,7 +25,11 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
    all scored candidates is reported.
 
 Results are cached on disk (``MSS_CACHE_DIR`` or ~/.cache/mss-iot/plans),
-keyed by the planner version and every input.
+keyed by the planner version and every input, and in a caller's ``memo``
+dict (``mss plan --no-cache`` plans each (k, epsilon, budget) once a run).
+The search runs with one BLAS thread (:func:`.linalg.blas_threads`: its
+LAPACK calls are on components of at most a few thousand items) and says how
+far it is to a ``progress(what, done, total)`` hook (:mod:`mss_protocol.progress`).
 """
 import hashlib
 import json
@@ -37,7 +41,7 @@ import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.linalg import ResidueComponents, SingularError
+from mss_protocol.mss.linalg import ResidueComponents, SingularError, blas_threads
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 
@@ -150,14 +154,20 @@ def _score(cfg, settings, prior):
 PROTOCOLS = ("mss", "auto", "ss")  # MSS proper; MSS or SubsetSelection; SubsetSelection
 
 
-def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"):
-    """Run the search; return (best config, scored candidates) at n = 1."""
+@blas_threads
+def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss", progress=None):
+    """Run the search; return (best config, scored candidates) at n = 1.
+    ``progress(what, done, total)`` (optional) is called after each candidate scored."""
     if protocol not in PROTOCOLS:
         raise PlanError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     rng = np.random.default_rng(seed)
     scored = []
     sets = [] if protocol == "ss" else list(candidate_sets(k, eps, max_bits, rng, per_band))
-    for moduli in ([[k]] if protocol != "mss" else []) + sets:
+    todo = ([[k]] if protocol != "mss" else []) + sets
+    what = f"{protocol} search, k={k}, epsilon {eps:g}" + (f", <= {max_bits} bits" if max_bits else "")
+    for done, moduli in enumerate(todo, 1):
+        if progress is not None:
+            progress(f"{what}: moduli sets scored", done - 1, len(todo))
         if sum(m - 1 for m in moduli) + 1 < k:
             continue  # rank(A) <= sum(m_j - 1) + 1 < k: the residue marginals cannot identify f
         if k > LARGE_K and max_bits is None and len(moduli) > 1 \
@@ -181,7 +191,9 @@ def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"
         raise PlanError(f"no MSS configuration for k={k}, epsilon={eps}"
                         + (f" fits in {max_bits} bits per report" if max_bits else ""))
     scored.sort(key=lambda c: c[1])
-    for cand in scored[:REFINE]:
+    for done, cand in enumerate(scored[:REFINE]):
+        if progress is not None:
+            progress(f"{what}: best sets re-scored exactly", done, min(REFINE, len(scored)))
         cand[1], cand[2] = _score(cand[0], FINAL, prior)
     scored[:REFINE] = sorted(scored[:REFINE], key=lambda c: c[1])
     return scored[0], scored
@@ -199,7 +211,7 @@ def frontier(scored):
 
 
 def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, prior_label="uniform",
-         protocol="mss", per_band=3):
+         protocol="mss", per_band=3, progress=None, memo=None):
     """Plan a configuration; return the ``mss plan --json`` dict.
 
     ``predicted_mse`` and ``ss_variance`` are per-item MSEs on frequencies
@@ -208,7 +220,9 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     ``prior_label`` is reported).  ``protocol``: "mss" (the best MSS
     configuration), "auto" (SubsetSelection, MSS's one-block case, wins
     where it is better) or "ss".  ``per_band``: random sets per band and l
-    (0: the greedy sets only, a quick search).
+    (0: the greedy sets only, a quick search).  ``progress``: the search's
+    hook (:func:`search`).  ``memo``: a dict the search's results are kept in
+    and looked up first (one caller's plans, whatever ``use_cache``).
     """
     if not (2 if protocol == "ss" else 4) <= k < privacy.ONE:
         raise PlanError(f"k must be at least 4 (2 for SubsetSelection) and below 2**30, got {k}")
@@ -218,14 +232,14 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol]
                      + ([] if per_band == 3 else [per_band]), separators=(",", ":"))
     path = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
-    cached = None
-    if use_cache and path.exists():
+    cached = None if memo is None else memo.get(key)
+    if cached is None and use_cache and path.exists():
         try:
             cached = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             cached = None
     if cached is None:
-        best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol)
+        best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol, progress=progress)
         parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
         cached = {
             "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],
@@ -240,6 +254,8 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(cached))
             os.replace(tmp, path)
+    if memo is not None:
+        memo[key] = cached
     cfg = MssConfig.from_dict(cached["config"])
     ss_var, ss_omega = ss_mse(k, eps, n)
     mse = cached["unit_mse"] / n
