@@ -1,11 +1,13 @@
 """The planner's speed-ups (issue 28) change no plan, and a long plan says how far it is.
 
-``data/planner_choices.json`` holds the plans of the planner before the
-speed-ups (commit d5e07d5, /tmp script: ``plan(k, eps, max_bits)`` on the grid
-below, ``use_cache=False``): the same moduli, omegas and candidate count must
-come back, and the same MSE up to rounding (the exact traces are now summed
-class by class instead of through G_j A_j: 1e-9 relative covers it; the 2%
-screening estimates of the frontier are seeded, so equal to the same).
+``data/planner_choices.json`` holds what the planner before the speed-ups
+(commit d5e07d5) returned for ``plan(k, eps, max_bits, use_cache=False)`` at
+k in {16, 64, 200} x eps in {0.5, 2, 5} x max_bits in {None, 20}, and k = 1024
+at eps 0.5 and 5 (whose screen uses Hutchinson's estimator): moduli, omegas,
+candidates considered, the unit MSE and the frontier.  The same choices must
+come back, and the same MSEs up to rounding (the exact traces are now summed
+class by class instead of through G_j A_j: 1e-9 relative covers it; the
+frontier's screening estimates use the same seeded probes, CG to 1e-10: 1e-6).
 """
 import json
 from pathlib import Path
