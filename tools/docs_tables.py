@@ -87,7 +87,7 @@ def auto_choices(cells):
 def render_readme_bytes(data):
     cells = data["cells"]
     picks = ", ".join(f"**{p}** ({v})" for p, v in auto_choices(cells).items())
-    return (f"Under an 11-byte compact frame (LoRaWAN US915 DR0), `mss plan --max-bytes 11 --frame compact` "
+    return (f"**Few-byte links.** Under an 11-byte compact frame (LoRaWAN US915 DR0), `mss plan --max-bytes 11 --frame compact` "
             f"returns {picks}. Their reports are {span([c['auto_bytes'] for c in cells], '{}')} bytes and their "
             f"simulated MSE is {span([c['ratio'] for c in cells])}x unbudgeted SubsetSelection's "
             f"({sum(c['target_met'] for c in cells)} of {len(cells)} cells within the target), where "
@@ -186,7 +186,7 @@ def frontier_summary(data):
     half = at(0.5)
     text = f"Simulated, MSS gets {'; '.join(parts)}."
     if half:
-        text += f" At half of SS's bits its MSE is {span(half, '{:.2f}')}x SS's ({len(half)} cells)."
+        text += f" At half of SS's bits its MSE is {span(half, '{:.2f}')}x SS's ({len(half)} of {len(cells)} cells)."
     return text
 
 
@@ -202,7 +202,7 @@ BLOCKS = {"bytes-auto": ("bytes", render_bytes_auto), "bytes-protocols": ("bytes
           "readme-codecs": ("codecs", render_readme_codecs), "frontier": ("frontier", render_frontier),
           "readme-frontier": ("frontier", render_readme_frontier)}
 DOCS = ("docs/benchmarks.md", "README.md")
-MARKED = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(\n<!-- end generated: \2 -->)", re.S)
+MARKED = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.S)
 
 
 def render(text, data=None):
@@ -213,7 +213,7 @@ def render(text, data=None):
         source, fn = BLOCKS[m.group(2)]
         if source not in data:
             data[source] = load(source)
-        return m.group(1) + fn(data[source]) + m.group(4)
+        return m.group(1) + fn(data[source]) + "\n" + m.group(4)
 
     return MARKED.sub(block, text)
 
