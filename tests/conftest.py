@@ -59,12 +59,14 @@ HEAVY = ("tests/test_planner.py::test_variance_ratio_target[22000",
          "tests/firmware/test_node_hostile_config.py::test_pushed_configs_are_checked",
          "tests/test_store_shared.py::test_two_workers_share_the_stream_and_survive_kill_9",
          "tests/test_baselines.py::test_mse_matches_analytic_variance",
-         "tests/test_subset_selection.py::test_ss_mse_matches_analytic")
+         "tests/test_subset_selection.py::test_ss_mse_matches_analytic",
+         "tests/test_decoder.py")  # its 100,000-device trials: a module fixture (kept on one worker)
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: the shares are of what runs
 def pytest_collection_modifyitems(config, items):
-    """Deal the HEAVY tests round-robin to the front of each worker's share.
+    """Deal the HEAVY tests round-robin to the front of each worker's share (a module of
+    ONE_WORKER_MODULES as one unit).
 
     worksteal first hands worker w the w-th contiguous slice of this order, of
     len(rest) // (workers - w) tests (rest: those not handed out yet), and a worker
@@ -72,12 +74,17 @@ def pytest_collection_modifyitems(config, items):
     the front of the whole order, one worker would run them all, one after another.
     The order is the same in every worker (xdist requires it); without xdist, one share."""
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    heavy = [item for item in items if item.nodeid.startswith(HEAVY)]
+    units = {}  # a HEAVY test alone, or all of a ONE_WORKER_MODULES module's (its fixture made once)
+    for item in items:
+        if item.nodeid.startswith(HEAVY):
+            module = item.nodeid.split("::", 1)[0]
+            units.setdefault(module if module in ONE_WORKER_MODULES else item.nodeid, []).append(item)
+    units = list(units.values())
     light = iter([item for item in items if not item.nodeid.startswith(HEAVY)])  # in collection order
     left, order = len(items), []
     for w in range(workers):
         size = left // (workers - w)
-        mine = heavy[w::workers]
+        mine = [item for unit in units[w::workers] for item in unit]
         order += mine + list(itertools.islice(light, max(0, size - len(mine))))
         left -= size
     items[:] = order + list(light)
