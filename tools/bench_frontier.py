@@ -133,8 +133,8 @@ def plot(cells, path):
                     color=line[0].get_color())
         for tol, ls in ((1.3, "--"), (1.05, ":")):
             ax.axhline(tol, color="grey", ls=ls, lw=0.8)
-            ax.annotate(f"{tol:g} x SS", (1.0, tol), xytext=(-2, 2), textcoords="offset points",
-                        ha="right", fontsize=7, color="grey")
+            ax.text(0.99, tol, f"{tol:g} x SS", transform=ax.get_yaxis_transform(), ha="right", va="bottom",
+                    fontsize=7, color="grey")
         ax.axvline(0.5, color="grey", lw=0.5)
         ax.set_title(f"k = {k}")
         ax.set_xlabel("MSS bits per report / SubsetSelection's")

@@ -191,8 +191,11 @@ def frontier_summary(data):
 
 
 def render_readme_frontier(data):
-    return ("**MSS's bit saving** (`tools/bench_frontier.py`, docs/bench-frontier.json; k 1024 and 22000, "
-            "ε 0.5-5, MSS planned with `--max-bits` at fractions of SubsetSelection's bits and simulated): "
+    cells = data["cells"]
+    return ("**MSS's bit saving** (`tools/bench_frontier.py`, docs/bench-frontier.json; k "
+            + ", ".join(str(k) for k in dict.fromkeys(c["k"] for c in cells))
+            + f", ε {span([c['epsilon'] for c in cells], '{:g}')}, MSS planned with `--max-bits` at "
+            + ", ".join(f"{b:g}" for b in data["budgets"]) + "x SubsetSelection's bits and simulated): "
             + frontier_summary(data) + " The paper (Arcolezi, AAAI 2026) claims MSS within 1.3x of SS's MSE "
             "with up to 50% fewer bits.")
 
