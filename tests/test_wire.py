@@ -125,3 +125,23 @@ def test_decoder_never_crashes(data):
         return
     # anything accepted is a well-formed report that encodes back to the same bytes
     assert FUZZ_CODEC.encode(r.j, r.subset, r.epoch, r.seq) == data
+
+
+FUZZ_FRAMES = st.one_of(st.binary(max_size=40),
+                        st.binary(min_size=len(VALID) - HEADER_BYTES, max_size=len(VALID) - HEADER_BYTES)
+                        .map(lambda body: VALID[:HEADER_BYTES] + body))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FUZZ_FRAMES, max_size=12))
+def test_batch_decoder_agrees_with_decoder(frames):
+    """decode_many refuses what decode refuses, with the same WireError, and decodes the rest alike."""
+    batch = FUZZ_CODEC.decode_many(frames)
+    for n, data in enumerate(frames):
+        try:
+            r = FUZZ_CODEC.decode(data)
+        except WireError as exc:
+            assert isinstance(batch.errors[n], WireError) and str(batch.errors[n]) == str(exc)
+        else:
+            assert n not in batch.errors and batch.report(batch.positions.index(n)) == r
+    assert len(batch) + len(batch.errors) == len(frames)
