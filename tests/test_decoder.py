@@ -31,8 +31,8 @@ def trials(request):
     truth = np.bincount(values, minlength=K) / N
     rng = np.random.default_rng(7)
     decoder = Decoder(cfg)
-    ests = [decoder.decode(Counts(cfg, *sample_counts(cfg, values, rng))) for _ in range(TRIALS)]
-    return result, cfg, values, truth, ests
+    counts = [Counts(cfg, *sample_counts(cfg, values, rng)) for _ in range(TRIALS)]
+    return result, cfg, counts, truth, [decoder.decode(c) for c in counts]
 
 
 def test_unbiased(trials):
@@ -60,8 +60,9 @@ def test_standard_errors_match_spread(trials):
 
 
 def test_empty_block_is_handled(trials):
-    _, cfg, values, truth, _ = trials
-    counts = Counts(cfg, *sample_counts(cfg, values, np.random.default_rng(3)))
+    """One trial's counts (a copy: the fixture is shared) with block 0 emptied."""
+    _, cfg, trial_counts, truth, _ = trials
+    counts = Counts(cfg, trial_counts[0].n.copy(), trial_counts[0].c.copy())
     counts.n[0] = 0
     counts.block(0)[:] = 0
     est = Decoder(cfg).decode(counts)
@@ -70,8 +71,8 @@ def test_empty_block_is_handled(trials):
 
 
 def test_post_processing_outputs_distributions(trials):
-    _, cfg, values, truth, ests = trials
-    counts = Counts(cfg, *sample_counts(cfg, values, np.random.default_rng(4)))
+    _, cfg, trial_counts, _, _ = trials
+    counts = trial_counts[1]
     for post in ("clip", "simplex"):
         est = Decoder(cfg).decode(counts, post=post)
         assert est.estimate.min() >= 0 and est.estimate.sum() == pytest.approx(1.0)
