@@ -38,8 +38,8 @@ def _exact(cfg):
     if cfg.name == "olh":
         return np.where(np.arange(o.g) == 0, o.p, (1 - o.p) / (o.g - 1))
     if cfg.name == "hr":
-        inside = np.array([o._sign(X + 1, j) for j in range(o.K)])
-        return np.where(inside, o.p / (o.K // 2), (1 - o.p) / (o.K // 2))
+        inside = o.channel().members(np.arange(o.K))[:, X]
+        return np.where(inside, o.p / (o.b // 2), (1 - o.p) / (o.K - o.b // 2))
     if cfg.name == "pgr":
         inside = (o.coords @ o.coords[X]) % o.field == 0
         return np.where(inside, o.p / o.c_set, (1 - o.p) / (o.K - o.c_set))
