@@ -48,9 +48,10 @@ def test_few_byte_auto_choice_is_current(cell):
 
 
 def codec_cases():
-    for k, eps in dict.fromkeys((r["k"], r["epsilon"]) for r in CODECS):
-        labelled = {label: r["protocol"] for r in CODECS if (r["k"], r["epsilon"]) == (k, eps) for label in r["auto"]}
-        yield pytest.param(k, eps, labelled, id=f"k{k}-eps{eps:g}")
+    """(k, eps, {auto label: protocol}) of every (k, eps) of docs/bench-codecs.json."""
+    return [pytest.param(k, eps, {label: r["protocol"] for r in CODECS if (r["k"], r["epsilon"]) == (k, eps)
+                                  for label in r["auto"]}, id=f"k{k}-eps{eps:g}")
+            for k, eps in dict.fromkeys((r["k"], r["epsilon"]) for r in CODECS)]
 
 
 @pytest.mark.parametrize("k, eps, labelled", codec_cases())
