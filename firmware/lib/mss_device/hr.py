@@ -14,12 +14,12 @@ from mss_device.point import PointClient
 
 
 def odd(x):
-    """popcount(x) is odd."""
-    odd = 0
+    """popcount(x) is odd (1) or even (0)."""
+    bit = 0
     while x:
-        odd ^= x & 1
+        bit ^= x & 1
         x >>= 1
-    return odd
+    return bit
 
 
 class Client(PointClient):
