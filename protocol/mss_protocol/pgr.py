@@ -53,6 +53,20 @@ def field_and_dimension(k, epsilon):
     return q, t
 
 
+def canonical_points(q, t):
+    """The (q^t - 1)/(q - 1) canonical points of PG(t-1, q) (first nonzero coordinate 1),
+    shape (., t), in index order: by the position of the leading 1, then base q."""
+    blocks = []
+    for lead in range(t):
+        free = t - 1 - lead
+        idx = np.arange(q ** free)
+        block = np.zeros((idx.size, t), dtype=np.int64)
+        block[:, lead] = 1
+        block[:, lead + 1:] = (idx[:, None] // q ** np.arange(free - 1, -1, -1)) % q
+        blocks.append(block)
+    return np.concatenate(blocks)
+
+
 class PGR(SupportOracle):
     name = "pgr"
 
@@ -78,17 +92,7 @@ class PGR(SupportOracle):
     def coords(self):
         """Coordinates of the K canonical points, shape (K, t), in index order (built
         when first used: the planner only needs K, and K > 2**23 at large epsilon)."""
-        blocks = []
-        for lead in range(self.t):
-            free = self.t - 1 - lead
-            idx = np.arange(self.field ** free)
-            digits = (idx[:, None] // self.field ** np.arange(free - 1, -1, -1)) % self.field if free \
-                else np.zeros((1, 0), dtype=np.int64)
-            block = np.zeros((idx.size, self.t), dtype=np.int64)
-            block[:, lead] = 1
-            block[:, lead + 1:] = digits
-            blocks.append(block)
-        return np.concatenate(blocks)
+        return canonical_points(self.field, self.t)
 
     def device_values(self):
         """(q, d, t), in mss_device.params.FIELDS order (d: the dimension, here self.t)."""
@@ -120,22 +124,80 @@ class PGR(SupportOracle):
                 return self._irr(u, rng)
 
     def sample_chunk(self, values, rng):
-        """Histogram (K,) of reports for ``values``: same law, vectorised rejection."""
+        """Histogram (K,) of reports for ``values``: the client's law, drawn directly.
+
+        A report is inside S_v with probability s (the client's coin); inside, it is
+        uniform on S_v (:meth:`_uniform_on_hyperplane`); outside, uniform on the other
+        K - c_set points, by rejection from [K] (accepted with probability
+        1 - c_set / K >= 1 - 1/q, so a few rounds)."""
         values = np.asarray(values)
         inside = rng.integers(0, ONE, size=values.size) < self.threshold
         out = np.empty(values.size, dtype=np.int64)
-        todo = np.arange(values.size)
+        out[inside] = self._uniform_on_hyperplane(values[inside], rng)
+        todo = np.flatnonzero(~inside)
         while todo.size:
             u = rng.integers(0, self.K, size=todo.size)
-            dot = (self.coords[u] * self.coords[values[todo]]).sum(axis=1) % self.field
-            ok = (dot == 0) == inside[todo]
+            ok = (self.coords[u] * self.coords[values[todo]]).sum(axis=1) % self.field != 0
             out[todo[ok]] = u[ok]
             todo = todo[~ok]
         return np.bincount(self._irr_np(out, rng), minlength=self.K)
 
+    def _uniform_on_hyperplane(self, values, rng):
+        """For each item v, a uniform point index of S_v: :meth:`_hyperplane_points` of a
+        uniform nonzero c (an integer uniform in [1, q^(t-1)), written in base q).  Each
+        projective point of S_v has exactly q - 1 nonzero representatives w, so it is
+        drawn with probability (q - 1)/(q^(t-1) - 1) = 1/c_set: the law of the client's
+        rejection loop, without its q-fold rejections."""
+        q, t = self.field, self.t
+        code = rng.integers(1, q ** (t - 1), size=values.size)
+        return self._hyperplane_points(values, (code[:, None] // q ** np.arange(t - 2, -1, -1)) % q)
+
+    def _hyperplane_points(self, values, c):
+        """Point indices of w(v, c) for items ``values`` (n,) and nonzero c (n, t - 1).
+
+        v is canonical: v_l = 1 at its lead position l.  The linear map
+        c -> w with w_j = c_j (j != l) and w_l = -sum_{j != l} c_j v_j (mod q) is a
+        bijection from F_q^(t-1) onto the hyperplane v^perp, so it maps the nonzero c
+        onto the nonzero points of S_v and projective points onto projective points.
+        w is returned as the index of its canonical form (first nonzero coordinate 1)."""
+        q, t = self.field, self.t
+        v = self.coords[values]
+        rows = np.arange(values.size)
+        lead = np.argmax(v != 0, axis=1)
+        w = np.zeros_like(v)
+        w[np.arange(t)[None, :] != lead[:, None]] = c.ravel()  # row-major: each row's free positions in order
+        w[rows, lead] = -(w * v).sum(axis=1) % q  # w_l is still 0 here, and v_l = 1
+        first = np.argmax(w != 0, axis=1)
+        w = w * self._inverse[w[rows, first]][:, None] % q
+        # a canonical point's index: the points with an earlier lead, then its digits after the lead
+        place = q ** np.arange(t - 1, -1, -1)
+        before = np.concatenate(([0], np.cumsum(place)))[:t]
+        return before[first] + w @ place - place[first]
+
+    @cached_property
+    def _inverse(self):
+        """Multiplicative inverses mod q, indexed by residue (entry 0 unused)."""
+        return np.array([0] + [pow(a, -1, self.field) for a in range(1, self.field)], dtype=np.int64)
+
     # -- decoder ------------------------------------------------------------
     def support(self, hist):
-        """C_v = sum_{u in S_v} hist[u] for the k items, by the DFT over F_q^t."""
+        """C_v = sum_{u in S_v} hist[u] for the k items: summed over each item's c_set
+        points (:attr:`_members`) when k c_set <= q^t, the DFT's cell count, else by the
+        DFT (:meth:`_support_dft`)."""
+        if self.k * self.c_set <= self.field ** self.t:
+            return np.asarray(hist)[self._members].sum(axis=1)
+        return self._support_dft(hist)
+
+    @cached_property
+    def _members(self):
+        """(k, c_set) point indices of each item's S_v: :meth:`_hyperplane_points` of
+        the canonical points c of PG(t-2, q), one per projective point of S_v."""
+        c = canonical_points(self.field, self.t - 1)
+        items = np.repeat(np.arange(self.k), c.shape[0])
+        return self._hyperplane_points(items, np.tile(c, (self.k, 1))).reshape(self.k, -1)
+
+    def _support_dft(self, hist):
+        """C_v for the k items by the DFT over F_q^t (module docstring)."""
         q, t = self.field, self.t
         flat = np.zeros(q ** t, dtype=np.float32 if np.sum(hist) < 1 << 20 else np.float64)
         flat[self.coords @ (q ** np.arange(t - 1, -1, -1))] = hist  # float32 still rounds exactly
