@@ -102,7 +102,7 @@ def measure(cfg, big=False):
     batch = c.decode_many(data, devices, epochs)
     assert not batch.errors and all(batch.report(r) == c.decode(d, "bench", 1) for r, d in enumerate(data[:20]))
     out["tally"] = rate(len(data), batch.counts)
-    if big and len(data) == BATCH:
+    if big:
         many = (data * (BIG // BATCH + 1))[:BIG]
         out["big_batch"] = rate(BIG, lambda: c.decode_many(many, ["bench"] * BIG, [1] * BIG))
     out["codec_bytes"] = held
