@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from mss_protocol.mss.sampler import _fillers
 from mss_protocol.pgr import PGR
 
 ALPHA = 0.001
@@ -39,3 +40,23 @@ def test_pgr_support_paths_equal_direct_count(k, eps):
     want = o.support_slow(hist)
     assert np.array_equal(np.asarray(hist)[o._members].sum(axis=1), want)
     assert np.array_equal(o._support_dft(hist), want)
+
+
+@pytest.mark.parametrize("s", range(7))
+def test_mss_fillers_are_uniform_subsets(s):
+    """mss.sampler._fillers: each row is a uniform s-subset of [m] without its
+    residue, both by Floyd (s <= 3) and by Floyd's complement (s > 3), m = 8:
+    chi-square over the C(7, s) subsets, alpha = 0.001, for residues 0, 3 and 7."""
+    from math import comb
+
+    m, n = 8, 7000
+    rng = np.random.default_rng(100 + s)
+    for r in (0, 3, 7):
+        rows = _fillers(np.full(n, r), s, m, rng)
+        assert (rows.sum(axis=1) == s).all() and not rows[:, r].any()
+        codes = rows @ (1 << np.arange(m))  # each subset as a bitmask
+        seen = np.unique(codes, return_counts=True)[1]
+        assert seen.size == comb(m - 1, s)  # every subset drawn (expected count >= 200 each)
+        if seen.size > 1:
+            assert chisquare(seen).pvalue > ALPHA
+

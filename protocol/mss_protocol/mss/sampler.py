@@ -3,8 +3,12 @@
 It draws from exactly the distribution of :func:`mss_device.randomiser.privatise`
 (uniform block, keep-coin with probability T_j / 2**30, uniform fillers
 from [m_j] without the residue) but with NumPy's generator instead of the
-device byte stream, in chunks with bounded memory.  Fillers use Floyd's
-algorithm run for all users of a chunk at once on a (users, m) bitmap.
+device byte stream, in chunks with bounded memory.  A chunk's subsets are a
+(users, m) bitmap: fillers use Floyd's algorithm run for all users of the
+chunk at once, on flat indices into the bitmap, and for more than half of
+the m - 1 other residues Floyd draws the complement (fewer steps, the same
+law: the complement of a uniform subset is uniform).  Counts are the
+bitmap's column sums; reports its rows' nonzero positions.
 
 Where that bitmap work (users x omega per block) exceeds ``MOMENTS_ABOVE``
 (k = 2^20 at n = 10^5 would take hours), :func:`_block_counts_moments`
@@ -22,30 +26,34 @@ MOMENTS_ABOVE = 1 << 26  # filler draws per block above which counts are drawn b
 
 
 def _fillers(r, s, m, rng):
-    """For each residue r_i, s distinct uniform values of [0, m) without r_i: (len(r), s)."""
+    """Bitmap (len(r), m): row i marks s distinct uniform values of [0, m) without r_i.
+
+    Floyd's algorithm (one step per value, all rows at once), or for s > (m - 1)/2
+    Floyd's m - 1 - s values inverted, with r_i cleared."""
     c = r.size
-    out = np.empty((c, s), dtype=np.int64)
-    if s == 0:
-        return out
+    flip = 2 * s > m - 1
     mark = np.zeros((c, m), dtype=bool)
-    rows = np.arange(c)
+    flat = mark.ravel()
+    base = np.arange(c) * m  # flat index of each row's value 0
     top = m - 1
-    for col, t in enumerate(range(top - s, top)):
+    for t in range(top - (top - s if flip else s), top):
         v = rng.integers(0, t + 1, size=c)
-        v += v >= r
-        tt = t + (t >= r)
-        v = np.where(mark[rows, v], tt, v)
-        mark[rows, v] = True
-        out[:, col] = v
-    return out
+        v += (v >= r) + base
+        taken = flat[v]
+        v[taken] = (base + t + (t >= r))[taken]
+        flat[v] = True
+    if flip:
+        np.logical_not(mark, out=mark)
+        flat[base + r] = False
+    return mark
 
 
 def _block_subsets(r, m, omega, threshold, rng):
-    """Subsets of size omega for residues r in block (m, omega, T): (len(r), omega), unsorted."""
+    """Subsets of size omega for residues r in block (m, omega, T), as a bitmap (len(r), m)."""
     keep = rng.integers(0, ONE, size=r.size) < threshold
-    z = np.empty((r.size, omega), dtype=np.int64)
-    z[keep, 0] = r[keep]
-    z[keep, 1:] = _fillers(r[keep], omega - 1, m, rng)
+    z = np.empty((r.size, m), dtype=bool)
+    z[keep] = _fillers(r[keep], omega - 1, m, rng)
+    z[np.flatnonzero(keep), r[keep]] = True
     z[~keep] = _fillers(r[~keep], omega, m, rng)
     return z
 
@@ -99,7 +107,7 @@ def sample_reports(cfg, values, rng):
     for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
         idx = np.nonzero(j == b)[0]
         for part in _chunks(idx.size, m):
-            z = np.sort(_block_subsets(values[idx[part]] % m, m, omega, t, rng), axis=1)
+            z = np.nonzero(_block_subsets(values[idx[part]] % m, m, omega, t, rng))[1].reshape(-1, omega)
             for i, row in zip(idx[part], z):
                 subsets[i] = tuple(int(v) for v in row)
     return j, subsets
@@ -126,5 +134,5 @@ def sample_counts(cfg, values, rng):
                 continue
             for part in _chunks(r.size, m):
                 z = _block_subsets(r[part], m, omega, t, rng)
-                counts[cfg.offsets[b]:cfg.offsets[b + 1]] += np.bincount(z.ravel(), minlength=m)
+                counts[cfg.offsets[b]:cfg.offsets[b + 1]] += z.sum(axis=0)
     return n_j, counts
