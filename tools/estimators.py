@@ -8,6 +8,7 @@ of the iterative Bayesian update) and parametric-bootstrap intervals
 from typing import NamedTuple
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import brentq
 
 from mss_protocol.postprocess import CHOICES as VIEW_CHOICES, apply, simplex
@@ -32,14 +33,23 @@ def rows(protocol, counts, n):
     """:class:`Rows` of ``counts``: the support counts (k,) of the support-count
     protocols (n reports each), or the per-block residue-class inclusion counts
     of MSS/SS (:mod:`.mss.counts`; block j's rows have n_j reports and A_j maps
-    items to classes, the decoder's A; SubsetSelection's one block is the identity)."""
+    items to classes, the decoder's A; SubsetSelection's one block is the identity).
+    Hadamard response with several blocks adds each item's block total to its row."""
     if hasattr(counts, "cfg"):
         cfg, rep = counts.cfg, counts.cfg.moduli
         A = None if cfg.l == 1 else protocol.decoder.A
         return Rows(counts.c.astype(float), *(np.repeat(np.asarray(x, dtype=float), rep)
                                              for x in (counts.n, cfg.p, cfg.q)), A)
     c = np.asarray(protocol.support(counts), dtype=float)
-    return Rows(c, *(np.full(c.size, float(x)) for x in (n, protocol.p, protocol.q)), None)
+    p, q, A = protocol.p, protocol.q, None
+    if getattr(protocol, "blocks", 1) > 1:
+        # Hadamard response with blocks (mss_protocol.hr): E[C_v] / n = 2q - p + (p - q)(f_v + F_j),
+        # F_j the frequency of v's block j, so D = q' + (p' - q') A f with A = I + [same block],
+        # q' = 2q - p and p' - q' = p - q.
+        blk = protocol.item_block
+        same = sparse.csr_matrix(blk[:, None] == blk[None, :], dtype=float)
+        p, q, A = q, 2 * q - p, sparse.identity(c.size, format="csr") + same
+    return Rows(c, *(np.full(c.size, float(x)) for x in (n, p, q)), A)
 
 
 def mle(protocol, counts, n):
