@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import chisquare
 
 from mss_protocol.mss.sampler import _fillers
+from mss_protocol.olh import OLH
 from mss_protocol.pgr import PGR
 
 ALPHA = 0.001
@@ -60,3 +61,16 @@ def test_mss_fillers_are_uniform_subsets(s):
         if seen.size > 1:
             assert chisquare(seen).pvalue > ALPHA
 
+
+@pytest.mark.parametrize("k,eps", [(1024, 1.0), (OLH.P, 4.0)])
+def test_olh_tally_equals_the_int64_hash(k, eps):
+    """OLH.tally (int32, in place) counts exactly what the int64 hash gives, up to
+    k = P, where a v + b is largest (a = P - 1 included)."""
+    o = OLH(k, eps)
+    rng = np.random.default_rng(k)
+    a = np.append(rng.integers(1, o.P, size=300), o.P - 1)
+    b = np.append(rng.integers(0, o.P, size=300), o.P - 1)
+    y = rng.integers(0, o.g, size=a.size)
+    v = np.arange(k, dtype=np.int64)
+    want = (((a[:, None] * v + b[:, None]) % o.P) % o.g == y[:, None]).sum(axis=0)
+    assert np.array_equal(o.tally((a, b, y), chunk=1 << 20), want)

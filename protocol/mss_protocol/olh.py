@@ -79,15 +79,19 @@ class OLH(SupportOracle):
         return a, b, self._irr(self.grr.randomise(self.hash(a, b, x), rng), rng)
 
     def tally(self, reports, chunk=1 << 24):
-        """Support counts (k,) of reports (a, b, y), in chunks of about ``chunk`` cells."""
-        a, b, y = reports
+        """Support counts (k,) of reports (a, b, y), in chunks of about ``chunk`` cells.
+
+        In int32, in place: a v + b < P^2 < 2**31 (a, v < P), so nothing overflows."""
+        a, b, y = (np.asarray(x, dtype=np.int32) for x in reports)
         counts = np.zeros(self.k, dtype=np.int64)
-        v = np.arange(self.k)
+        v = np.arange(self.k, dtype=np.int32)
         step = max(1, chunk // self.k)
         for lo in range(0, a.size, step):
             sl = slice(lo, lo + step)
-            h = ((a[sl, None] * v + b[sl, None]) % self.P) % self.g
-            counts += (h == y[sl, None]).sum(axis=0)
+            h = a[sl, None] * v + b[sl, None]
+            np.remainder(h, self.P, out=h)
+            np.remainder(h, self.g, out=h)
+            counts += np.count_nonzero(h == y[sl, None], axis=0)
         return counts
 
     def sample_chunk(self, values, rng):
