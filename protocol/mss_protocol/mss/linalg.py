@@ -140,24 +140,28 @@ class ResidueComponents:
 def block_cg(M, B, rtol=1e-10, maxiter=500):
     """Solve M X = B for SPD sparse M and a block B (k, s): independent CG per column.
 
-    Jacobi-preconditioned; raises SingularError when it does not converge.
+    Jacobi-preconditioned; column j stops once |r_j| <= rtol |b_j|; raises
+    SingularError when some column has not after ``maxiter`` steps.  Updates
+    in place and norms as squared dot products: no (k, s) temporary a step
+    but the sparse product.
     """
-    dinv = 1.0 / M.diagonal()
+    dinv = 1.0 / M.diagonal()[:, None]
     X = np.zeros_like(B)
     R = B.copy()
-    Z = dinv[:, None] * R
-    P = Z.copy()
-    rz = np.einsum("ij,ij->j", R, Z)
-    stop = rtol * np.linalg.norm(B, axis=0)
+    P = dinv * R
+    step = np.empty_like(B)
+    rz = np.einsum("ij,ij->j", R, P)
+    stop = rtol ** 2 * np.einsum("ij,ij->j", B, B)
     for _ in range(maxiter):
-        if np.all(np.linalg.norm(R, axis=0) <= stop):
+        if np.all(np.einsum("ij,ij->j", R, R) <= stop):
             return X
         MP = M @ P
         alpha = rz / np.einsum("ij,ij->j", P, MP)
-        X += alpha * P
-        R -= alpha * MP
-        Z = dinv[:, None] * R
-        rz_new = np.einsum("ij,ij->j", R, Z)
-        P = Z + (rz_new / rz) * P
+        X += np.multiply(alpha, P, out=step)
+        R -= np.multiply(alpha, MP, out=MP)
+        np.multiply(dinv, R, out=step)  # Z = D^-1 R
+        rz_new = np.einsum("ij,ij->j", R, step)
+        P *= rz_new / rz
+        P += step
         rz = rz_new
     raise SingularError("conjugate gradients did not converge (ill-conditioned normal matrix)")

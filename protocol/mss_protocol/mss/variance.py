@@ -73,11 +73,12 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
     MV = inv.apply(V)
     if comps.large:
         M = (comps.A.T @ sparse.diags(w) @ comps.A).tocsr()
-        At = comps.A.T.tocsr()
+        rows = comps.offsets + np.arange(k)[:, None] % np.asarray(cfg.moduli)  # (k, l): each item's row in block j
         for nodes in comps.large:
             for idx in nodes:
-                est, se, MV[idx] = _hutchinson(M[idx][:, idx], At[idx], V[idx], h_rows, w, cfg.offsets, f[idx],
-                                               l / N_REF, rel_tol, maxiter)
+                used, local = np.unique(rows[idx], return_inverse=True)  # the component's rows of A
+                est, se, MV[idx] = _hutchinson(M[idx][:, idx], comps.A[used][:, idx], local.reshape(idx.size, l),
+                                               V[idx], h_rows[used], w[used], f[idx], l / N_REF, rel_tol, maxiter)
                 noise += est[0]
                 assign += est[1]
                 var += se ** 2
@@ -121,15 +122,19 @@ def _exact_block_terms(minv, nodes, m, offset, h_rows, w, f):
     return h_rows[r] @ sq, (w[r] ** 2 * F) @ sq - np.einsum("ci,ci->", Gf, Gf)
 
 
-def _hutchinson(M, At, V, h_rows, w, offsets, f, assign_scale, rel_tol, maxiter, batch=32, max_probes=4096,
-                seed=0):
-    """Hutchinson estimates, on one component (``At``: its rows of A^T), of
+def _hutchinson(M, A, rows, V, h_rows, w, f, assign_scale, rel_tol, maxiter, batch=32, max_probes=4096, seed=0):
+    """Hutchinson estimates, on one component (``A``: its submatrix of A, CSR;
+    ``rows`` (s, l): each of its items' row of ``A`` in block j; ``h_rows``, ``w``
+    on those rows), of
     tr(M^-1 A^T diag(h) A M^-1) and of sum_j tr(M^-1 B_j Sigma B_j M^-1),
     B_j = A_j^T W_j A_j, from the same probes y = M^-1 z: ([noise,
     assignment], standard error of noise + assign_scale * assignment,
-    M^-1 V)."""
+    M^-1 V).
+
+    An item x has one row in block j, r = rows[x, j], so B_j y at x is
+    w_r (A y)_r: a gather of W A y, all blocks at once, and z^T B_j Sigma B_j z
+    = sum_x f_x (B_j y)_x^2 - (f . B_j y)^2."""
     rng = np.random.default_rng(seed)
-    blocks = [At[:, lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:])]
     MV, samples = None, []
     while True:
         Z = rng.choice([-1.0, 1.0], size=(M.shape[0], batch))
@@ -138,13 +143,10 @@ def _hutchinson(M, At, V, h_rows, w, offsets, f, assign_scale, rel_tol, maxiter,
             MV, Y = Y[:, :V.shape[1]], Y[:, V.shape[1]:]
         else:
             Y = block_cg(M, Z, maxiter=maxiter)
-        AY = At.T @ Y
+        AY = A @ Y
         noise = np.einsum("r,rb->b", h_rows, AY ** 2)
-        assign = 0.0
-        for j, bt in enumerate(blocks):
-            lo, hi = offsets[j], offsets[j + 1]
-            BY = bt @ (w[lo:hi, None] * AY[lo:hi])  # B_j y = A_j^T W_j A_j y
-            assign = assign + f @ BY ** 2 - (f @ BY) ** 2
+        BY = (w[:, None] * AY)[rows]  # (s, l, batch): B_j y
+        assign = np.einsum("x,xjb->b", f, BY ** 2) - (np.einsum("x,xjb->jb", f, BY) ** 2).sum(axis=0)
         samples.extend(np.column_stack([noise, assign]))
         arr = np.array(samples)
         combined = arr[:, 0] + assign_scale * arr[:, 1]
