@@ -137,8 +137,11 @@ def tls_context(ca=None, cert=None, key=None):
 
 
 class Writer(threading.Thread):
-    """Drains (kind, payload..., ack) tuples into store batches; acks after commit.  An
-    exception stops it (``error``; told to ``failures``, a :class:`Failures`)."""
+    """Drains (receive, ack) tuples into store batches; acks after commit.  ``receive()``
+    is the link's step of classifying a message (``Ingest.receive_mqtt``, ...: a result or
+    a :class:`~.ingest.Pending` frame); the batch's frames are then decoded together
+    (``Ingest.decode_batch``).  An exception stops it (``error``; told to ``failures``,
+    a :class:`Failures`)."""
 
     def __init__(self, store, ingest, on_batch=None, failures=None):
         super().__init__(name="mss-writer", daemon=True)
@@ -152,7 +155,7 @@ class Writer(threading.Thread):
             while not (self.stopping.is_set() and self.inbox.empty()):
                 batch = self._next_batch()
                 if batch:
-                    items = [classify() for classify, _ in batch]
+                    items = self.ingest.decode_batch([receive() for receive, _ in batch])
                     outcomes = self.store.write_batch(items)
                     for _, ack in batch:
                         if ack:
@@ -184,8 +187,9 @@ class Writer(threading.Thread):
 
 class MqttCollector:
     """One subscription to ``topic`` at ``qos``; each message is classified by
-    ``classify(topic, payload, source)`` (``Ingest.from_mqtt``, or
-    ``from_lorawan`` for a network server's uplinks) in the writer.
+    ``classify(topic, payload, source)`` (``Ingest.receive_mqtt``, or
+    ``receive_lorawan`` for a network server's uplinks) in the writer, its frame
+    decoded with the writer's batch.
     ``retained`` = (topic, payload) is published on every connect: the
     campaign config that MQTT devices read.  ``tls_ca``/``tls_cert``/
     ``tls_key``: see :func:`tls_context`; any of them means TLS.  Connection
@@ -271,7 +275,7 @@ class MqttCollector:
 
 class SerialCollector(threading.Thread):
     """Reads report lines from one serial port (``/dev/ttyUSB0[,baud]``, :func:`parse_serial`);
-    each line is parsed and classified by ``Ingest.from_serial`` in the writer.  A port that
+    each line is parsed and classified by ``Ingest.receive_serial`` in the writer.  A port that
     fails is retried; any other exception ends the thread and is told to ``failures``."""
 
     def __init__(self, spec, writer, log=print, failures=None, clocks=None):
@@ -313,7 +317,7 @@ class SerialCollector(threading.Thread):
         elif status:  # $MSS2,<id>,!no-clock,<crc>: the board has no clock (DeviceClocks)
             self.clocks.said(status[0], status[1], f"serial:{self.port}")
         elif line.startswith(mark):  # else console log output, not a report line
-            self.writer.inbox.put((lambda: self.writer.ingest.from_serial(self.port, line), None))
+            self.writer.inbox.put((lambda: self.writer.ingest.receive_serial(self.port, line), None))
 
     def stop(self):
         self.stopping.set()

@@ -24,13 +24,20 @@ Compact frames take their epoch from the link (they carry none, or its low
 event is outside the window too; without ``period_s`` there is no clock, no
 window, and compact frames are quarantined as ``wire_epoch``.
 
+Classification has two steps: the link's (``receive_mqtt``, ``receive_lorawan``,
+``receive_serial``: topic, network-server event or serial line, length, device,
+link epoch and sequence) gives a final result or a :class:`Pending` frame, and
+the decoding step (:meth:`Ingest.decode_one`, or :meth:`Ingest.decode_batch`
+for many at once with ``codec.decode_many``: the same WireErrors) finishes it.
+``from_mqtt``, ``from_lorawan`` and ``from_serial`` are both steps for one message.
+
 A quarantine result keeps what arrived as its ``length``, its ``sha256``
 (hex) and its first KEEP_BYTES bytes only (the topic: its first MAX_TOPIC
 bytes), so one row is small whatever the broker lets through.
 """
 import hashlib
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mss_aggregator.collect.lorawan import UplinkError
 from mss_device.frame import HEADER_BYTES
@@ -55,6 +62,20 @@ def held(item, raw):
                 sha256=None if raw is None else hashlib.sha256(raw).hexdigest())
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A message past its link's checks, its frame not yet decoded: ``item`` (source,
+    topic, payload) that the result extends, the frame's ``device_id``, the link's
+    ``epoch`` and ``seq`` (see :meth:`Ingest._pending`), and ``raw``, what a
+    quarantine row keeps (:func:`held`; None: the result is not held, ``Ingest.frame``)."""
+    item: dict
+    device_id: str
+    frame: bytes
+    epoch: int
+    seq: int
+    raw: bytes = None
+
+
 class Ingest:
     """``lorawan``: the :class:`~mss_aggregator.collect.lorawan.Server` whose
     uplinks :meth:`from_lorawan` reads, with reports on ``fport`` (time probes on
@@ -72,6 +93,10 @@ class Ingest:
         self.max_payload = HEADER_BYTES + max(self.codec.body_lengths)  # the longest header, full
 
     def from_mqtt(self, topic, payload, source="mqtt"):
+        return self.decode_one(self.receive_mqtt(topic, payload, source))
+
+    def receive_mqtt(self, topic, payload, source="mqtt"):
+        """The link's step of :meth:`from_mqtt`: a result, or a :class:`Pending` frame."""
         item = {"source": source, "topic": bytes(topic), "payload": bytes(payload)}
         return self._held(self._classify_mqtt(item), item["payload"])
 
@@ -84,7 +109,7 @@ class Ingest:
         if (len(item["topic"]) > MAX_TOPIC or len(parts) != 5 or parts[:3] != ["mss", "v1", self.campaign]
                 or parts[4] != "report" or not DEVICE_ID.match(parts[3])):
             return dict(item, reason="topic", detail="not a report topic of this campaign")
-        return self._report(item, parts[3], item["payload"], self._link_epoch())
+        return self._pending(item, parts[3], item["payload"], self._link_epoch())
 
     def from_lorawan(self, topic, payload, source="lorawan"):
         """One uplink event of the network server.  The device is its DevEUI; a
@@ -93,6 +118,10 @@ class Ingest:
         redelivery) are duplicates and a rejoined device's second report in
         an epoch (FCnt from 0 again) is an extra.  A quarantine row keeps the
         event (not only its frame), as :func:`held` does."""
+        return self.decode_one(self.receive_lorawan(topic, payload, source))
+
+    def receive_lorawan(self, topic, payload, source="lorawan"):
+        """The link's step of :meth:`from_lorawan`: a result, or a :class:`Pending` frame."""
         document = bytes(payload)
         item = {"source": source, "topic": bytes(topic), "payload": None}
         return self._held(self._classify_lorawan(item, document), document)
@@ -112,13 +141,17 @@ class Ingest:
             if up.frame == SKIP_UPLINK:
                 return self.skip("lorawan", up.dev_eui, self._link_epoch(up.time), item["source"])
             return dict(item, ignored="time_probes")
-        return self._report(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
+        return self._pending(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
 
     def from_serial(self, port, line):
         """One line read from serial port ``port`` (bytes, its LF or CRLF
         stripped or not): the report of the line's device id, or a
         quarantine result keeping the line (``frame``, ``checksum``);
         None for console output (a line not starting with ``$MSS``)."""
+        return self.decode_one(self.receive_serial(port, line))
+
+    def receive_serial(self, port, line):
+        """The link's step of :meth:`from_serial`: a result, a :class:`Pending` frame, or None."""
         raw = bytes(line)
         item = {"source": f"serial:{port}", "topic": None, "payload": raw}
         try:
@@ -128,7 +161,7 @@ class Ingest:
         if parsed is None:
             return None
         device_id, frame = parsed
-        return self._held(self._report(dict(item, payload=frame), device_id, frame, self._link_epoch()), frame)
+        return self._held(self._pending(dict(item, payload=frame), device_id, frame, self._link_epoch()), frame)
 
     def skip(self, link, device_id, epoch, source):
         """The store item of a board's skipped ``epoch`` (SPEC.md section 10: device.budget
@@ -145,31 +178,74 @@ class Ingest:
         (``epoch``: the link's, default the campaign clock's): a dict with
         ``report``, or with the ``reason`` and ``detail`` it would quarantine it
         with (``mss decode``)."""
-        return self._report({}, device_id, bytes(frame), self._link_epoch() if epoch is None else epoch)
+        return self.decode_one(self._pending({}, device_id, bytes(frame),
+                                             self._link_epoch() if epoch is None else epoch))
+
+    def decode_one(self, out):
+        """The result of ``out``, one ``receive_*`` result: a :class:`Pending` frame
+        decoded by ``codec.decode``, anything else as it is."""
+        if not isinstance(out, Pending):
+            return out
+        try:
+            report = self.codec.decode(out.frame, out.device_id, out.epoch)
+        except WireError as exc:
+            report = exc
+        return self._decoded(out, report, self._window())
+
+    def decode_batch(self, outs):
+        """:meth:`decode_one` of each of ``outs``, the :class:`Pending` frames decoded
+        together by one ``codec.decode_many`` (the same reports and WireErrors as
+        ``codec.decode`` one by one) and judged against one reading of the clock."""
+        pending = [n for n, out in enumerate(outs) if isinstance(out, Pending)]
+        if not pending:
+            return list(outs)
+        batch = self.codec.decode_many([outs[n].frame for n in pending], [outs[n].device_id for n in pending],
+                                       [outs[n].epoch for n in pending])
+        decoded = dict(batch.errors)
+        decoded.update((p, batch.report(r)) for r, p in enumerate(batch.positions))
+        window, results = self._window(), list(outs)
+        for i, n in enumerate(pending):
+            results[n] = self._decoded(outs[n], decoded[i], window)
+        return results
 
     @staticmethod
     def _held(out, raw):
+        """``out`` as what arrived as ``raw`` is kept: a quarantine result held
+        (:func:`held`), a :class:`Pending` frame told to hold its own."""
+        if isinstance(out, Pending):
+            return replace(out, raw=raw)
         return held(out, raw) if "reason" in out else out
 
-    def _report(self, item, device_id, frame, epoch, seq=None):
-        """Decode ``frame`` of ``device_id``; ``epoch`` is the link's (compact
-        frames), ``seq`` the link's counter that replaces a compact frame's 0.
-        An accepted report keeps ``frame`` as its payload."""
+    def _pending(self, item, device_id, frame, epoch, seq=None):
+        """``frame`` of ``device_id`` to decode (:class:`Pending`), or the ``payload``
+        quarantine if it is longer than any frame; ``epoch`` is the link's (compact
+        frames), ``seq`` the link's counter that replaces a compact frame's 0."""
         if len(frame) > self.max_payload:
             return dict(item, reason="payload", detail=f"{len(frame)} bytes is longer than any frame "
                                                        f"of this config ({self.max_payload} bytes)")
-        try:
-            report = self.codec.decode(frame, device_id, epoch)
-        except WireError as exc:
-            return dict(item, reason=f"wire_{exc.reason}", detail=str(exc))
-        if self.period_s:
-            now = self.current_epoch()
-            if not now - self.past_epochs <= report.epoch <= now + 1:
-                return dict(item, reason="epoch", detail=f"epoch {report.epoch} is outside the window "
-                            f"{now - self.past_epochs}..{now + 1} (aggregator.accept_past_epochs {self.past_epochs})")
-        if seq is not None and report.frame != "full":
-            report = replace(report, seq=seq)
-        return dict(item, payload=frame, device_id=device_id, report=report)
+        return Pending(item, device_id, frame, epoch, seq)
+
+    def _window(self):
+        """The accepted epochs (first, last) of the campaign clock now, or None (no clock)."""
+        if not self.period_s:
+            return None
+        now = self.current_epoch()
+        return now - self.past_epochs, now + 1
+
+    def _decoded(self, pending, report, window):
+        """The result of ``pending`` whose frame decoded to ``report`` (or raised that
+        WireError): quarantined outside ``window``; an accepted report keeps the
+        frame as its payload, and a compact frame takes the link's seq."""
+        if isinstance(report, WireError):
+            out = dict(pending.item, reason=f"wire_{report.reason}", detail=str(report))
+        elif window and not window[0] <= report.epoch <= window[1]:
+            out = dict(pending.item, reason="epoch", detail=f"epoch {report.epoch} is outside the window "
+                       f"{window[0]}..{window[1]} (aggregator.accept_past_epochs {self.past_epochs})")
+        else:
+            if pending.seq is not None and report.frame != "full":
+                report = replace(report, seq=pending.seq)
+            return dict(pending.item, payload=pending.frame, device_id=pending.device_id, report=report)
+        return out if pending.raw is None else held(out, pending.raw)
 
     def current_epoch(self, at=None):
         """The campaign epoch at unix time ``at`` (default: now)."""

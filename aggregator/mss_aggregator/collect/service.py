@@ -150,8 +150,8 @@ class Aggregator:
         self.collectors = []
         if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
             topic, classify, qos, retained = (
-                (lorawan.uplink_topic, self.ingest.from_lorawan, lorawan.qos, None) if lorawan else
-                (f"mss/v1/{campaign}/+/report", self.ingest.from_mqtt, 1,
+                (lorawan.uplink_topic, self.ingest.receive_lorawan, lorawan.qos, None) if lorawan else
+                (f"mss/v1/{campaign}/+/report", self.ingest.receive_mqtt, 1,
                  (f"mss/v1/{campaign}/config", config_message(self.cfg, campaign, fleet_key, log))))
             self.collectors.append(MqttCollector(broker, self.writer, topic, classify,
                                                  client_id or default_client_id(self.store, campaign),
