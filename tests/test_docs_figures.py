@@ -9,8 +9,8 @@
   so any difference means the code changed its choices and the benchmark
   must be rerun (``python tools/bench_bytes.py --json docs/bench-bytes.json
   ...`` then ``python tools/docs_tables.py``);
-* docs/bench-codecs.json: the rows labelled ``auto`` are the planner's
-  current choices, so the bold figures are those of what ``mss plan`` returns.
+* docs/bench-codecs.json: its ``auto`` rows are the planner's current
+  choices, so the throughput it reports is that of what ``mss plan`` returns.
 
 No simulation: planning only (fresh plan cache, conftest.py).
 """
@@ -24,7 +24,7 @@ from mss_protocol.choose import choose
 
 ROOT = Path(__file__).resolve().parent.parent
 BYTES = json.loads((ROOT / "docs/bench-bytes.json").read_text())
-CODECS = docs_tables.codec_rows(json.loads((ROOT / "docs/bench-codecs.json").read_text()))
+CODECS = json.loads((ROOT / "docs/bench-codecs.json").read_text())["auto"]
 
 
 @pytest.mark.parametrize("doc", docs_tables.DOCS)
@@ -48,14 +48,15 @@ def test_few_byte_auto_choice_is_current(cell):
 
 
 def codec_cases():
-    """(k, eps, {auto label: protocol}) of every (k, eps) of docs/bench-codecs.json."""
-    return [pytest.param(k, eps, {label: r["protocol"] for r in CODECS if (r["k"], r["epsilon"]) == (k, eps)
-                                  for label in r["auto"]}, id=f"k{k}-eps{eps:g}")
-            for k, eps in dict.fromkeys((r["k"], r["epsilon"]) for r in CODECS)]
+    """(k, eps, {choice label: protocol}) of every (k, eps) of docs/bench-codecs.json's auto rows."""
+    cells = {}
+    for r in CODECS:
+        cells.setdefault((r["k"], r["epsilon"]), {})[r["choice"]] = r["protocol"]
+    return [pytest.param(k, eps, labelled, id=f"k{k}-eps{eps:g}") for (k, eps), labelled in cells.items()]
 
 
 @pytest.mark.parametrize("k, eps, labelled", codec_cases())
 def test_codec_auto_labels_are_current(k, eps, labelled):
     got = {"auto": choose(k, eps, "auto")["protocol"],
-           "auto 11 B compact": choose(k, eps, "auto", max_bytes=11, frame="compact")["protocol"]}
+           docs_tables.FEW_BYTES: choose(k, eps, "auto", max_bytes=11, frame="compact")["protocol"]}
     assert labelled == got

@@ -54,6 +54,7 @@ try:
 except ImportError as exc:
     sys.exit(f"bench_peers: the peer libraries are not installed ({exc}); see this script's docstring")
 
+from docs_tables import render_peers  # noqa: E402  (tools/: the table docs/benchmarks.md shows)
 from mss_device.rng import ByteRng
 from mss_protocol import postprocess, registry
 
@@ -182,22 +183,6 @@ def run_cell(k, eps, populations, client_reports):
     return rows
 
 
-def markdown(rows):
-    fmt = lambda m, h: "–" if m is None else f"{m:.3g} ± {h:.2g}"  # noqa: E731
-    ratio = lambda x: "–" if x is None else f"{x:.2f}"  # noqa: E731
-    lines = ["| k | eps | protocol | implementation | client us/report | server s | MSE raw (95% CI) | "
-             "MSE clip (95% CI) | ours/peer MSE raw | ours/peer MSE clip | ours/peer client time |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["k"], r["epsilon"], list(OURS).index(r["protocol"]),
-                                         r["implementation"] != "mss-iot", r["implementation"])):
-        lines.append(f"| {r['k']} | {r['epsilon']:g} | {r['protocol']} | {r['implementation']} | "
-                     f"{r['client_us_per_report']:.1f} | {r['server_seconds']:.3f} | "
-                     f"{fmt(r['mse_raw'], r['mse_raw_ci95'])} | {fmt(r['mse_clip'], r['mse_clip_ci95'])} | "
-                     f"{ratio(r['ours_over_peer_raw'])} | {ratio(r['ours_over_peer_clip'])} | "
-                     f"{ratio(r['ours_over_peer_client'])} |")
-    return "\n".join(lines)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000, help="reports per population (default 10000)")
@@ -219,7 +204,7 @@ def main():
             print(f"k={k} eps={eps:g} done", file=sys.stderr)
     print(f"Zipf(1.1), n = {args.n}, {args.trials} trials (the same populations for every implementation); "
           f"client: median of {args.client_reports} reports timed one by one, one core\n")
-    print(markdown(rows))
+    print(render_peers({"rows": rows}))
     if args.json:
         from importlib.metadata import version
         setup = {"n": args.n, "k": args.k, "epsilons": args.eps, "trials": args.trials, "dist": "zipf1.1",
