@@ -3,7 +3,10 @@
 ``data/planner_choices.json`` holds what the planner before the speed-ups
 (commit d5e07d5) returned for ``plan(k, eps, max_bits, use_cache=False)`` at
 k in {16, 64, 200} x eps in {0.5, 2, 5} x max_bits in {None, 20}, and k = 1024
-at eps 0.5 and 5 (whose screen uses Hutchinson's estimator): moduli, omegas,
+at eps 0.5 and 5 (whose screen uses Hutchinson's estimator), and (added with
+the second speed-up, made by the planner at commit 3b6dd76, also before the
+first) k = 4096 at eps 0.5 and 4 and k = 22000 at eps 2 with no budget, where
+most or all candidates go through Hutchinson's estimator: moduli, omegas,
 candidates considered, the unit MSE and the frontier.  The same choices must
 come back, and the same MSEs up to rounding (the exact traces are now summed
 class by class instead of through G_j A_j: 1e-9 relative covers it; the
