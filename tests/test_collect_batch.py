@@ -197,3 +197,14 @@ def test_writer_stores_what_one_by_one_stores(tmp_path):
     assert batch_store.counts().to_dict() == one_store.counts().to_dict() and batch_store.counts().total > 0
     batch_store.close()
     one_store.close()
+
+
+@pytest.mark.parametrize("cfg,make", [(MSS, mss_frames), (RAPPOR, rappor_frames)], ids=["mss", "rappor"])
+def test_batch_of_no_good_frame(cfg, make):
+    """A batch with no frame to decode, or none that decodes, is still each one's result."""
+    rng = random.Random(5)
+    ingest = ingest_of(cfg)
+    bad = [(b"mss/v1/t/d1/report", p) for p in (b"", b"\xff" * 12, bytes(5000))]
+    for messages in ([], bad, [(b"mss/v1/x/d1/report", make(rng)[0])]):
+        assert ingest.decode_batch([ingest.receive_mqtt(*m) for m in messages]) == [ingest.from_mqtt(*m)
+                                                                                   for m in messages]
