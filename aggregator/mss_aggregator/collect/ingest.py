@@ -87,9 +87,9 @@ def reports(batch):
     if batch.bits is not None:
         subsets = []
         for start in range(0, len(batch.bits), CHUNK):
-            rows, cols = np.nonzero(np.unpackbits(batch.bits[start:start + CHUNK], axis=1, count=batch.nbits))
-            ends = np.cumsum(np.bincount(rows, minlength=len(batch.bits[start:start + CHUNK]))).tolist()
-            cols = cols.tolist()
+            bodies = batch.bits[start:start + CHUNK]
+            rows, cols = np.nonzero(np.unpackbits(bodies, axis=1, count=batch.nbits))
+            ends, cols = np.cumsum(np.bincount(rows, minlength=len(bodies))).tolist(), cols.tolist()
             subsets += [tuple(cols[a:b]) for a, b in zip([0] + ends[:-1], ends)]
     else:
         members, ends = batch.members.tolist(), np.cumsum(batch.sizes).tolist()
