@@ -1,23 +1,11 @@
 """mss plan --board (issue 28 item 6): device_ms and --max-device-ms on the board chosen, with or without --link."""
-import json
 import math
 
 import pytest
-from click.testing import CliRunner
 
-from mss_cli.main import main
 from mss_protocol import device_cost
 from mss_protocol.oracle_config import load_dict
-
-
-def plan(*args):
-    return CliRunner().invoke(main, ["plan", *map(str, args)])
-
-
-def plan_json(*args):
-    out = plan(*args, "--json")
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)
+from test_plan_link import plan, plan_json  # the plan tests' CLI helpers
 
 
 @pytest.mark.parametrize("board", ["rp2040", "rp2350", "esp32c3"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mss_protocol.frames import Report
+from mss_protocol.frames import Report, WireError
 
 CHUNK = 1024  # unary bodies unpacked this many at a time (k = 22000: 22 MB of bits)
 
@@ -46,6 +46,23 @@ class Batch:
     def __len__(self):
         return len(self.positions)
 
+    def parse(self, frames, parse):
+        """Run ``parse(n, frame)`` -> (frame kind, epoch, seq, *rest) over ``frames``: keep
+        the header of each good frame, the WireError of each bad one; return the rests."""
+        rests = []
+        for n, data in enumerate(frames):
+            try:
+                kind, epoch, seq, *rest = parse(n, data)
+            except WireError as exc:
+                self.errors[n] = exc
+                continue
+            self.positions.append(n)
+            self.epochs.append(epoch)
+            self.seqs.append(seq)
+            self.frames.append(kind)
+            rests.append(rest)
+        return rests
+
     def subset(self, r):
         """Report r's subset as ``decode`` gives it (a tuple of ints)."""
         if self.bits is not None:
@@ -57,6 +74,23 @@ class Batch:
         """Report r as ``codec.decode`` of its frame returns it."""
         return Report(self.cfg.config_id, self.epochs[r], self.seqs[r], int(self.j[r]), self.subset(r),
                       self.frames[r])
+
+    def reports(self):
+        """``[self.report(r) for r in range(len(self))]``, the subsets split from the arrays
+        at once: ``members`` cut at the running sums of ``sizes``, or the set bits of the
+        unpacked unary ``bits`` (CHUNK rows at a time) -- not one NumPy call per report."""
+        if self.bits is not None:
+            subsets = []
+            for start in range(0, len(self.bits), CHUNK):
+                bodies = self.bits[start:start + CHUNK]
+                rows, cols = np.nonzero(np.unpackbits(bodies, axis=1, count=self.nbits))
+                ends, cols = np.cumsum(np.bincount(rows, minlength=len(bodies))).tolist(), cols.tolist()
+                subsets += [tuple(cols[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+        else:
+            members, ends = self.members.tolist(), np.cumsum(self.sizes).tolist()
+            subsets = [tuple(members[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+        return [Report(self.cfg.config_id, epoch, seq, j, subset, frame) for epoch, seq, j, subset, frame
+                in zip(self.epochs, self.seqs, self.j.tolist(), subsets, self.frames)]
 
     def counts(self):
         """The :class:`~mss_protocol.mss.counts.Counts` of the batch's reports (vectorised tally;

@@ -213,19 +213,9 @@ class OracleCodec:
         encodings keep their packed bodies (``bits``), the others their subsets
         (``members``: the point, or olh's (a, b, y))."""
         batch = Batch(self.cfg, nbits=self.nbits)
-        parts = []
-        for n, data in enumerate(frames):
-            try:
-                frame, epoch, seq, body, subset = self._parse(data, None if device_ids is None else device_ids[n],
-                                                              None if epochs is None else epochs[n])
-            except WireError as exc:
-                batch.errors[n] = exc
-                continue
-            batch.positions.append(n)
-            batch.epochs.append(epoch)
-            batch.seqs.append(seq)
-            batch.frames.append(frame)
-            parts.append(body if self.unary else subset)
+        parts = [body if self.unary else subset for body, subset in batch.parse(
+            frames, lambda n, data: self._parse(data, None if device_ids is None else device_ids[n],
+                                                None if epochs is None else epochs[n]))]
         batch.j = np.zeros(len(parts), dtype=np.int64)
         if self.unary:
             nbytes = next(iter(self.body_lengths))

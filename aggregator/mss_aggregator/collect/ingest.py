@@ -39,13 +39,10 @@ import hashlib
 import time
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from mss_aggregator.collect.lorawan import UplinkError
 from mss_device.frame import HEADER_BYTES
 from mss_device.gateway import DEVICE_ID, LineError, parse as parse_line
-from mss_protocol.batch import CHUNK
-from mss_protocol.frames import Report, WireError
+from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import codec
 
 MAX_TOPIC = 256
@@ -77,25 +74,6 @@ class Pending:
     epoch: int
     seq: int
     raw: bytes = None
-
-
-def reports(batch):
-    """``[batch.report(r) for r in range(len(batch))]`` (a :class:`~mss_protocol.batch.Batch`),
-    its subsets split from the arrays at once: ``members`` cut at the running sums of
-    ``sizes``, or the set bits of the unpacked unary ``bits`` (row by row, CHUNK rows
-    at a time) -- not one NumPy call per report."""
-    if batch.bits is not None:
-        subsets = []
-        for start in range(0, len(batch.bits), CHUNK):
-            bodies = batch.bits[start:start + CHUNK]
-            rows, cols = np.nonzero(np.unpackbits(bodies, axis=1, count=batch.nbits))
-            ends, cols = np.cumsum(np.bincount(rows, minlength=len(bodies))).tolist(), cols.tolist()
-            subsets += [tuple(cols[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-    else:
-        members, ends = batch.members.tolist(), np.cumsum(batch.sizes).tolist()
-        subsets = [tuple(members[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-    return [Report(batch.cfg.config_id, epoch, seq, j, subset, frame) for epoch, seq, j, subset, frame
-            in zip(batch.epochs, batch.seqs, batch.j.tolist(), subsets, batch.frames)]
 
 
 class Ingest:
@@ -224,7 +202,7 @@ class Ingest:
         batch = self.codec.decode_many([outs[n].frame for n in pending], [outs[n].device_id for n in pending],
                                        [outs[n].epoch for n in pending])
         decoded = dict(batch.errors)
-        decoded.update(zip(batch.positions, reports(batch)))
+        decoded.update(zip(batch.positions, batch.reports()))
         window, results = self._window(), list(outs)
         for i, n in enumerate(pending):
             results[n] = self._decoded(outs[n], decoded[i], window)

@@ -82,19 +82,8 @@ class WireCodec:
         block's ranks unranked together (:func:`unrank_rows`) where its binomial rows
         fit in _ROW_BYTES, else one by one (:meth:`unrank`)."""
         batch = Batch(self.cfg)
-        blocks, ranks = [], []
-        for n, data in enumerate(frames):
-            try:
-                frame, epoch, seq, j, rank = self._parse(data, None if epochs is None else epochs[n])
-            except WireError as exc:
-                batch.errors[n] = exc
-                continue
-            batch.positions.append(n)
-            batch.epochs.append(epoch)
-            batch.seqs.append(seq)
-            batch.frames.append(frame)
-            blocks.append(j)
-            ranks.append(rank)
+        parsed = batch.parse(frames, lambda n, data: self._parse(data, None if epochs is None else epochs[n]))
+        blocks, ranks = [j for j, _ in parsed], [rank for _, rank in parsed]
         batch.j = np.array(blocks, dtype=np.int64)
         omegas = np.asarray(self.cfg.omegas, dtype=np.int64)
         batch.sizes = omegas[batch.j]
