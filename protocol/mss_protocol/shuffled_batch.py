@@ -1,0 +1,142 @@
+"""Shuffled batches: what a shuffler forwards to the aggregator (SPEC.md, "Shuffled batches").
+
+One batch is one MQTT message on ``mss/v1/<campaign>/shuffled`` (QoS 1)::
+
+    magic b"MSSB" | version u8 = 1 | config id (4 bytes) | batch id (16 random bytes)
+    | epoch u32 BE | first_epoch u32 BE | n u32 BE
+    | n times: body length u16 BE, body
+    | HMAC-SHA256 (32 bytes) over every byte before it
+
+``epoch`` is the epoch the batch is released for (the latest one it covers),
+``first_epoch`` the earliest epoch of a report in it (``first_epoch <= epoch``).
+Each body is a report as a ``compact`` frame of the config (SPEC.md section
+4: one tag byte, then the protocol's body): the device's header (device id,
+sequence, epoch, the config id beyond its tag) is gone.  The aggregator
+decodes the bodies with the config's codec in frame kind ``compact`` at the
+batch's ``epoch``.
+
+The MAC key is the shuffle key the shuffler and the aggregator share (at
+least :data:`MIN_KEY_BYTES` bytes: HMAC-SHA256's 256-bit security needs a
+256-bit key, RFC 2104 section 3).  :func:`decode_batch` checks the MAC first,
+in constant time (``hmac.compare_digest``), and parses nothing of an
+unauthenticated message: every failure is a :class:`BatchError` with a
+stable short ``reason``.
+"""
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"MSSB"
+VERSION = 1
+CONFIG_ID_BYTES = 4  # mss_device.params._digest: the first 4 bytes of a SHA-256
+BATCH_ID_BYTES = 16
+MAC_BYTES = 32
+MIN_KEY_BYTES = 32
+MAX_BODY = 0xFFFF  # a body's length is a u16
+_HEAD = struct.Struct(f">4sB{CONFIG_ID_BYTES}s{BATCH_ID_BYTES}sIII")
+HEADER_BYTES = _HEAD.size  # 37
+EPOCHS = 1 << 32
+
+
+class BatchError(ValueError):
+    """A batch that cannot be accepted; ``reason`` is a stable short code:
+    ``type``, ``key``, ``length``, ``mac``, ``magic``, ``version``, ``epoch``,
+    ``count``, ``body``, ``config`` (decode), or ``batch`` (encode)."""
+
+    def __init__(self, reason, detail):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ShuffledBatch:
+    config_id: bytes
+    batch_id: bytes
+    epoch: int
+    first_epoch: int
+    bodies: tuple  # of bytes, each a compact frame of the config
+
+    @property
+    def batch_id_hex(self):
+        return self.batch_id.hex()
+
+
+def check_key(key):
+    """Raise BatchError ``key`` unless ``key`` is bytes of at least MIN_KEY_BYTES."""
+    if not isinstance(key, bytes):
+        raise BatchError("key", f"the shuffle key must be bytes, got {type(key).__name__}")
+    if len(key) < MIN_KEY_BYTES:
+        raise BatchError("key", f"the shuffle key has {len(key)} bytes; at least {MIN_KEY_BYTES} "
+                                "are needed (HMAC-SHA256)")
+
+
+def _config_id(config):
+    """The 4 config id bytes of a config object (``.config_id``) or of bytes."""
+    cid = getattr(config, "config_id", config)
+    if not isinstance(cid, bytes) or len(cid) != CONFIG_ID_BYTES:
+        raise BatchError("config", f"a config id is {CONFIG_ID_BYTES} bytes, got {cid!r}")
+    return cid
+
+
+def mac(key, data):
+    return hmac.new(key, data, hashlib.sha256).digest()
+
+
+def encode_batch(key, config, batch_id, epoch, first_epoch, bodies):
+    """The bytes of one batch of ``bodies`` (compact frames, already permuted:
+    this function keeps their order) of ``config`` (a config or its id bytes)."""
+    check_key(key)
+    cid = _config_id(config)
+    if not isinstance(batch_id, bytes) or len(batch_id) != BATCH_ID_BYTES:
+        raise BatchError("batch", f"a batch id is {BATCH_ID_BYTES} bytes, got {batch_id!r}")
+    if not (type(epoch) is int and type(first_epoch) is int and 0 <= first_epoch <= epoch < EPOCHS):
+        raise BatchError("batch", f"need 0 <= first_epoch <= epoch < 2**32, got {first_epoch!r}, {epoch!r}")
+    bodies = list(bodies)
+    if not bodies or len(bodies) >= EPOCHS:
+        raise BatchError("batch", f"a batch holds 1 to 2**32 - 1 bodies, got {len(bodies)}")
+    parts = [_HEAD.pack(MAGIC, VERSION, cid, batch_id, epoch, first_epoch, len(bodies))]
+    for body in bodies:
+        if not isinstance(body, bytes) or not 0 < len(body) <= MAX_BODY:
+            raise BatchError("batch", f"a body is 1 to {MAX_BODY} bytes, got {body!r:.40}")
+        parts += (struct.pack(">H", len(body)), body)
+    data = b"".join(parts)
+    return data + mac(key, data)
+
+
+def decode_batch(key, data, config=None):
+    """The :class:`ShuffledBatch` in ``data``, after checking its MAC under
+    ``key`` and its format; with ``config`` (a config or its id bytes) also
+    that the batch is of that config (reason ``config``)."""
+    check_key(key)
+    if not isinstance(data, bytes):
+        raise BatchError("type", f"expected bytes, got {type(data).__name__}")
+    if len(data) < HEADER_BYTES + MAC_BYTES:
+        raise BatchError("length", f"{len(data)} bytes is shorter than any batch "
+                                   f"({HEADER_BYTES + MAC_BYTES})")
+    signed, tag = data[:-MAC_BYTES], data[-MAC_BYTES:]
+    if not hmac.compare_digest(mac(key, signed), tag):
+        raise BatchError("mac", "the HMAC does not verify under the shuffle key")
+    magic, version, cid, batch_id, epoch, first_epoch, n = _HEAD.unpack_from(signed)
+    if magic != MAGIC:
+        raise BatchError("magic", f"magic {magic!r} is not {MAGIC!r}")
+    if version != VERSION:
+        raise BatchError("version", f"batch format version {version} is not {VERSION}")
+    if first_epoch > epoch:
+        raise BatchError("epoch", f"first_epoch {first_epoch} is after epoch {epoch}")
+    if config is not None and cid != _config_id(config):
+        raise BatchError("config", f"config id {cid.hex()} is not {_config_id(config).hex()}")
+    if n == 0:
+        raise BatchError("count", "an empty batch")
+    bodies, off = [], HEADER_BYTES
+    for i in range(n):
+        if off + 2 > len(signed):
+            raise BatchError("count", f"the batch ends before body {i} of {n}")
+        (size,) = struct.unpack_from(">H", signed, off)
+        if size == 0 or off + 2 + size > len(signed):
+            raise BatchError("body", f"body {i} of {size} bytes does not fit the batch")
+        bodies.append(signed[off + 2:off + 2 + size])
+        off += 2 + size
+    if off != len(signed):
+        raise BatchError("length", f"{len(signed) - off} bytes after the last of {n} bodies")
+    return ShuffledBatch(cid, batch_id, epoch, first_epoch, tuple(bodies))
