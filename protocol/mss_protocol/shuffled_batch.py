@@ -20,10 +20,13 @@ least :data:`MIN_KEY_BYTES` bytes: HMAC-SHA256's 256-bit security needs a
 256-bit key, RFC 2104 section 3).  :func:`decode_batch` checks the MAC first,
 in constant time (``hmac.compare_digest``), and parses nothing of an
 unauthenticated message: every failure is a :class:`BatchError` with a
-stable short ``reason``.
+stable short ``reason``.  :func:`load_key` reads the key as the fleet key
+is read (``mss_protocol.sealed``): hex digits in a file, else in
+``$MSS_SHUFFLE_KEY``; ``openssl rand -hex 32`` makes one.
 """
 import hashlib
 import hmac
+import os
 import struct
 from dataclasses import dataclass
 
@@ -33,6 +36,7 @@ CONFIG_ID_BYTES = 4  # mss_device.params._digest: the first 4 bytes of a SHA-256
 BATCH_ID_BYTES = 16
 MAC_BYTES = 32
 MIN_KEY_BYTES = 32
+KEY_ENV = "MSS_SHUFFLE_KEY"
 MAX_BODY = 0xFFFF  # a body's length is a u16
 _HEAD = struct.Struct(f">4sB{CONFIG_ID_BYTES}s{BATCH_ID_BYTES}sIII")
 HEADER_BYTES = _HEAD.size  # 37
@@ -69,6 +73,33 @@ def check_key(key):
     if len(key) < MIN_KEY_BYTES:
         raise BatchError("key", f"the shuffle key has {len(key)} bytes; at least {MIN_KEY_BYTES} "
                                 "are needed (HMAC-SHA256)")
+
+
+def load_key(path=None, flag="--shuffle-key-file"):
+    """The shuffle key from file ``path`` (its hex digits), else ``$MSS_SHUFFLE_KEY``;
+    BatchError ``key`` names the file or the variable (never the key) when neither
+    is given, or the text is not hex, or the key is shorter than MIN_KEY_BYTES."""
+    if path is not None:
+        source = f"{flag} {path}"
+        try:
+            with open(path, encoding="ascii") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BatchError("key", f"{source}: cannot read the shuffle key: "
+                                    f"{getattr(exc, 'strerror', None) or exc}") from None
+    elif os.environ.get(KEY_ENV):
+        source, text = f"${KEY_ENV}", os.environ[KEY_ENV]
+    else:
+        raise BatchError("key", f"no shuffle key: give {flag} FILE or set ${KEY_ENV} (hex, at least "
+                                f"{MIN_KEY_BYTES} bytes: openssl rand -hex {MIN_KEY_BYTES})")
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        raise BatchError("key", f"{source}: a shuffle key is hex digits") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise BatchError("key", f"{source}: a shuffle key needs at least {MIN_KEY_BYTES} bytes "
+                                f"({2 * MIN_KEY_BYTES} hex digits), got {len(key)}")
+    return key
 
 
 def _config_id(config):
