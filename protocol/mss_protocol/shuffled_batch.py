@@ -30,6 +30,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from mss_device.frame import HEADER, KINDS, TAG_MASK
+
 MAGIC = b"MSSB"
 VERSION = 1
 CONFIG_ID_BYTES = 4  # mss_device.params._digest: the first 4 bytes of a SHA-256
@@ -108,6 +110,15 @@ def _config_id(config):
     if not isinstance(cid, bytes) or len(cid) != CONFIG_ID_BYTES:
         raise BatchError("config", f"a config id is {CONFIG_ID_BYTES} bytes, got {cid!r}")
     return cid
+
+
+def compact_body(config, kind, frame):
+    """The body of a batch for ``frame``, an accepted report of ``config`` in
+    frame kind ``kind`` (a name of ``mss_device.frame.KINDS``): its compact
+    frame, the tag byte 0b10tttttt (t = config id byte 0 AND 0x3F) and the
+    report's body, its header (config id, epoch, sequence) dropped."""
+    head = HEADER[KINDS.index(kind)]
+    return bytes((0x80 | (_config_id(config)[0] & TAG_MASK),)) + frame[head:]
 
 
 def mac(key, data):
