@@ -83,6 +83,13 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Sign the published config with this fleet key (hex; the key mss deploy "
                    "gave the boards). Default: $MSS_FLEET_KEY; without either the config is "
                    "published unsigned and boards ignore it.")
+@click.option("--shuffled", is_flag=True,
+              help="Take a shuffler's batches only (mss shuffle): subscribe to mss/v1/<campaign>/shuffled alone, "
+                   "refuse every batch the shuffle key does not authenticate, never see a device id; no "
+                   "--serial or --lorawan. The store records it and refuses device reports.")
+@click.option("--shuffle-key-file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --shuffled: the key shared with the shuffler (hex, at least 32 bytes: openssl rand "
+                   "-hex 32). Default: $MSS_SHUFFLE_KEY.")
 @click.option("--quiet", is_flag=True, help="No live counters.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Print a line per message once stored, on stdout: its topic (or serial port), then "
@@ -107,7 +114,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
                   client_id, serial_ports, fleet_key_file, quiet, verbose, warn_idle, http_bind, http_token,
-                  http_token_file, http_hosts, refresh, broker_password_file):
+                  http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
 
     A thread that dies (a collector, the writer, the HTTP server) stops the command with exit 3
@@ -131,6 +138,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
             check_bind(http_bind, http_token)  # before connecting anything
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
+    shuffle_key = _shuffle_key(shuffled, shuffle_key_file, broker, serial_ports, lorawan, fleet_key_file)
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
     if lorawan and not broker:
@@ -149,7 +157,8 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     try:
         agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
                          tls_ca, client_id, log=log, lorawan=lorawan, fleet_key=load_key(fleet_key_file),
-                         tls_cert=tls_cert, tls_key=tls_key, verbose=click.echo if verbose else None)
+                         tls_cert=tls_cert, tls_key=tls_key, verbose=click.echo if verbose else None,
+                         shuffle_key=shuffle_key)
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     line, weak = describe(agg.cfg, agg.device)
@@ -159,3 +168,26 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
               warn_idle=warn_idle, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
         fail(str(exc), now=bool(ABANDONED))
+
+
+def _shuffle_key(shuffled, key_file, broker, serial_ports, lorawan, fleet_key_file):
+    """The shuffle key of ``--shuffled`` (None without it), or a usage error: a device link or a
+    config to publish with --shuffled, a key file without it, no key or a bad one."""
+    from mss_protocol.shuffled_batch import BatchError, load_key
+
+    if not shuffled:
+        if key_file:
+            raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
+        return None
+    if serial_ports or lorawan:
+        raise click.UsageError("--shuffled takes the shuffler's batches only: --serial and --lorawan are device "
+                               "links, whose reports name their device (give them to mss shuffle)")
+    if not broker:
+        raise click.UsageError("--shuffled needs --broker, the broker the shuffler publishes its batches to")
+    if fleet_key_file:
+        raise click.UsageError("--shuffled publishes no config (the devices are the shuffler's side, not this "
+                               "broker's): drop --fleet-key-file")
+    try:
+        return load_key(key_file)
+    except BatchError as exc:
+        raise click.UsageError(str(exc).removeprefix("key: "))

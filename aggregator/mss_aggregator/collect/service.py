@@ -14,7 +14,8 @@ from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCol
 from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS, StoreError, open_store
+from mss_aggregator.collect.shuffled import ShuffledIngest, shuffled_topic
+from mss_aggregator.collect.store import DEVICES, QUARANTINE_MAX_ROWS, SHUFFLER, StoreError, open_store
 from mss_protocol import categories
 from mss_protocol.budget import check_device
 from mss_protocol.mss.config import ConfigError, read_json
@@ -87,11 +88,17 @@ class Aggregator:
     A collector, the writer or the HTTP server that dies tells ``failures``
     (:func:`serve` stops on it).  ``verbose``: called with one line
     (:func:`message_line`) per message once it is stored (``mss aggregate -v``).
+
+    With ``shuffle_key`` (bytes; ``mss aggregate --shuffled``) it takes a shuffler's
+    batches only (:mod:`.shuffled`): one subscription, to ``mss/v1/<campaign>/shuffled``
+    on ``broker``, no device topic, status or retained config, no serial port or
+    LoRaWAN server (ValueError), and a store that records itself as shuffled
+    (:meth:`~.store.Store.record_mode`: a store of device reports is refused).
     """
 
     def __init__(self, config_path, store_path, campaign=None, broker=None, serial_ports=(),
                  share_group=None, tls_ca=None, client_id=None, log=print, lorawan=None, fleet_key=None,
-                 tls_cert=None, tls_key=None, verbose=None):
+                 tls_cert=None, tls_key=None, verbose=None, shuffle_key=None):
         if campaign is not None:
             check_topic_level(campaign, "--campaign")
         if share_group is not None:
@@ -113,9 +120,14 @@ class Aggregator:
                               f"aggregator needs it to bound the epochs it accepts and to choose the default "
                               f"estimate; add it (the firmware's default is 3600, with epoch_origin 0): "
                               "mss plan ... --period S --device-config FILE writes it with the plan")
+        shuffled = shuffle_key is not None
+        if shuffled and (serial_ports or lorawan or not broker):
+            raise ValueError("--shuffled takes a shuffler's batches from --broker only: no device link "
+                             "(--serial, --lorawan) is heard, or the aggregator would see device ids")
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
-        if self.cfg.frame == 1 and (serial_ports or (broker and not lorawan)):  # SPEC.md section 4
+        # SPEC.md section 4 (a shuffler's bodies are compact frames, dated by the batch: see .shuffled)
+        if self.cfg.frame == 1 and not shuffled and (serial_ports or (broker and not lorawan)):
             raise ConfigError(f"{config_path}: frame compact is dated by arrival, which only a LoRaWAN "
                               f"network server's receive time makes safe: collect it with --lorawan only, "
                               f"or plan the boards with compact-epoch")
@@ -134,6 +146,7 @@ class Aggregator:
                     f"no --campaign given and {self.store.name} records none; boards of another campaign "
                     f"are not heard (give --campaign NAME)"))
             self.store.record_campaign(campaign)
+            self.store.record_mode(SHUFFLER if shuffled else DEVICES)
         except StoreError:
             self.store.close()
             raise
@@ -142,13 +155,22 @@ class Aggregator:
         self.started = False
         self.store.set_clock(clock)
         self.store.set_categories(self.categories)
-        self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
-                             fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
+        if shuffled:
+            self.ingest = ShuffledIngest(self.cfg, campaign, shuffle_key)
+        else:
+            self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
+                                 fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
         self.log, self.failures = log, Failures()
         self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)
         self.collectors = []
-        if broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
+        if shuffled:  # the shuffler's topic only: no status, no retained config (devices are not here)
+            self.collectors.append(MqttCollector(broker, self.writer, shuffled_topic(campaign),
+                                                 self.ingest.receive_mqtt,
+                                                 client_id or default_client_id(self.store, campaign), 1, None,
+                                                 share_group, tls_ca, log, tls_cert, tls_key,
+                                                 failures=self.failures))
+        elif broker:  # LoRaWAN devices read no retained config: only MQTT devices get one
             topic, classify, qos, retained = (
                 (lorawan.uplink_topic, self.ingest.receive_lorawan, lorawan.qos, None) if lorawan else
                 (f"mss/v1/{campaign}/+/report", self.ingest.receive_mqtt, 1,
@@ -230,7 +252,11 @@ def message_line(item, outcome):
     message's reason is printed, not its bytes."""
     topic = item.get("topic")
     where = item["source"] if topic is None else topic.decode("utf-8", "backslashreplace")
-    if "skip" in item:  # a board's status: device.budget spent, no report this epoch
+    if "batch" in item:  # a shuffler's batch: its size and epochs, no body
+        b = item["batch"]
+        what = (f"{outcome} batch {b.batch_id_hex} epoch {b.epoch} (first {b.first_epoch}): {len(b.bodies)} "
+                f"bodies, {len(item['reports'])} reports" + (f", {len(item['bad'])} quarantined" if item["bad"] else ""))
+    elif "skip" in item:  # a board's status: device.budget spent, no report this epoch
         what = f"{outcome} skip {item['device_id']} epoch {item['epoch']} (budget spent)"
     elif "reason" in item:
         size = "" if item.get("length") is None else f" ({item['length']} bytes)"

@@ -42,6 +42,19 @@ accept_past_epochs + 2 are open at once (34 by default: 170 rows, ~27 kB),
 one more each period, so over a campaign of T epochs one device id stores
 at most 5 (T + accept_past_epochs + 2) rows.
 
+A **shuffled store** (``mss aggregate --shuffled``, ``meta.reports_from`` =
+"shuffler") holds a shuffler's batches and no device id: each batch is a
+row of ``shuffle_batches`` (its random batch id, config, release epoch,
+first epoch, n bodies and the reports decoded of them), and each decoded
+body a ``reports`` row whose ``device_id`` is a slot name made of the batch
+id and the body's position in the permuted batch (:func:`slot`: it names no
+device), ``seq`` that position and ``source`` "shuffler", so that
+:meth:`Store.counts` and the estimate decode them as any report.  A batch
+id already stored is a duplicate: its n reports are counted as
+``duplicate`` once (a shuffler re-publishes after a crash).  A store takes
+reports of one kind (:meth:`Store.record_mode`): a device report into a
+shuffled store, or a batch into a device store, is a StoreError.
+
 ``meta`` also records the config, the campaign (:meth:`Store.record_campaign`:
 an aggregator of another campaign is refused, and one without ``--campaign``
 resumes the recorded one), the campaign clock and the items' names.
@@ -89,7 +102,12 @@ MIGRATIONS = [
     (4, ["""CREATE TABLE IF NOT EXISTS skips (
             link TEXT NOT NULL, device_id TEXT NOT NULL, epoch BIGINT NOT NULL, received {real} NOT NULL,
             PRIMARY KEY (link, device_id, epoch))"""]),
+    # a shuffler's batches (mss aggregate --shuffled): n bodies, of which `reports` decoded and stored
+    (5, ["""CREATE TABLE IF NOT EXISTS shuffle_batches (
+            batch_id TEXT PRIMARY KEY, config_id TEXT NOT NULL, epoch BIGINT NOT NULL,
+            first_epoch BIGINT NOT NULL, n BIGINT NOT NULL, reports BIGINT NOT NULL, received {real} NOT NULL)"""]),
 ]
+DEVICES, SHUFFLER = "devices", "shuffler"  # meta.reports_from: who sends a store its reports
 LINKS = ("mqtt", "serial", "lorawan")  # the links whose skipped epochs are counted
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
@@ -133,6 +151,24 @@ class Store:
                               + f", not {cfg.config_id_hex}" + (f" (campaign {campaign!r})" if campaign else "")
                               + "; use another --store")
         self.cfg = stored
+        self.mode = meta.get("reports_from")  # DEVICES, SHUFFLER, or None: nothing recorded yet
+
+    def record_mode(self, mode):
+        """Record who sends this store its reports (DEVICES, or SHUFFLER for
+        ``mss aggregate --shuffled``) on first use (the first writer wins; a store of
+        an older aggregator with reports is a DEVICES one); StoreError if it is the other."""
+        if mode not in (DEVICES, SHUFFLER):
+            raise ValueError(f"mode must be {DEVICES!r} or {SHUFFLER!r}, got {mode!r}")
+        older = self.mode is None and self._query("SELECT 1 FROM reports LIMIT 1")
+        recorded = self.remembered("reports_from", lambda: DEVICES if older else mode)
+        self.mode = recorded
+        if recorded != mode:
+            raise StoreError(f"{self.name} holds " + ("a shuffler's batches (mss aggregate --shuffled)"
+                                                      if recorded == SHUFFLER else "reports of devices")
+                             + ", not " + ("a shuffler's batches" if mode == SHUFFLER else "device reports")
+                             + ": a store takes one or the other (an aggregator of shuffled batches never "
+                               "holds a device id); use another --store")
+        return recorded
 
     def campaign(self):
         """The campaign name the aggregator recorded here (str), or None: a store no
@@ -199,8 +235,12 @@ class Store:
         """Serialise the extras of one (config, device, epoch) between
         processes, for the extras cap (SQLite: the write transaction does)."""
 
+    def _sql(self, sql):
+        """``sql`` in the driver's placeholders."""
+        return sql
+
     def _exec(self, cur, sql, args=()):
-        cur.execute(sql, args)
+        cur.execute(self._sql(sql), args)
         return cur
 
     def close(self):
@@ -245,35 +285,34 @@ class Store:
 
     def _write(self, items):
         now = time.time()
-        outcomes, bump = {}, {"received": sum(1 for it in items if "skip" not in it)}
+        self._check_mode(items)
+        outcomes, bump = {}, {"received": sum(len(it["batch"].bodies) if "batch" in it else 1
+                                              for it in items if "skip" not in it)}
         cid = self.cfg.config_id_hex
         insert = ("INSERT INTO reports (config_id, device_id, epoch, seq, j, subset, payload, source, "
                   "received, status) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
 
         def key(i):  # (device, epoch) order: concurrent workers take row locks in one order, and
             it = items[i]  # the stable sort keeps arrival order within an epoch (first one counts)
+            if "batch" in it:  # batches in batch id order, for the same reason
+                return (0, it["batch"].batch_id_hex, 0)
             if "reason" in it or "ignored" in it or "skip" in it:
                 return (0, "", 0)
             return (1, it["device_id"], it["report"].epoch)
         with self._transaction() as cur:
-            room = self._quarantine_room(cur) if any("reason" in it for it in items) else 0
+            room = [self._quarantine_room(cur) if any("reason" in it or it.get("bad") for it in items) else 0]
             for i in sorted(range(len(items)), key=key):
                 it = items[i]
                 if "skip" in it:  # a skipped epoch: once per (link, device, epoch)
                     outcomes[i] = self._skip(cur, it, now, bump)
                     continue
+                if "batch" in it:  # a shuffler's batch: its reports and bad bodies count themselves
+                    outcomes[i] = self._batch(cur, it, now, bump, room)
+                    continue
                 if "ignored" in it:  # no report (a time probe): counted only
                     outcome = counter = it["ignored"]
                 elif "reason" in it:
-                    if room > 0:
-                        self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason, "
-                                        "length, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                   (now, it["source"], it["topic"], it["payload"],
-                                    f"{it['reason']}: {it.get('detail', '')}", it.get("length"), it.get("sha256")))
-                        room -= 1
-                    else:
-                        bump["quarantine_dropped"] = bump.get("quarantine_dropped", 0) + 1
-                    outcome, counter = "quarantined", f"rejected_{it['reason']}"
+                    outcome, counter = self._quarantine(cur, it, now, bump, room)
                 else:
                     r = it["report"]
                     row = (cid, it["device_id"], r.epoch, r.seq, r.j,
@@ -290,6 +329,54 @@ class Store:
                 self._exec(cur, "INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) "
                                 "DO UPDATE SET value = counters.value + excluded.value", (name, bump[name]))
         return [outcomes[i] for i in range(len(items))]
+
+    def _check_mode(self, items):
+        """StoreError for a device report into a shuffled store or a batch into any other."""
+        shuffled = self.mode == SHUFFLER
+        wrong = next((it for it in items if (("report" in it or "skip" in it) if shuffled else "batch" in it)), None)
+        if wrong is not None:
+            raise StoreError(f"{self.name}: " + (
+                "a shuffled store (mss aggregate --shuffled) takes no report or status of a device"
+                if shuffled else "a shuffler's batch goes to a shuffled store only (mss aggregate --shuffled "
+                                 "records it), not to one of device reports") + "; nothing of this batch is stored")
+
+    def _quarantine(self, cur, it, now, bump, room):
+        """Keep quarantine item ``it`` while ``room[0]`` (the rows the cap allows) lasts;
+        (outcome, counter)."""
+        if room[0] > 0:
+            self._exec(cur, "INSERT INTO quarantine (received, source, topic, payload, reason, "
+                            "length, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (now, it["source"], it["topic"], it["payload"],
+                        f"{it['reason']}: {it.get('detail', '')}", it.get("length"), it.get("sha256")))
+            room[0] -= 1
+        else:
+            bump["quarantine_dropped"] = bump.get("quarantine_dropped", 0) + 1
+        return "quarantined", f"rejected_{it['reason']}"
+
+    def _batch(self, cur, it, now, bump, room):
+        """Store shuffled batch ``it`` (``batch``: a ShuffledBatch, ``reports``: [(position,
+        Report)] of its bodies that decoded, ``bad``: quarantine items of those that did not):
+        "accepted", or "duplicate" when its batch id is stored (every body counted duplicate)."""
+        b, n = it["batch"], len(it["batch"].bodies)
+        cid = self.cfg.config_id_hex
+        if self._exec(cur, "INSERT INTO shuffle_batches (batch_id, config_id, epoch, first_epoch, n, reports, "
+                           "received) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                      (b.batch_id_hex, cid, b.epoch, b.first_epoch, n, len(it["reports"]), now)).rowcount != 1:
+            bump["duplicate"] = bump.get("duplicate", 0) + n
+            bump["duplicate_batches"] = bump.get("duplicate_batches", 0) + 1
+            return "duplicate"
+        # a new batch id: its slots are new too, so a conflict here is a bug, and raises
+        cur.executemany(self._sql("INSERT INTO reports (config_id, device_id, epoch, seq, j, subset, payload, "
+                                  "source, received, status) VALUES (?,?,?,?,?,?,?,?,?,'accepted')"),
+                        [(cid, slot(b.batch_id_hex, pos), r.epoch, pos, r.j,
+                          np.asarray(r.subset, dtype="<u4").tobytes(), b.bodies[pos], SHUFFLER, now)
+                         for pos, r in it["reports"]])
+        for q in it["bad"]:
+            _, counter = self._quarantine(cur, q, now, bump, room)
+            bump[counter] = bump.get(counter, 0) + 1
+        bump["accepted"] = bump.get("accepted", 0) + len(it["reports"])
+        bump["batches"] = bump.get("batches", 0) + 1
+        return "accepted"
 
     def _skip(self, cur, it, now, bump):
         if it["epoch"] is None or it["skip"] not in LINKS:
@@ -377,12 +464,15 @@ class Store:
         duplicate + rejected + time_probes (LoRaWAN uplinks on ``time_fport``: no
         report, present once non-zero); ``quarantine_dropped`` and
         ``extra_dropped`` (each present once non-zero) count rejected messages
-        whose quarantine row, or extra row, a cap left out."""
+        whose quarantine row, or extra row, a cap left out.  A shuffled store counts
+        reports too (a batch of n bodies is n received), a batch refused whole as one
+        message, and its batches stored and re-published (``batches``,
+        ``duplicate_batches``, present once non-zero)."""
         c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
         out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
         out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
         out.update(sorted((k, v) for k, v in c.items() if k.startswith("rejected_")))
-        for name in ("time_probes", "quarantine_dropped", "extra_dropped"):
+        for name in ("time_probes", "quarantine_dropped", "extra_dropped", "batches", "duplicate_batches"):
             if c.get(name):
                 out[name] = c[name]
         return out
@@ -449,15 +539,41 @@ class Store:
     def tally(self, epoch=None):
         """(reports, devices, sum over devices of their reports squared, epochs)
         of the accepted reports, of ``epoch`` only if given: the size of an
-        estimate and what its pooled standard errors are widened by."""
+        estimate and what its pooled standard errors are widened by.
+
+        A shuffled store knows no device: a device has at most one report in
+        each campaign epoch (the shuffler's check), so R_d <= C, the campaign
+        epochs the batches cover (first_epoch..epoch of each: a merged batch
+        covers several), the sum of squares is at most C N (N reports), and the
+        devices are at least the fullest release epoch's reports.  It returns
+        those bounds, so standard errors are widened by sqrt(C), as if every
+        device had reported in every epoch covered (:mod:`.scope`)."""
         where, args = "status='accepted'", ()
         if epoch is not None:
             where, args = where + " AND epoch=?", (epoch,)
+        if self.mode == SHUFFLER:
+            per_epoch = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY epoch"
+            reports, fullest, epochs = self._query(f"SELECT SUM(c), MAX(c), COUNT(*) FROM ({per_epoch}) e", args)[0]
+            reports, fullest, epochs = (int(v or 0) for v in (reports, fullest, epochs))
+            covered = covered_epochs(self.shuffle_batches(None if epoch is None else [epoch]))
+            return reports, fullest, reports * covered, epochs
         per_device = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY device_id"
         reports, devices, squares = self._query(f"SELECT SUM(c), COUNT(*), SUM(c * c) FROM ({per_device}) d",
                                                 args)[0]
         epochs = self._query(f"SELECT COUNT(DISTINCT epoch) FROM reports WHERE {where}", args)[0][0]
         return tuple(int(v or 0) for v in (reports, devices, squares, epochs))
+
+    def shuffle_batches(self, epochs=None):
+        """[(epoch, first_epoch, n bodies, reports stored)] of the shuffler's batches stored
+        (of the release ``epochs`` only, if given), by epoch: what the central
+        guarantee of a shuffled store's release is computed from."""
+        sql, args = "SELECT epoch, first_epoch, n, reports FROM shuffle_batches", ()
+        if epochs is not None:
+            epochs = [int(e) for e in epochs]
+            if not epochs:
+                return []
+            sql, args = sql + f" WHERE epoch IN ({', '.join('?' * len(epochs))})", tuple(epochs)
+        return [tuple(int(v) for v in row) for row in self._query(sql + " ORDER BY epoch, first_epoch, n", args)]
 
     def devices_per_epoch(self, last=48):
         """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
@@ -479,6 +595,23 @@ class Store:
         """Set of (device_id, epoch, seq) of accepted reports (for audits and tests)."""
         return set(map(tuple, self._query("SELECT device_id, epoch, seq FROM reports "
                                           "WHERE status='accepted'")))
+
+
+def covered_epochs(batches):
+    """How many campaign epochs the ``batches`` ([(epoch, first_epoch, ...)]) cover together:
+    the size of the union of their ranges first_epoch..epoch."""
+    count, end = 0, -1
+    for first, last in sorted((b[1], b[0]) for b in batches):
+        if last > end:
+            count += last - max(first, end + 1) + 1
+            end = last
+    return count
+
+
+def slot(batch_id_hex, position):
+    """The ``device_id`` of a shuffled report: its batch and its position in the
+    permuted batch (no device's name, nothing of its arrival)."""
+    return f"shuffled-{batch_id_hex}-{position}"
 
 
 class SqliteStore(Store):
@@ -585,9 +718,8 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise StoreError(f"{self.name}: cannot open the store: {str(exc).strip()}") from None
 
-    def _exec(self, cur, sql, args=()):
-        cur.execute(sql.replace("?", "%s"), args)
-        return cur
+    def _sql(self, sql):
+        return sql.replace("?", "%s")
 
     def _lock(self, cur, key=None):
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (self.LOCK_ID + (key == "quarantine"),))
