@@ -1,0 +1,171 @@
+"""``mss aggregate --shuffled`` through a real Mosquitto: a shuffler's batches in, a store
+that holds no device id, counts equal to an offline decode of the same reports, and the
+central (eps_c, delta) beside the estimate (issue 29)."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+import paho.mqtt.client as mqtt
+import pytest
+from click.testing import CliRunner
+
+from brokers import mosquitto  # noqa: F401 (fixture)
+from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
+from loadgen import make_reports
+from mss_aggregator.collect.service import Aggregator
+from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, open_store, slot
+from mss_cli.main import main as mss_main
+from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
+from mss_protocol.mss.wire import WireCodec
+from mss_protocol.shuffled_batch import compact_body, encode_batch
+
+CFG = MssConfig.build(16, 1.0, [13, 15])
+OTHER = MssConfig.build(16, 2.0, [13, 15])
+KEY = bytes(range(32))
+SECRET = "devsecret"  # every device id starts so: the store file must not hold it
+# (release epoch, first epoch, reports): epoch 8 is released in two batches (each device
+# in one of them), epoch 9 in one; the clock's current epoch is 9 (clocked(9))
+BATCHES = [(8, 8, 2000), (8, 8, 1500), (9, 9, 3000)]
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "cfg.json"
+    CFG.save(path, clocked(9))
+    return path
+
+
+def fleet(seed=0):
+    """[(batch id, epoch, first epoch, full frames)] of BATCHES, made by the host codec for
+    devices named SECRET..., each device in one batch of an epoch."""
+    out = []
+    for b, (epoch, first, n) in enumerate(BATCHES):
+        frames = [p for *_, p in make_reports(CFG, n, 1, prefix=f"{SECRET}{b}-", seed=seed + b)]
+        out.append((bytes([b + 1]) * 16, epoch, first, frames))
+    return out
+
+
+def batch_bytes(batch_id, epoch, first, frames, key=KEY, cfg=CFG, extra=()):
+    return encode_batch(key, cfg, batch_id, epoch, first, [compact_body(cfg, "full", f) for f in frames] + list(extra))
+
+
+def publish(port, messages):
+    """Publish (topic, payload) at QoS 1 and wait until the broker has each."""
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-shuffler")
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    infos = [c.publish(topic, payload, qos=1) for topic, payload in messages]
+    for info in infos:
+        info.wait_for_publish(10)
+    c.loop_stop()
+    c.disconnect()
+
+
+def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
+    store = tmp_path / "s.sqlite"
+    (tmp_path / "key").write_text(KEY.hex())
+    agg = AggregatorProcess(tmp_path, config, store, broker=f"mqtt://127.0.0.1:{mosquitto.port}",
+                            extra=("--shuffled", "--shuffle-key-file", str(tmp_path / "key"))).start()
+    agg.ready()
+    batches = fleet()
+    topic = "mss/v1/t/shuffled"
+    bad_body = bytes([0x80 | ((CFG.config_id[0] + 1) & 0x3F)]) + compact_body(CFG, "full", batches[1][3][0])[1:]
+    messages = [(topic, batch_bytes(*batches[0])),
+                (topic, batch_bytes(*batches[1], extra=[bad_body])),  # a broken shuffler's body: alone out
+                (topic, batch_bytes(*batches[2])),
+                (topic, batch_bytes(*batches[0])),  # re-published after a shuffler crash: counted once
+                (topic, batch_bytes(b"\x09" * 16, 9, 9, batches[2][3][:50], key=bytes(32))),  # another key
+                (topic, batch_bytes(b"\x0a" * 16, 9, 9, batches[2][3][:50])[:60]),  # truncated
+                (topic, batch_bytes(b"\x0b" * 16, 9, 9, batches[2][3][:50], cfg=OTHER)),  # another config
+                (topic, b"MSSB junk"),
+                ("mss/v1/t/dev1/report", batches[0][3][0])]  # a device's report: not subscribed, never seen
+    publish(mosquitto.port, messages)
+    reports = sum(len(b[3]) for b in batches)
+    c = wait_for(store, lambda c: c["accepted"] == reports and c["rejected"] == 5 and c.get("duplicate_batches"))
+    time.sleep(0.5)  # nothing else comes
+    agg.stop()
+    assert c == {"received": reports + 1 + len(batches[0][3]) + 4, "accepted": reports,
+                 "duplicate": len(batches[0][3]), "rejected": 5, "rejected_batch_config": 1,
+                 "rejected_batch_length": 2, "rejected_batch_mac": 1, "rejected_wire_config": 1,
+                 "batches": 3, "duplicate_batches": 1}
+    assert b"mss/v1/t/dev1/report" not in (tmp_path / "aggregator.log").read_bytes()
+
+    codec = WireCodec(CFG)
+    s = open_store(store)
+    try:
+        for epoch in (8, 9, None):  # each epoch's counts and all of them: the offline decode's
+            frames = [f for _, e, _, fs in batches if epoch in (None, e) for f in fs]
+            offline, online = Counts(CFG).add(codec.decode(f) for f in frames), s.counts(epoch)
+            assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
+        assert sorted(s.shuffle_batches()) == [(8, 8, 1501, 1500), (8, 8, 2000, 2000), (9, 9, 3000, 3000)]
+        total, rows = s.quarantined()
+        assert total == 5 and {r["reason"] for r in rows} == {"batch_mac", "batch_length", "batch_config",
+                                                             "wire_config"}
+        assert s.tally() == (reports, 3500, 2 * reports, 2)  # two epochs covered: a device may be in both
+    finally:
+        s.close()
+
+    # the database holds no device id nor anything per device
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("s.sqlite")]
+    assert all(SECRET.encode() not in p.read_bytes() for p in files)
+    db = sqlite3.connect(store)
+    slots = {slot(bid.hex(), pos) for bid, _, _, frames in batches for pos in range(len(frames))}
+    assert {r[0] for r in db.execute("SELECT device_id FROM reports")} <= slots
+    assert db.execute("SELECT COUNT(*), MIN(source), MAX(source), MAX(status) FROM reports").fetchone() == (
+        reports, "shuffler", "shuffler", "accepted")
+    assert db.execute("SELECT COUNT(*) FROM skips").fetchone() == (0,)
+    assert [r[1] for r in db.execute("PRAGMA table_info(shuffle_batches)")] == [
+        "batch_id", "config_id", "epoch", "first_epoch", "n", "reports", "received"]
+    assert dict(db.execute("SELECT key, value FROM meta"))["reports_from"] == SHUFFLER
+    db.close()
+
+
+def test_a_store_takes_device_reports_or_batches_not_both(tmp_path, config):
+    broker = "mqtt://127.0.0.1:1"  # never connected: the refusals come first
+    shuffled = Aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
+    shuffled.stop()
+    with pytest.raises(StoreError, match="shuffler's batches .* not device reports"):
+        Aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None)
+    s = open_store(tmp_path / "b.sqlite", CFG)
+    codec = WireCodec(CFG)
+    frame = make_reports(CFG, 1, 1, seed=1)[0][3]
+    s.write_batch([{"source": "x", "topic": None, "payload": frame, "device_id": "d1", "report": codec.decode(frame)}])
+    s.close()  # a store of an older aggregator: reports, no mode recorded
+    with pytest.raises(StoreError, match="holds reports of devices, not a shuffler's batches"):
+        Aggregator(config, tmp_path / "b.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
+    s = open_store(tmp_path / "a.sqlite")
+    with pytest.raises(StoreError, match="takes no report or status of a device"):
+        s.write_batch([{"source": "x", "topic": None, "payload": frame, "device_id": "d1",
+                        "report": codec.decode(frame)}])
+    s.close()
+    s = open_store(tmp_path / "b.sqlite")
+    assert s.record_mode(DEVICES) == DEVICES
+    s.close()
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--serial", "/dev/null"], "--serial and --lorawan are device links"),
+    (["--broker", "mqtt://127.0.0.1:1", "--lorawan", "chirpstack:app"], "--serial and --lorawan"),
+    ([], "--shuffled needs --broker"),
+    (["--broker", "mqtt://127.0.0.1:1", "--fleet-key-file", "k"], "publishes no config"),
+    (["--broker", "mqtt://127.0.0.1:1"], "no shuffle key: give --shuffle-key-file FILE or set $MSS_SHUFFLE_KEY"),
+    (["--broker", "mqtt://127.0.0.1:1", "--shuffle-key-file", "SHORT"], "needs at least 32 bytes"),
+])
+def test_cli_refuses_what_shuffled_cannot_take(tmp_path, config, monkeypatch, args, error):
+    monkeypatch.delenv("MSS_SHUFFLE_KEY", raising=False)
+    (tmp_path / "SHORT").write_text("00" * 16)
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(mss_main, ["aggregate", "--shuffled", "--config", str(config),
+                                        "--store", str(tmp_path / "s.sqlite"), *args])
+    assert out.exit_code == 2 and error in out.output, out.output
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_shuffle_key_file_needs_shuffled(tmp_path, config):
+    out = CliRunner().invoke(mss_main, ["aggregate", "--broker", "mqtt://127.0.0.1:1", "--config", str(config),
+                                        "--store", str(tmp_path / "s.sqlite"), "--shuffle-key-file", "k"])
+    assert out.exit_code == 2 and "--shuffle-key-file is for --shuffled" in out.output
