@@ -1,0 +1,301 @@
+"""The privacy accountant of the shuffle model: central (eps, delta) of a shuffled batch of eps0-LDP reports.
+
+A shuffler that strips identities and permutes a batch of ``n`` reports, one a device, each from an
+eps0-LDP randomiser, releases a multiset that is (eps, delta)-DP in the central sense with eps far
+below eps0 once n is in the thousands (amplification by shuffling: Erlingsson et al., SODA 2019;
+Balle, Bell, Gascon, Nissim, CRYPTO 2019; Feldman, McMillan, Talwar, FOCS 2021).
+
+Bounds implemented (:func:`central_epsilon` returns the smallest that applies):
+
+``feldman-closed-form``
+    Feldman, McMillan, Talwar, "Hiding among the clones: a simple and nearly optimal analysis of
+    privacy amplification by shuffling", FOCS 2021 (arXiv 2012.12803), Theorem 3.1: for any
+    eps0-LDP randomisers and eps0 <= ln(n / (16 ln(2/delta))),
+
+        eps <= ln(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 ln(4/delta)) / sqrt(n) + 8 e^eps0 / n)).
+
+``feldman-numerical``
+    The same paper, Theorem 3.2 (the reduction behind Theorem 3.1): the shuffled output is
+    (eps, delta)-DP if the pair P, Q on {0..n}^2 is, where with p = e^-eps0, C ~ Bin(n - 1, p),
+    A ~ Bin(C, 1/2) and Delta ~ Bern(alpha), alpha = e^eps0 / (e^eps0 + 1),
+
+        P = (A + Delta, C - A + 1 - Delta),    Q = (A + 1 - Delta, C - A + Delta).
+
+    We compute the hockey-stick divergence D_{e^eps}(P || Q) = sum max(0, P - e^eps Q) exactly
+    (:func:`clones_delta`) and search the smallest eps with D <= delta (the procedure of the
+    authors' code, apple/ml-shuffling-amplification, which sums the same divergence over C in
+    coarse steps; ours sums every c exactly, vectorised).  Valid for every eps0-LDP randomiser.
+
+``grr-blanket`` (``protocol="grr"`` with ``k``)
+    Balle, Bell, Gascon, Nissim, "The privacy blanket of the shuffle model", CRYPTO 2019,
+    Section 4: k-ary randomised response with keep probability p = e^eps0 / (e^eps0 + k - 1) is a
+    mixture: with probability gamma = k / (e^eps0 + k - 1) a uniform "blanket" value, else the
+    true one.  For neighbours differing in the last user's value x vs x', only the blanket values
+    that land on x or x' matter: each other user contributes one with probability
+    2 gamma / k = 2 / (e^eps0 + k - 1), equally likely x or x'.  Revealing to the adversary which
+    reports are blanket reports on {x, x'} (more information: an upper bound) and whether the last
+    user's report is in {x, x'} (equally likely, p + q, under both inputs), the view is the
+    mixture (1 - p - q) * (common part) + (p + q) * (P, Q) with the pair P, Q above for
+    C ~ Bin(n - 1, 2 / (e^eps0 + k - 1)) and the same alpha = p / (p + q).  Hence
+    delta(eps) = (p + q) * D_{e^eps}(P || Q), computed exactly as for feldman-numerical.
+    This is the blanket decomposition, which Su, Cheng, Wang ("Decomposition-based optimal
+    bounds for privacy amplification via shuffling", arXiv 2504.07414) show to be the optimal
+    decomposition, evaluated on the two values that differ; it is our derivation (not a theorem
+    printed in Balle et al., whose Theorem 3.1 is a looser closed form), tighter than the
+    generic bound for small k (k = 2: twice the clones) and looser for k >> e^eps0, where the
+    generic bound is returned.
+
+The release is always eps0-DP with delta 0 (post-processing of n eps0-LDP reports of which one
+is the device's), so no result exceeds eps0; when no bound is below it, eps0 is returned with a
+``method`` saying so.
+"""
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats
+
+EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
+TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (added to delta: still an upper bound)
+SEARCH_STEPS = 40  # bisection steps on eps: the bracket shrinks to 2^-40 of eps0
+PROTOCOLS = (None, "grr")
+USEFUL = 1e-6  # a bound within this fraction of eps0 is reported as no amplification ("none: ...")
+
+
+@dataclass(frozen=True)
+class Central:
+    """A central (eps, delta)-DP guarantee of one shuffled batch of ``n`` eps0-LDP reports.
+
+    ``method``: the bound that gave ``eps`` (module docstring), or ``"none: ..."`` when no bound
+    is below eps0 (then ``eps == eps0`` and the guarantee holds with delta 0)."""
+
+    eps: float
+    delta: float
+    n: int
+    eps0: float
+    method: str
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The guarantee over ``epochs`` shuffled releases, one report of the device in each.
+
+    ``eps``, ``delta``: the total; ``method``: ``"basic"`` or ``"kairouz-oh-viswanath"``
+    (:func:`compose`); ``central``: the per-epoch guarantee composed."""
+
+    eps: float
+    delta: float
+    epochs: int
+    method: str
+    central: Central
+
+
+def _check(eps0, n, delta, protocol, k):
+    if not (isinstance(eps0, (int, float)) and 0 < eps0 < math.inf):
+        raise ValueError(f"eps0 must be a positive finite number, got {eps0!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (reports in the shuffled batch) must be an integer >= 1, got {n!r}")
+    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be None (any eps0-LDP randomiser) or 'grr', got {protocol!r}")
+    if protocol == "grr" and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2):
+        raise ValueError(f"protocol 'grr' needs the domain size k, an integer >= 2, got {k!r}")
+
+
+def closed_form(eps0, n, delta):
+    """Feldman, McMillan, Talwar (FOCS 2021) Theorem 3.1, or None outside its condition
+    eps0 <= ln(n / (16 ln(2/delta)))."""
+    if n <= 16 * math.log(2 / delta) or eps0 > math.log(n / (16 * math.log(2 / delta))):
+        return None
+    e = math.exp(eps0)
+    return math.log1p((e - 1) / (e + 1) * (8 * math.sqrt(e * math.log(4 / delta) / n) + 8 * e / n))
+
+
+class _Clones:
+    """The pair P, Q of Feldman et al. Theorem 3.2 for C ~ Bin(n - 1, p_clone), weighted by ``weight``
+    (1 for the generic bound, p + q for GRR's blanket: module docstring).
+
+    C is summed exactly over [lo, hi], where all but TAIL * delta of its mass lies; the mass left out
+    is added to delta (the divergence given any c is at most 1)."""
+
+    def __init__(self, eps0, n, delta, p_clone, weight=1.0):
+        self.eps0, self.weight = eps0, weight
+        self.alpha = 1 / (1 + math.exp(-eps0))  # e^eps0 / (e^eps0 + 1), written not to overflow
+        cut = TAIL * delta / 2
+        lo, hi = (int(x) for x in stats.binom.ppf([cut, 1 - cut], n - 1, p_clone))
+        lo = max(lo - 1, 0)
+        self.c = np.arange(lo, hi + 1, dtype=np.int64)
+        self.w = stats.binom.pmf(self.c, n - 1, p_clone)
+        self.left_out = max(0.0, 1.0 - float(self.w.sum()))
+
+    def delta(self, eps):
+        """D_{e^eps}(P || Q), times ``weight``, plus the left-out mass of C.
+
+        Given C = c the pair is one-dimensional (the second coordinate is c + 1 minus the first):
+        P_c(x) = alpha b(x - 1) + (1 - alpha) b(x), Q_c(x) = alpha b(x) + (1 - alpha) b(x - 1),
+        b the Bin(c, 1/2) pmf.  With r = b(x - 1)/b(x) = x/(c + 1 - x), increasing in x,
+        P_c/Q_c = (alpha r + 1 - alpha)/(alpha + (1 - alpha) r) increases with r, so
+        P_c > e^eps Q_c exactly when r > r* = ((e^eps + 1) alpha - 1)/((e^eps + 1) alpha - e^eps),
+        i.e. x > (c + 1) r*/(1 + r*); the sum over those x is two binomial tails.  (P and Q are
+        mirror images, x -> c + 1 - x, so D(P||Q) = D(Q||P).)"""
+        a, t = self.alpha, math.exp(eps)
+        den = (t + 1) * a - t
+        if den <= 0:  # e^eps >= e^eps0: the likelihood ratio never exceeds e^eps
+            return self.left_out
+        beta = ((t + 1) * a - 1) / ((t + 1) * a - 1 + den)  # r*/(1 + r*)
+        x = np.floor((self.c + 1) * beta)  # P_c > e^eps Q_c for x >= x* + 1
+        sf1 = stats.binom.sf(x, self.c, 0.5)  # P[Bin(c, 1/2) > x*]: sum of b(y), y >= x* + 1
+        sf0 = sf1 + stats.binom.pmf(x, self.c, 0.5)  # sum of b(y - 1) over the same x: P[Bin > x* - 1]
+        d = a * sf0 + (1 - a) * sf1 - t * (a * sf1 + (1 - a) * sf0)
+        return self.weight * float(np.dot(self.w, np.maximum(d, 0.0))) + self.left_out
+
+    def epsilon(self, delta, upper):
+        """The smallest eps in [0, upper] with self.delta(eps) <= delta (bisection; the returned eps
+        is the bracket's upper end, so it satisfies the condition), or None if upper does not."""
+        if self.delta(upper) > delta:
+            return None
+        lo, hi = 0.0, upper
+        if self.delta(0.0) <= delta:
+            return 0.0
+        for _ in range(SEARCH_STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if self.delta(mid) <= delta else (mid, hi)
+        return hi
+
+
+def clones_delta(eps, eps0, n, delta, p_clone=None, weight=1.0):
+    """delta(eps) of the clones pair (Feldman et al. Theorem 3.2; ``p_clone`` default e^-eps0),
+    exposed for tests: the mass of C outside the exact sum is sized from ``delta``."""
+    return _Clones(eps0, n, delta, math.exp(-eps0) if p_clone is None else p_clone, weight).delta(eps)
+
+
+@lru_cache(maxsize=4096)
+def central_epsilon(eps0, n, delta, protocol=None, k=None):
+    """The smallest central eps of the bounds that apply to a shuffled batch of ``n`` eps0-LDP reports.
+
+    Parameters
+    ----------
+    eps0 : float
+        The local budget of every report (eps0-LDP).
+    n : int
+        Reports in the shuffled batch, one a device.
+    delta : float
+        The central delta, in (0, 1).
+    protocol : None or "grr"
+        None: any eps0-LDP randomiser (Feldman et al. bounds).  "grr": k-ary randomised
+        response, which also gets the blanket bound (module docstring).
+    k : int
+        The domain size, for ``protocol="grr"``.
+
+    Returns
+    -------
+    Central
+        ``eps`` the smallest of: Feldman et al. Theorem 3.1 (where its condition holds), their
+        Theorem 3.2 computed numerically, GRR's blanket bound (``protocol="grr"``) and eps0
+        itself.  Non-increasing in n and non-decreasing in eps0 (the bounds are).
+
+    Raises
+    ------
+    ValueError
+        For an eps0, n, delta, protocol or k out of range, naming it.
+    """
+    _check(eps0, n, delta, protocol, k)
+    eps0, delta = float(eps0), float(delta)
+    found = {}
+    closed = closed_form(eps0, n, delta)
+    if closed is not None:
+        found["feldman-closed-form"] = closed
+    upper = min(eps0, closed if closed is not None else eps0)
+    numerical = _Clones(eps0, n, delta, math.exp(-eps0)).epsilon(delta, upper)
+    if numerical is not None:
+        found["feldman-numerical"] = numerical
+    if protocol == "grr":
+        e = math.exp(eps0)
+        blanket = _Clones(eps0, n, delta, 2 / (e + k - 1), (e + 1) / (e + k - 1))
+        eps = blanket.epsilon(delta, min(found.values(), default=eps0))
+        if eps is not None:
+            found["grr-blanket"] = eps
+    method = min(found, key=found.get, default=None)
+    if method is None or found[method] >= eps0 * (1 - USEFUL):
+        return Central(eps0, delta, int(n), eps0, f"none: no bound below eps0 at n={n} (the release is eps0-DP, "
+                                                  "delta 0)")
+    return Central(found[method], delta, int(n), eps0, method)
+
+
+def compose(central, epochs, delta_total=None):
+    """The guarantee over ``epochs`` shuffled releases in each of which the device has one report.
+
+    Each epoch's release is (eps, delta)-DP for the device (``central``); the releases compose
+    adaptively.  Two theorems, the one with the smaller eps at ``delta_total`` is returned:
+
+    * basic composition: (epochs * eps, epochs * delta);
+    * Kairouz, Oh, Viswanath, "The composition theorem for differential privacy", ICML 2015,
+      Theorem 3.5 (their closed form of the optimal composition, tighter than Dwork, Rothblum,
+      Vadhan 2010): for any delta' in (0, 1], T-fold composition is
+      (eps_T, 1 - (1 - delta)^T (1 - delta'))-DP with eps_T the least of T eps,
+      T eps (e^eps - 1)/(e^eps + 1) + eps sqrt(2 T ln(e + sqrt(T eps^2)/delta')) and
+      T eps (e^eps - 1)/(e^eps + 1) + eps sqrt(2 T ln(1/delta')).
+
+    Parameters
+    ----------
+    central : Central
+    epochs : int
+        Epochs (releases) the device reports in, >= 1.
+    delta_total : float, optional
+        The total delta to state the guarantee at; default (epochs + 1) * delta (basic's
+        epochs * delta and delta' = delta for the advanced theorem).  delta' is then
+        1 - (1 - delta_total) / (1 - delta)^epochs.
+
+    Returns
+    -------
+    Composed
+        ``method`` "basic" or "kairouz-oh-viswanath".
+
+    Raises
+    ------
+    ValueError
+        epochs < 1, or a delta_total below epochs * delta (basic composition's).
+    """
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    t, eps, delta = int(epochs), central.eps, central.delta
+    if delta_total is None:
+        delta_total = (t + 1) * delta
+    if not (t * delta <= delta_total < 1):
+        raise ValueError(f"delta_total must be in [epochs * delta, 1) = [{t * delta:g}, 1), got {delta_total!r}")
+    best, method = t * eps, "basic"
+    d_prime = 1 - (1 - delta_total) / (1 - delta) ** t
+    if d_prime > 0 and t > 1:
+        drift = t * eps * math.expm1(eps) / (math.exp(eps) + 1)
+        kov = drift + eps * math.sqrt(2 * t * min(math.log(math.e + math.sqrt(t) * eps / d_prime),
+                                                  math.log(1 / d_prime)))
+        if kov < best:
+            best, method = kov, "kairouz-oh-viswanath"
+    return Composed(best, float(delta_total), t, method, central)
+
+
+def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX):
+    """The largest eps0 in (0, eps0_max] whose :func:`central_epsilon` is at most ``eps_c``.
+
+    Bisection on eps0 (central_epsilon is non-decreasing in eps0 and at most eps0, so the answer
+    is at least min(eps_c, eps0_max)); the bracket's lower end is returned, to 1e-4, so the
+    result always meets eps_c.  ``eps0_max`` (default EPS0_MAX = 10) is returned when even it
+    meets eps_c.
+
+    Raises
+    ------
+    ValueError
+        For eps_c not positive and finite, and as :func:`central_epsilon`.
+    """
+    if not (isinstance(eps_c, (int, float)) and 0 < eps_c < math.inf):
+        raise ValueError(f"eps_c must be a positive finite number, got {eps_c!r}")
+    lo = min(float(eps_c), eps0_max)
+    if central_epsilon(eps0_max, n, delta, protocol, k).eps <= eps_c:
+        return float(eps0_max)
+    hi = eps0_max
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central_epsilon(mid, n, delta, protocol, k).eps <= eps_c else (lo, mid)
+    return lo
