@@ -4,7 +4,8 @@ module; this one only assembles them.  Exit codes: :mod:`mss_cli.common`.
 """
 import click
 
-from mss_cli import audit, bench, collect, demo, deploy, devices, estimate, inspect, plan, provision, simulate, switch
+from mss_cli import (audit, bench, collect, demo, deploy, devices, estimate, inspect, plan, provision, shuffle,
+                     simulate, switch)
 from mss_cli.common import HELP, Group
 
 
@@ -17,7 +18,7 @@ def main():
 for command in (plan.plan_cmd, simulate.simulate_cmd, devices.device_sim_cmd, collect.aggregate_cmd,
                 estimate.estimate_cmd, estimate.merge_cmd, devices.fleet_cmd, demo.demo_cmd,
                 bench.bench_cmd, audit.audit_cmd, switch.switch_cmd, provision.provision_cmd, deploy.deploy_cmd,
-                inspect.quarantine_cmd, inspect.decode_cmd):
+                inspect.quarantine_cmd, inspect.decode_cmd, shuffle.shuffle_cmd):
     main.add_command(command)
 
 

@@ -1,0 +1,88 @@
+"""``mss shuffle``: the anonymising shuffler between the fleet and ``mss aggregate --shuffled``."""
+import click
+
+from mss_cli.collect import LORAWAN_SPEC, broker_spec, check_id, lorawan_spec, serial_spec
+from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, counters_line, fail,
+                            topic_level)
+from mss_protocol.mss.config import ConfigError
+
+
+@click.command("shuffle")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Campaign config (mss plan --device-config); its device.period_s (required: the campaign "
+                   "clock) closes epochs and bounds the epochs accepted. Protocol olh is refused (its reports "
+                   "name their device).")
+@click.option("--campaign", required=True, callback=checked(topic_level),
+              help=f"The campaign: reports on mss/v1/<campaign>/<device>/report, batches on "
+                   f"mss/v1/<campaign>/shuffled; {TOPIC_LEVEL}.")
+@click.option("--broker", callback=checked(broker_spec),
+              help="The fleet's broker, mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the "
+                   "network server's.")
+@broker_password_option
+@click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
+              help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application.")
+@click.option("--serial", "serial_ports", multiple=True, metavar="PORT[,BAUD]", callback=checked(serial_spec),
+              help="Serial port with framed reports; repeat for several.")
+@click.option("--queue", "queue_path", required=True, type=click.Path(dir_okay=False),
+              help="The durable queue (an SQLite file, created if missing): the devices seen per epoch as keyed "
+                   "digests, the held reports without their devices, batches until their PUBACK.")
+@click.option("--shuffle-key-file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The key shared with mss aggregate --shuffled (hex, at least 32 bytes: openssl rand -hex 32). "
+                   "Default: $MSS_SHUFFLE_KEY.")
+@click.option("--min-batch", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Forward a batch only when the closed epochs hold at least this many reports; fewer are held "
+                   "and merged into the next epoch's batch, never forwarded small.")
+@click.option("--forward-broker", callback=checked(broker_spec),
+              help="Where the batches go (the aggregator's broker); default: --broker.")
+@click.option("--grace", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="S",
+              help="Seconds after an epoch's end before it is closed (reports in flight still join its batch).")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False),
+              help="CA certificate (PEM) the brokers' certificates must be signed by; implies TLS.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
+              help="Client certificate (PEM) for a --broker that requires one.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
+              help="The client certificate's key (PEM; default: in the --tls-cert file).")
+@click.option("--client-id", callback=checked(check_id),
+              help="MQTT client id at --broker (default mss-shuf-<campaign>-<random hex>, kept in the queue; "
+                   "the forwarder's is it with -fwd).")
+@click.option("--quiet", is_flag=True, help="No live counters.")
+def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, serial_ports, queue_path,
+                shuffle_key_file, min_batch, forward_broker, grace, tls_ca, tls_cert, tls_key, client_id, quiet):
+    """Collect the fleet's reports, check them with their devices' identities, and forward them
+    stripped of identity and header, in uniformly permuted batches of at least --min-batch,
+    HMAC-authenticated, until SIGINT/SIGTERM.
+
+    Nothing acknowledged is lost across a crash (the queue commits before the broker is
+    acknowledged) and a batch made before a crash is forwarded again with its batch id.
+    Only counters are printed: never a device id with anything of its report."""
+    from mss_aggregator.collect.collectors import ThreadDied
+    from mss_aggregator.shuffle.queue import QueueError
+    from mss_aggregator.shuffle.service import Shuffler, serve
+    from mss_protocol.shuffled_batch import BatchError, load_key
+
+    broker = broker_url(broker, broker_password_file)
+    if not broker and not serial_ports:
+        raise click.UsageError("give --broker and/or --serial")
+    if lorawan and not broker:
+        raise click.UsageError("--lorawan needs --broker, the network server's MQTT broker")
+    if not broker and not forward_broker:
+        raise click.UsageError("--forward-broker is needed without --broker: where the batches go")
+    if tls_key and not tls_cert:
+        raise click.UsageError("--tls-key needs --tls-cert, the certificate it goes with")
+    try:
+        key = load_key(shuffle_key_file)
+    except BatchError as exc:
+        raise click.UsageError(str(exc).removeprefix("key: "))
+
+    def log(msg):
+        console.print(msg, highlight=False, markup=False, soft_wrap=True)
+
+    try:
+        shuffler = Shuffler(config_path, queue_path, key, campaign, broker, serial_ports, lorawan, forward_broker,
+                            min_batch, grace, tls_ca, tls_cert, tls_key, client_id, log)
+    except (ConfigError, QueueError, ValueError) as exc:
+        fail(str(exc))
+    try:
+        serve(shuffler, quiet=quiet, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
+    except (QueueError, ThreadDied) as exc:
+        fail(str(exc))
