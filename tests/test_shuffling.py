@@ -125,11 +125,15 @@ def test_monotone_in_n_and_eps0(eps0, n, protocol, k):
 
 
 def test_fast_at_n_1e5():
-    central_epsilon.cache_clear()
-    start = time.perf_counter()
-    for eps0 in (0.5, 1.0, 2.0, 4.0, 8.0):
+    # the best of three timings of each call: the machine is shared, and the budget is the call's own
+    def once(eps0):
+        central_epsilon.cache_clear()
+        start = time.perf_counter()
         central_epsilon(eps0, 100_000, DELTA)
-    assert (time.perf_counter() - start) / 5 < 0.1
+        return time.perf_counter() - start
+
+    for eps0 in (0.5, 1.0, 2.0, 4.0, 8.0):
+        assert min(once(eps0) for _ in range(3)) < 0.1, eps0
 
 
 def test_compose_basic_and_advanced():
