@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 from click.testing import CliRunner
@@ -15,13 +16,15 @@ from click.testing import CliRunner
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports
+from mss_aggregator.collect import central
 from mss_aggregator.collect.service import Aggregator
-from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, open_store, slot
+from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, covered_epochs, open_store, slot
 from mss_cli.main import main as mss_main
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.shuffled_batch import compact_body, encode_batch
+from mss_protocol.shuffling import central_epsilon, compose
 
 CFG = MssConfig.build(16, 1.0, [13, 15])
 OTHER = MssConfig.build(16, 2.0, [13, 15])
@@ -123,6 +126,45 @@ def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
     assert dict(db.execute("SELECT key, value FROM meta"))["reports_from"] == SHUFFLER
     db.close()
 
+    # the central guarantee beside the estimate: the default epoch is 8 (3500 reports against 9's
+    # 3000), released in batches of 2000 and 1500: the smaller one's bound
+    eps0 = CFG.eps_effective
+    est = estimate_json(store)
+    one = central_epsilon(eps0, 1500, 1e-6)
+    assert est["epoch"] == 8 and est["n"] == 3500
+    assert est["central"] == {"eps": one.eps, "delta": 1e-6, "n": 1500, "eps0": eps0, "method": one.method,
+                              "epochs": 1, "composition": None, "per_epoch_eps": one.eps, "per_epoch_delta": 1e-6}
+    assert one.method == "feldman-numerical" and one.eps < eps0 / 2
+    tight = estimate_json(store, "--epoch", "8", "--delta", "1e-9")["central"]
+    assert tight["delta"] == 1e-9 and one.eps < tight["eps"] < eps0
+    pooled = estimate_json(store, "--all-epochs")
+    total = compose(one, 2)  # epoch 9's batch of 3000 is better than 1500: epoch 8's guarantee is the worst
+    assert pooled["central"]["epochs"] == 2 and pooled["central"]["n"] == 1500
+    assert (pooled["central"]["eps"], pooled["central"]["delta"]) == (total.eps, total.delta) == (total.eps, 3e-6)
+    assert pooled["central"]["composition"] == total.method and one.eps < total.eps <= 2 * one.eps
+    assert pooled["stderr_factor"] == pytest.approx(2 ** 0.5)  # a device may be in both epochs
+    text = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store)],
+                          capture_output=True, text=True, check=True).stdout
+    assert f"central guarantee of the shuffled release: ({one.eps:.4g}, 1e-06)-DP for each device" in text
+    assert "smallest batch 1500 reports; feldman-numerical" in text
+
+
+def test_merged_batches_group_privacy_and_epochs_covered():
+    """A batch merged over r epochs may hold r reports of a device: group privacy over them,
+    never above r eps0 (basic composition of its r reports)."""
+    eps0 = CFG.eps_effective
+    c = central_epsilon(eps0, 2000, 1e-6)
+    assert central.batch_guarantee(CFG, 2000, 1, 1e-6) == (c.eps, 1e-6, c.method)
+    eps, delta, method = central.batch_guarantee(CFG, 2000, 3, 1e-6)
+    assert eps == 3 * c.eps and delta == pytest.approx(1e-6 * (1 + np.exp(c.eps) + np.exp(2 * c.eps)), rel=1e-12)
+    assert "group privacy over 3 reports" in method
+    small = central.batch_guarantee(CFG, 20, 16, 1e-6)  # group delta above 1: the local bound instead
+    assert small[:2] == (16 * eps0, 0.0) and small[2].startswith("basic composition of 16")
+    merged = central.epoch_guarantee(CFG, [(9, 9, 3000, 3000), (9, 8, 2001, 2000)], 1e-6)
+    assert (merged.eps, merged.n) == (2 * c.eps, 2000)  # the merged batch (span 2) is the worse
+    assert covered_epochs([(9, 9, 1, 1), (9, 8, 1, 1), (12, 11, 1, 1), (3, 0, 1, 1)]) == 2 + 2 + 4
+    assert covered_epochs([]) == 0
+
 
 def test_a_store_takes_device_reports_or_batches_not_both(tmp_path, config):
     broker = "mqtt://127.0.0.1:1"  # never connected: the refusals come first
@@ -145,6 +187,9 @@ def test_a_store_takes_device_reports_or_batches_not_both(tmp_path, config):
     s = open_store(tmp_path / "b.sqlite")
     assert s.record_mode(DEVICES) == DEVICES
     s.close()
+    assert "central" not in estimate_json(tmp_path / "b.sqlite")  # a device store's JSON is unchanged
+    out = CliRunner().invoke(mss_main, ["estimate", "--store", str(tmp_path / "b.sqlite"), "--delta", "1e-6"])
+    assert out.exit_code == 3 and "holds reports of devices, not a shuffler's batches" in out.output
 
 
 @pytest.mark.parametrize("args, error", [

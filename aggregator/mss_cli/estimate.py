@@ -2,10 +2,12 @@
 import csv
 
 import click
+from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator import view as views
+from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import StoreError, open_store
 from mss_cli.common import console, counters_line, fail, make_console, output_file, post_option, writing
@@ -26,7 +28,8 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates) instead of the table.")
+              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates; a shuffled store's also "
+                   "central: its eps, delta, n, eps0, method, epochs) instead of the table.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write every item's estimate as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
@@ -47,8 +50,12 @@ from mss_protocol.oracle_config import load_dict
                    "of the last complete epoch and the current one (each device counts once).")
 @click.option("--all-epochs", is_flag=True,
               help="Pool every epoch's reports; standard errors widened by the reports per device.")
+@click.option("--delta", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=centrals.DELTA,
+              show_default=True,
+              help="A shuffled store's (mss aggregate --shuffled) central delta per epoch: the (eps_c, delta) of "
+                   "the release is printed beside the estimate (JSON: central), over several epochs composed.")
 def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
-                 simultaneous, epoch, all_epochs):
+                 simultaneous, epoch, all_epochs, delta):
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
@@ -58,6 +65,10 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         raise click.UsageError("--epoch and --all-epochs select reports in a store; a counts file has no epochs")
     if epoch is not None and all_epochs:
         raise click.UsageError("give --epoch or --all-epochs, not both")
+    delta_given = click.get_current_context().get_parameter_source("delta") != ParameterSource.DEFAULT
+    if counts_path and delta_given:
+        raise click.UsageError("--delta is the central delta of a shuffled store; a counts file has no batches")
+    central = None
     try:
         wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
         if counts_path:
@@ -69,7 +80,8 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
             if not counts.total:
                 raise ConfigError(f"{counts_path} holds no reports (config {counts.cfg.config_id_hex})")
         else:
-            counts, counters, scope, categories = _from_store(store_path, wanted, config_path, epoch, all_epochs)
+            counts, counters, scope, categories, central = _from_store(store_path, wanted, config_path, epoch,
+                                                                       all_epochs, delta, delta_given)
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
@@ -93,8 +105,10 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
             plot_estimates(view, plot, title)
     if as_json:
         where = scope.document() if scope else {"epoch": None, "pooled": None}  # a counts file: unknown
+        shuffled = {} if central is None else {"central": central}  # a device store's JSON is unchanged
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
-                                  "counters": counters, "post": post, "view": view.document(), "estimates": rows}))
+                                  "counters": counters, "post": post, "view": view.document(), "estimates": rows,
+                                  **shuffled}))
         return
     out = make_console()
     out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
@@ -102,6 +116,8 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
         widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
         out.print(f"{what}: {scope.selection}; {scope.devices} devices in {scope.epochs} epochs{widened}")
+    if central is not None:
+        out.print(centrals.line(central), highlight=False)
     out.print(_table(view))
     for line in view.caption():
         out.print(line)
@@ -124,9 +140,10 @@ def load_config(raw, source):
     return cfg, categories.from_config(raw, cfg.k, source)
 
 
-def _from_store(store_path, wanted, config_path, epoch, all_epochs):
-    """(counts, counters, scope, categories) of the reports ``--epoch``/``--all-epochs`` pick,
-    or ConfigError saying what the store holds when that is nothing."""
+def _from_store(store_path, wanted, config_path, epoch, all_epochs, delta, delta_given):
+    """(counts, counters, scope, categories, central) of the reports ``--epoch``/``--all-epochs``
+    pick, central the guarantee of a shuffled store (:func:`.central.guarantee`, else None), or
+    ConfigError saying what the store holds when that is nothing (or --delta for a store of devices)."""
     store = open_store(store_path)
     try:
         # what the store holds is read only for an error (it is three more queries)
@@ -140,7 +157,11 @@ def _from_store(store_path, wanted, config_path, epoch, all_epochs):
                 raise ConfigError(held)
             what = f"epoch {scope.epoch} ({scope.selection})" if epoch is None else f"epoch {epoch}"
             raise ConfigError(f"no accepted reports in {what}: {held}")
-        return scope.counts, store.counters(), scope, wanted[1] if wanted else store.categories()
+        central = centrals.guarantee(store, scope, delta)
+        if central is None and delta_given:
+            raise ConfigError(f"--delta: {store.name} holds reports of devices, not a shuffler's batches "
+                              f"(mss aggregate --shuffled): they have no central guarantee, only eps-LDP")
+        return scope.counts, store.counters(), scope, wanted[1] if wanted else store.categories(), central
     finally:
         store.close()
 
