@@ -12,7 +12,7 @@ from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
 from mss_cli.common import EPSILON, fail, figure, make_console
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
-from mss_protocol import device_cost, energy, lorawan
+from mss_protocol import device_cost, energy, lorawan, shuffling
 from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.progress import Reporter
@@ -22,6 +22,9 @@ IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
 DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with --link of the energy model) unless given
 DEFAULT_MODEM = "rak3172"
+OLH_NAMES_DEVICE = ("its hash seed is derived from the device id (protocol/SPEC.md section 4), so a report "
+                    "names its device and no shuffler can hide it")
+OLH_LEFT_OUT = "shuffled: its seed names the device (SPEC.md section 4)"  # the plan table's note
 
 
 def _link(ctx, param, value):
@@ -61,8 +64,8 @@ def _writable_in(ctx, param, value):
 
 @click.command("plan")
 @click.option("--k", "k", type=click.IntRange(min=2), required=True, help="Domain size (categories).")
-@click.option("--epsilon", type=EPSILON, required=True,
-              help="Privacy budget per report (epsilon-LDP).")
+@click.option("--epsilon", type=EPSILON, default=None,
+              help="Privacy budget per report (epsilon-LDP).  Required unless --central-epsilon, which plans it.")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: of the protocols whose whole frame fits the budget, the fastest on the device among "
                    "the most accurate (--mse-slack; with --link the least energy per report); or one protocol "
@@ -129,16 +132,45 @@ def _writable_in(ctx, param, value):
 @click.option("--irr-epsilon", type=EPSILON, default=None, metavar="E1",
               help="An instantaneous layer (RAPPOR's IRR) at E1 per report over the memoized draw: grr, olh, hr "
                    "and pgr only (repeated reports are no longer identical).")
+@click.option("--shuffle-n", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Reports pass an anonymising shuffler (mss shuffle) in batches of N devices: the plan states "
+                   "the central (eps_c, --delta) of a batch at its epsilon (docs/privacy.md), states the MSE at "
+                   "n = N unless --n is given, and leaves out OLH (its hash seed names the device).")
+@click.option("--delta", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=shuffling.DEFAULT_DELTA,
+              callback=_number, show_default=True, metavar="D", help="With --shuffle-n: the central delta of each "
+                                                                       "epoch's shuffled batch.")
+@click.option("--central-epsilon", type=EPSILON, default=None, metavar="C",
+              help="With --shuffle-n: plan at the largest epsilon per report (at most "
+                   f"{shuffling.EPS0_MAX:g}) whose shuffled batch of N is (C, --delta)-DP, and state its MSE beside "
+                   "the pure-local plan at epsilon C.  Replaces --epsilon (give one of them).")
 def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, target_se, prior_spec,
              max_device_ms, mse_slack, seed, as_json, device_config, period, board, modem, battery, no_cache,
-             campaign_days, budget_spec, fresh_reports, irr_epsilon):
+             campaign_days, budget_spec, fresh_reports, irr_epsilon, shuffle_n, delta, central_epsilon):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
+    ctx = click.get_current_context()
+    if central_epsilon is not None and shuffle_n is None:
+        raise click.BadParameter("needs --shuffle-n N (the central epsilon is of a shuffled batch of N reports)",
+                                 param_hint="--central-epsilon")
+    if shuffle_n is None and ctx.get_parameter_source("delta") != ParameterSource.DEFAULT:
+        raise click.BadParameter("needs --shuffle-n N (the delta is of a shuffled batch)", param_hint="--delta")
+    if central_epsilon is not None and epsilon is not None:
+        raise click.BadParameter("--central-epsilon plans the epsilon per report: give --epsilon or "
+                                 "--central-epsilon, not both", param_hint="--epsilon")
+    if epsilon is None and central_epsilon is None:
+        raise click.UsageError("Missing option '--epsilon' (or --central-epsilon C with --shuffle-n N)")
+    if shuffle_n is not None and protocol == "olh":
+        raise click.BadParameter(f"olh cannot be shuffled: {OLH_NAMES_DEVICE}", param_hint="--protocol")
+    bound = ("grr", k) if protocol == "grr" else (None, None)  # a named GRR plan also gets its tighter bound
+    if central_epsilon is not None:
+        # to 4 decimals, rounded down (a smaller epsilon still meets C): the config and the title state it
+        epsilon = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *bound) * 1e4) / 1e4
+    if shuffle_n is not None and ctx.get_parameter_source("n") == ParameterSource.DEFAULT:
+        n = shuffle_n  # one epoch's estimate is of one shuffled batch
     if detect is not None and target_se is not None:
         raise click.BadParameter("a question is a frequency to detect or a standard error to reach: give "
                                  "--detect or --target-se, not both", param_hint="--target-se")
-    if (detect, target_se) != (None, None) and \
-            click.get_current_context().get_parameter_source("n") == ParameterSource.DEFAULT:
+    if (detect, target_se) != (None, None) and ctx.get_parameter_source("n") == ParameterSource.DEFAULT:
         n = None  # stated at the devices the chosen protocol needs
     if fresh_reports and budget_spec is not None:
         raise click.BadParameter("a budget limits fresh draws of memoized reports: give --budget or "
@@ -177,17 +209,24 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     try:
         prior = None if prior_spec == "uniform" else parse(prior_spec, k)
         err = make_console(stderr=True)  # MSS's search says how far it is once it has taken 2 s, on stderr
-        result = choose(k, epsilon, protocol, max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n,
-                        prior=prior, prior_label=prior_spec, seed=seed, use_cache=not no_cache,
-                        max_device_ms=max_device_ms, mse_slack=mse_slack, link=link,
-                        board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
-                        olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se,
-                        progress=Reporter(lambda text: err.print(text, markup=False, highlight=False)))
+        common = dict(max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n, prior=prior, prior_label=prior_spec,
+                      seed=seed, use_cache=not no_cache, max_device_ms=max_device_ms, mse_slack=mse_slack,
+                      link=link, board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
+                      olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se,
+                      progress=Reporter(lambda text: err.print(text, markup=False, highlight=False)))
+        result = choose(k, epsilon, protocol, exclude={"olh": OLH_LEFT_OUT} if shuffle_n else None, **common)
+        if shuffle_n is not None:
+            # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
+            local = None if central_epsilon is None else choose(k, central_epsilon, protocol, **common)
+            result["shuffle"] = _shuffle(k, epsilon, shuffle_n, delta, result, local, central_epsilon)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
         fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
     n = result["n"]
+    if "shuffle" in result and memoize:
+        notes.append("memoized reports: each epoch's batch is (eps_c, delta)-DP, but a memoized body re-sent in "
+                     "every epoch links a device's batches across epochs (docs/privacy.md, the shuffle model)")
     if link:
         budget = lorawan.budget(link, result["frame_bytes"])
         result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
@@ -287,6 +326,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     if link:
         _print_budget(out, link, result)
         _print_energy(out, result)
+    if "shuffle" in result:
+        _print_shuffle(out, result["shuffle"])
     for note in notes:
         out.print(f"note: {note}")
     if "privacy_over_time" in result:
@@ -295,6 +336,33 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
                  if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
         out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
+
+
+def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon):
+    """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``shuffle_n``
+    reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, GRR's own bound
+    when GRR is chosen; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
+    --central-epsilon the pure-local plan ``local`` at epsilon = C beside it (ratio: local MSE over
+    shuffled MSE, above 1 when shuffling pays)."""
+    bound = ("grr", k) if result["protocol"] == "grr" else (None, None)
+    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *bound)
+    out = {"n": shuffle_n, "delta": delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}
+    if local is not None:
+        out.update(central_epsilon=central_epsilon, local_protocol=local["protocol"],
+                   local_mse=local["predicted_mse"], shuffled_mse=result["predicted_mse"],
+                   ratio=local["predicted_mse"] / result["predicted_mse"])
+    return out
+
+
+def _print_shuffle(out, s):
+    """The shuffle lines of the human output."""
+    out.print(f"shuffled in batches of n={s['n']}: epsilon {s['eps0']:.4g} a report is a central "
+              f"({s['eps_c']:.4g}, {s['delta']:g})-DP release an epoch ({s['method']})", highlight=False)
+    if "local_mse" in s:
+        out.print(f"planned at epsilon {s['eps0']:.4g}, the largest whose batch of {s['n']} is "
+                  f"({s['central_epsilon']:g}, {s['delta']:g})-DP: predicted MSE {s['shuffled_mse']:.4g}, against "
+                  f"{s['local_mse']:.4g} for the pure-local plan at epsilon {s['central_epsilon']:g} "
+                  f"({s['local_protocol']}): {s['ratio']:.3g}x lower", highlight=False)
 
 
 def _why(asked, result, link, slack):

@@ -123,7 +123,7 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=N_DEFAULT, prior=None,
            prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
            link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
-           detect=None, target_se=None, progress=None, memo=None):
+           detect=None, target_se=None, progress=None, memo=None, exclude=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` on ``board`` (a key of
     :data:`mss_protocol.device_cost.CORES`) and ``device_ok`` (within
@@ -142,7 +142,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     strings, :func:`mss_protocol.resolution.warnings`) are top-level fields too.
     ``progress``: the MSS planner's hook (:func:`mss_protocol.mss.planner.search`,
     e.g. a :class:`mss_protocol.progress.Reporter`); ``memo``: a dict of the plans made
-    (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call."""
+    (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call;
+    ``exclude``: {protocol: why} left out of the plan (their row states why), e.g. OLH
+    under a shuffler (its seed names the device)."""
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
     memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more
@@ -178,6 +180,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
                "variance_ratio_vs_ss": None, "device_ms": None, "rp2040_ms": None, "decode_s": None,
                **dict.fromkeys(FIGURES)}
+        if exclude and name in exclude:
+            rows.append(dict(row, excluded=exclude[name]))
+            continue
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
             cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick,

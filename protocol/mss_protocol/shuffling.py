@@ -56,6 +56,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+DEFAULT_DELTA = 1e-6  # the central delta a shuffled epoch is stated at unless given (mss plan --delta)
 EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
 TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (added to delta: still an upper bound)
 SEARCH_STEPS = 40  # bisection steps on eps: the bracket shrinks to 2^-40 of eps0
