@@ -1,0 +1,78 @@
+"""Issue 29: mss plan --shuffle-n N --delta D --central-epsilon C (the shuffle model's plan)."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mss_cli.main import main
+from mss_protocol import shuffling
+
+
+def plan(*args):
+    return CliRunner().invoke(main, ["plan", *map(str, args)])
+
+
+def plan_json(*args):
+    out = plan(*args, "--json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def test_flags_exist_in_help():
+    out = plan("--help")
+    for flag in ("--shuffle-n", "--delta", "--central-epsilon"):
+        assert flag in out.output
+
+
+def test_json_states_central_epsilon_below_eps0_at_large_n():
+    d = plan_json("--k", 64, "--epsilon", 3, "--shuffle-n", 100_000)
+    s = d["shuffle"]
+    assert set(s) == {"n", "delta", "eps0", "eps_c", "method"}
+    assert (s["n"], s["delta"], s["eps0"]) == (100_000, 1e-6, 3.0)
+    assert s["eps_c"] < 0.2 < s["eps0"]  # Feldman et al.'s closed form alone gives 0.34 at n = 1e5 (eps0 = 3)
+    bound = ("grr", 64) if d["protocol"] == "grr" else (None, None)
+    assert s["eps_c"] == shuffling.central_epsilon(3.0, 100_000, 1e-6, *bound).eps
+    assert d["n"] == 100_000  # without --n the MSE is of one shuffled batch
+    assert d["protocol"] != "olh"
+    olh = [c for c in d["candidates"] if c["protocol"] == "olh"]
+    assert olh and "seed names the device" in olh[0]["excluded"]
+
+
+def test_delta_is_used():
+    loose = plan_json("--k", 16, "--epsilon", 2, "--shuffle-n", 10_000, "--delta", 1e-3)["shuffle"]
+    tight = plan_json("--k", 16, "--epsilon", 2, "--shuffle-n", 10_000)["shuffle"]
+    assert loose["delta"] == 1e-3 and loose["eps_c"] < tight["eps_c"]
+
+
+def test_olh_refused_with_why():
+    out = plan("--k", 64, "--epsilon", 2, "--shuffle-n", 1000, "--protocol", "olh")
+    assert out.exit_code == 2 and "--protocol" in out.output and "device id" in out.output
+
+
+def test_central_epsilon_plans_and_compares_at_n_1e5():
+    d = plan_json("--k", 1024, "--central-epsilon", 1, "--shuffle-n", 100_000)
+    s = d["shuffle"]
+    assert s["central_epsilon"] == 1.0 and s["eps_c"] <= 1.0
+    assert d["epsilon"] == s["eps0"] > 1.0
+    assert s["eps0"] <= shuffling.largest_eps0(1.0, 100_000, 1e-6)  # rounded down, so still meets C
+    assert s["shuffled_mse"] == d["predicted_mse"]
+    assert s["ratio"] == pytest.approx(s["local_mse"] / s["shuffled_mse"]) and s["ratio"] > 1
+
+
+def test_human_output_states_the_release_and_the_ratio():
+    out = plan("--k", 32, "--central-epsilon", 2, "--shuffle-n", 10_000)
+    assert out.exit_code == 0, out.output
+    assert "central (" in out.output and "pure-local plan at epsilon 2" in out.output
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--k", 16, "--central-epsilon", 1], "--central-epsilon"),  # needs --shuffle-n
+    (["--k", 16, "--epsilon", 2, "--delta", 1e-5], "--delta"),  # needs --shuffle-n
+    (["--k", 16, "--epsilon", 2, "--central-epsilon", 1, "--shuffle-n", 100], "--epsilon"),  # one of them
+    (["--k", 16], "--epsilon"),
+    (["--k", 16, "--epsilon", 2, "--shuffle-n", 0], "--shuffle-n"),
+    (["--k", 16, "--epsilon", 2, "--shuffle-n", 10, "--delta", 1], "--delta"),
+])
+def test_bad_combinations_name_the_flag(args, flag):
+    out = plan(*args)
+    assert out.exit_code == 2 and flag in out.output, out.output
