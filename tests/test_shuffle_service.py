@@ -287,3 +287,26 @@ def test_refuses_olh_and_a_missing_or_short_key(tmp_path, setup):
     short.write_text("ab" * 16)
     run = CliRunner().invoke(main, args + ["--config", str(config), "--shuffle-key-file", str(short)])
     assert run.exit_code == 2 and "at least 32 bytes" in run.output
+
+
+def test_firmware_fleet_through_the_shuffler(tmp_path, mosquitto, setup):
+    """Boards running the firmware (mss fleet, MicroPython) report two epochs each; every report they
+    had acknowledged leaves in a batch, once, and decodes as a compact frame."""
+    config, key, origin = setup
+    broker = f"mqtt://127.0.0.1:{mosquitto.port}"
+    shuf = ShufflerProcess(tmp_path, config, key, broker, min_batch=1).start()
+    out = Batches(mosquitto.port)
+    run = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker", broker, "--campaign", "t",
+                          "--config", str(config), "--devices", "12", "--epochs", "2", "--id-prefix", "board-",
+                          "--seed", "4"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    shuf.wait(lambda: shuf.counter("accepted") == 24)
+    wait_closed(origin, epoch_now(origin))
+    batches = out.wait(24)
+    shuf.stop()
+    out.close()
+    assert sum(len(b.bodies) for b in batches.values()) == 24 and shuf.counter("duplicate") == 0
+    compact = WireCodec(CFG.with_frame("compact"))
+    for b in batches.values():
+        assert all(compact.decode(body, None, b.epoch).frame == "compact" for body in b.bodies)
+    assert b"board-" not in b"".join(p.read_bytes() for p in tmp_path.glob("queue.sqlite*"))

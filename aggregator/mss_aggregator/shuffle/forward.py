@@ -60,6 +60,7 @@ class Forwarder(threading.Thread):
         c.reconnect_delay_set(*RECONNECT_DELAY)
         self.client, self.connected = c, threading.Event()
         self.inflight = {}  # batch id -> paho's MQTTMessageInfo, until its PUBACK
+        self.window_start = None  # the first epoch of the window when the seen rows were last pruned
         self.stopping = threading.Event()
 
     def _on_connect(self, client, userdata, flags, reason, properties):
@@ -95,9 +96,13 @@ class Forwarder(threading.Thread):
             if info.is_published():  # PUBACK received
                 self.queue.forwarded(batch_id)
                 del self.inflight[batch_id]
+        start = self.ingest.current_epoch() - self.ingest.past_epochs
+        if start != self.window_start:  # once an epoch: the window moved
+            self.queue.prune(start - 1)  # an epoch's margin: a batch the writer judged by the window before
+            self.window_start = start
         closed = last_closed(self.ingest, self.grace)
         if self.queue.held_through(closed) >= max(1, self.min_batch):
-            made = self.queue.make_batch(closed, self.min_batch, self.ingest.current_epoch() - self.ingest.past_epochs)
+            made = self.queue.make_batch(closed, self.min_batch)
             if made:
                 self.log(f"batch {made[0].hex()}: {made[1]} reports of epochs up to {closed}")
 

@@ -16,7 +16,7 @@ Tables, and why each holds what it holds:
   redelivery (``duplicate``); with another ``seq`` it is a second report
   (``extra``: counted as ``rejected_extra_in_epoch``, not kept, so its
   redelivery is counted again).  Rows of epochs before the window of accepted
-  epochs are pruned: the ingest refuses those epochs anyway.
+  epochs are pruned (:meth:`ShuffleQueue.prune`): the ingest refuses those epochs anyway.
 * ``held (k, epoch, body)``: each accepted report's compact frame under a
   random 16-byte key ``k``, ``WITHOUT ROWID``, so the b-tree is ordered by
   ``k``: the file keeps no arrival order, and nothing links a body to a
@@ -189,15 +189,18 @@ class ShuffleQueue:
         """How many held bodies are of epochs <= ``last_epoch``."""
         return self.db.execute("SELECT COUNT(*) FROM held WHERE epoch <= ?", (last_epoch,)).fetchone()[0]
 
-    def make_batch(self, last_epoch, min_batch, prune_before=None):
+    def prune(self, before):
+        """Forget the ``seen`` rows of epochs before ``before`` (the first epoch of the window)."""
+        with self._transaction() as cur:
+            cur.execute("DELETE FROM seen WHERE epoch < ?", (before,))
+
+    def make_batch(self, last_epoch, min_batch):
         """Take every held body of epochs <= ``last_epoch`` into one batch, in a
         uniformly random order, if there are at least ``min_batch`` of them: the
         batch (encoded, with a fresh random batch id) is written and the bodies
         deleted in one transaction.  Return (batch_id, n) or None (too few: all
-        stay held).  ``prune_before``: forget ``seen`` rows of earlier epochs."""
+        stay held)."""
         with self._transaction() as cur:
-            if prune_before is not None:
-                cur.execute("DELETE FROM seen WHERE epoch < ?", (prune_before,))
             rows = cur.execute("SELECT epoch, body FROM held WHERE epoch <= ?", (last_epoch,)).fetchall()
             if len(rows) < max(1, min_batch):
                 return None
