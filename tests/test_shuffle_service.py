@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import paho.mqtt.client as mqtt
@@ -245,12 +246,14 @@ def test_kill_9_loses_nothing_and_forwards_each_batch_once(tmp_path, mosquitto, 
 
 
 def test_permutation_is_uniform(tmp_path):
-    """B = 1000 batches of n = 8 reports written in one order: the count of report i at position
-    p is Binomial(B, 1/n) for a uniform permutation, and the chi-square statistic over the n x n
-    table (rows and columns sum to B: (n - 1)^2 = 49 degrees of freedom) is below its 0.999
-    quantile: a false alarm once in 1000 runs (fixed seed of the reports; the permutation's
-    randomness is os.urandom's, so the test's own is the only random part).  Each round goes
-through the queue as the service does: write_batch, make_batch, the encoded batch."""
+    """B = 1000 batches of n = 8 reports, always written in one order: X[i, p] counts report i at
+    position p.  A uniform permutation matrix P has Cov(P) = M (x) M / (n - 1), M = I - J/n
+    (Var P_ip = (n - 1)/n^2, Cov in a row or column -1/n^2, elsewhere 1/(n^2 (n - 1))), so Pearson's
+    statistic sum (X - B/n)^2 / (B/n) tends to n/(n - 1) chi2 with (n - 1)^2 degrees of freedom
+    (mean n(n - 1) = 56, checked by simulation: 56.1).  The test fails above the 0.999 quantile:
+    a false alarm once in 1000 runs (the permutations draw from os.urandom: no seed).  Each round
+    goes through the queue as the service does: write_batch, make_batch, the encoded batch.  A
+    sorted (identity) permutation fails it."""
     n, rounds = 8, 1000
     queue = ShuffleQueue(tmp_path / "q.sqlite", CFG, "t", KEY)
     queue.db.execute("PRAGMA synchronous=OFF")  # durability is the other tests'; this one wants rounds
@@ -259,9 +262,8 @@ through the queue as the service does: write_batch, make_batch, the encoded batc
     assert len(marks) == n  # distinct bodies: each one's position is seen
     table = np.zeros((n, n))
     for r in range(rounds):
-        items = [{"device_id": f"p{i}", "payload": f, "report": CODEC.decode(f)} for i, f in enumerate(frames)]
-        for it in items:
-            it["report"] = type(it["report"])(**{**it["report"].__dict__, "epoch": r})
+        items = [{"device_id": f"p{i}", "payload": f, "report": replace(CODEC.decode(f), epoch=r)}
+                 for i, f in enumerate(frames)]
         assert queue.write_batch(items) == ["accepted"] * n
         batch_id, _ = queue.make_batch(r, n)
         (data,) = [d for b, d in queue.unforwarded() if b == batch_id]
@@ -270,7 +272,7 @@ through the queue as the service does: write_batch, make_batch, the encoded batc
             table[marks[body], pos] += 1
     queue.close()
     expected = rounds / n
-    stat = ((table - expected) ** 2 / expected).sum()
+    stat = ((table - expected) ** 2 / expected).sum() * (n - 1) / n
     assert stat < chi2.ppf(0.999, (n - 1) ** 2), (stat, table)
 
 
