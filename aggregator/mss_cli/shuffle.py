@@ -49,8 +49,10 @@ from mss_protocol.mss.config import ConfigError
 def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, serial_ports, queue_path,
                 shuffle_key_file, min_batch, forward_broker, grace, tls_ca, tls_cert, tls_key, client_id, quiet):
     """Collect the fleet's reports, check them with their devices' identities, and forward them
-    stripped of identity and header, in uniformly permuted batches of at least --min-batch,
-    HMAC-authenticated, until SIGINT/SIGTERM.
+    without identity or header, in uniformly permuted batches authenticated with HMAC, until
+    SIGINT/SIGTERM.
+
+    A batch leaves once its epochs are closed and it holds at least --min-batch reports.
 
     Nothing acknowledged is lost across a crash (the queue commits before the broker is
     acknowledged) and a batch made before a crash is forwarded again with its batch id.
