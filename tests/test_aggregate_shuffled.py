@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -18,6 +19,7 @@ from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports
 from mss_aggregator.collect import central
 from mss_aggregator.collect.service import Aggregator
+from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, covered_epochs, open_store, slot
 from mss_cli.main import main as mss_main
 from mss_protocol.mss.config import MssConfig
@@ -25,6 +27,7 @@ from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.shuffled_batch import compact_body, encode_batch
 from mss_protocol.shuffling import central_epsilon, compose
+from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
 
 CFG = MssConfig.build(16, 1.0, [13, 15])
 OTHER = MssConfig.build(16, 2.0, [13, 15])
@@ -214,3 +217,45 @@ def test_shuffle_key_file_needs_shuffled(tmp_path, config):
     out = CliRunner().invoke(mss_main, ["aggregate", "--broker", "mqtt://127.0.0.1:1", "--config", str(config),
                                         "--store", str(tmp_path / "s.sqlite"), "--shuffle-key-file", "k"])
     assert out.exit_code == 2 and "--shuffle-key-file is for --shuffled" in out.output
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "s.sqlite")
+    return request.getfixturevalue("pg_url")
+
+
+def test_batches_on_both_backends_and_two_writers_store_a_batch_once(location):
+    """The same outcomes on SQLite and PostgreSQL; two workers given the same batch at once
+    (a shared subscription redelivering it) store it once, the other counts it duplicate."""
+    ingest = ShuffledIngest(CFG, "t", KEY)
+    batch_id, epoch, first, frames = fleet(seed=7)[1]
+    items = ingest.decode_batch([ingest.receive_mqtt(b"mss/v1/t/shuffled", batch_bytes(batch_id, epoch, first, frames),
+                                                     "mqtt:w")])
+    stores = [open_store(location, CFG) for _ in range(2)]
+    assert stores[0].record_mode(SHUFFLER) == stores[1].record_mode(SHUFFLER) == SHUFFLER
+    start, outcomes = threading.Barrier(2), []
+
+    def write(s):
+        start.wait()
+        outcomes.append(s.write_batch(items)[0])
+    threads = [threading.Thread(target=write, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert sorted(outcomes) == ["accepted", "duplicate"]
+        s = stores[0]
+        n = len(frames)
+        assert s.counters() == {"received": 2 * n, "accepted": n, "duplicate": n, "rejected": 0, "batches": 1,
+                                "duplicate_batches": 1}
+        offline = Counts(CFG).add(WireCodec(CFG).decode(f) for f in frames)
+        assert s.counts().n.tolist() == offline.n.tolist() and s.counts().c.tolist() == offline.c.tolist()
+        assert s.shuffle_batches() == [(epoch, first, n, n)] and s.tally() == (n, n, n, 1)
+        with pytest.raises(StoreError, match="not device reports"):
+            s.record_mode(DEVICES)
+    finally:
+        for s in stores:
+            s.close()

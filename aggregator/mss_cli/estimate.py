@@ -115,7 +115,9 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     if scope is not None:
         what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
         widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
-        out.print(f"{what}: {scope.selection}; {scope.devices} devices in {scope.epochs} epochs{widened}")
+        devices = (f"{scope.devices} devices" if central is None else  # a shuffled store names none: a bound
+                   f"at least {scope.devices} devices (shuffled)")
+        out.print(f"{what}: {scope.selection}; {devices} in {scope.epochs} epochs{widened}")
     if central is not None:
         out.print(centrals.line(central), highlight=False)
     out.print(_table(view))
