@@ -76,3 +76,13 @@ def test_human_output_states_the_release_and_the_ratio():
 def test_bad_combinations_name_the_flag(args, flag):
     out = plan(*args)
     assert out.exit_code == 2 and flag in out.output, out.output
+
+
+def test_grr_plans_at_its_own_tighter_bound():
+    # k = 16, n = 1e5, C = 0.5: auto chooses GRR at the generic bound's epsilon and says GRR's own allows more
+    auto = plan("--k", 16, "--central-epsilon", 0.5, "--shuffle-n", 100_000)
+    assert auto.exit_code == 0 and "--protocol grr plans it there" in auto.output
+    grr = plan_json("--k", 16, "--central-epsilon", 0.5, "--shuffle-n", 100_000, "--protocol", "grr")
+    generic = shuffling.largest_eps0(0.5, 100_000, 1e-6)
+    assert grr["epsilon"] > generic and grr["shuffle"]["method"] == "grr-blanket"
+    assert grr["shuffle"]["eps_c"] <= 0.5

@@ -224,6 +224,13 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     except PlanError as exc:
         fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
     n = result["n"]
+    if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" \
+            and result["protocol"] == "grr":
+        # auto plans every protocol at the generic bound's epsilon; GRR's own bound is tighter
+        own = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, "grr", k) * 1e4) / 1e4
+        if own > epsilon:
+            notes.append(f"GRR's own bound (Balle et al.'s blanket) meets --central-epsilon {central_epsilon:g} up to "
+                         f"epsilon {own:g}: --protocol grr plans it there")
     if "shuffle" in result and memoize:
         notes.append("memoized reports: each epoch's batch is (eps_c, delta)-DP, but a memoized body re-sent in "
                      "every epoch links a device's batches across epochs (docs/privacy.md, the shuffle model)")
