@@ -1,8 +1,6 @@
 """``mss aggregate --shuffled`` through a real Mosquitto: a shuffler's batches in, a store
 that holds no device id, counts equal to an offline decode of the same reports, and the
 central (eps_c, delta) beside the estimate (issue 29)."""
-import json
-import os
 import sqlite3
 import subprocess
 import sys

@@ -28,8 +28,8 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates; a shuffled store's also "
-                   "central: its eps, delta, n, eps0, method, epochs) instead of the table.")
+              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates; a shuffled "
+                   "store's also central: its eps, delta, n, eps0, method, epochs) instead of the table.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write every item's estimate as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,

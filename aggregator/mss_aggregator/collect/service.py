@@ -255,7 +255,8 @@ def message_line(item, outcome):
     if "batch" in item:  # a shuffler's batch: its size and epochs, no body
         b = item["batch"]
         what = (f"{outcome} batch {b.batch_id_hex} epoch {b.epoch} (first {b.first_epoch}): {len(b.bodies)} "
-                f"bodies, {len(item['reports'])} reports" + (f", {len(item['bad'])} quarantined" if item["bad"] else ""))
+                f"bodies, {len(item['reports'])} reports"
+                + (f", {len(item['bad'])} quarantined" if item["bad"] else ""))
     elif "skip" in item:  # a board's status: device.budget spent, no report this epoch
         what = f"{outcome} skip {item['device_id']} epoch {item['epoch']} (budget spent)"
     elif "reason" in item:
