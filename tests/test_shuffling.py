@@ -27,10 +27,11 @@ def test_closed_form_refused_outside_its_condition():
 
 @pytest.mark.parametrize("n,eps0,expected", [(1000, 1.0, 0.182412), (1000, 3.0, 1.264633), (3000, 2.0, 0.296937)])
 def test_numerical_matches_the_authors_procedure(n, eps0, expected):
-    # apple/ml-shuffling-amplification computeamplification.numericalanalysis (upper bound) with
-    # step=1 (every c), 30 bisection steps, delta=1e-6, run on these parameters: 0.1824123,
-    # 1.2646333, 0.2969369.  Their bisection ends within eps0 * 2^-30 of the root; ours adds at
-    # most TAIL * delta of left-out mass, so they agree to 1e-5.
+    # The authors' procedure (apple/ml-shuffling-amplification, computeamplification.py): their
+    # onestep() divergence given C = c summed over every c (their step = 1), then their 30-step
+    # bisection on eps below delta = 1e-6, run locally on these parameters (a transcription of their
+    # functions, not kept in this repository): 0.1824123, 1.2646333, 0.2969369.  Their bisection ends
+    # within eps0 * 2^-30 of the root; ours adds at most TAIL * delta of left-out mass: 1e-5 apart.
     c = central_epsilon(eps0, n, DELTA)
     assert c.method == "feldman-numerical" and c.eps == pytest.approx(expected, abs=1e-5)
 
