@@ -17,10 +17,13 @@ from click.testing import CliRunner
 from scipy.stats import chi2
 
 from brokers import Mosquitto, mosquitto  # noqa: F401 (fixture)
+from collect_helpers import AggregatorProcess, wait_for
 from loadgen import publish
+from mss_aggregator.collect.store import open_store
 from mss_aggregator.shuffle.queue import ShuffleQueue
 from mss_cli.main import main
 from mss_protocol.mss.config import MssConfig
+from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.sampler import sample_reports
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.oracle_config import OracleConfig
@@ -93,8 +96,9 @@ class ShufflerProcess:
             return db.execute(sql).fetchall()
 
     def counter(self, name):
-        rows = self.query(f"SELECT value FROM counters WHERE name = '{name}'")
-        return rows[0][0] if rows else 0
+        """A counter of the queue; ``rejected``: the sum of the ``rejected_<reason>`` ones."""
+        where = "name LIKE 'rejected_%'" if name == "rejected" else f"name = '{name}'"
+        return self.query(f"SELECT COALESCE(SUM(value), 0) FROM counters WHERE {where}")[0][0]
 
     def wait(self, predicate, timeout=30):
         deadline = time.time() + timeout
@@ -151,6 +155,7 @@ def test_fleet_to_batches_checks_identity_and_keeps_no_device_id(tmp_path, mosqu
     assert (shuf.counter("accepted"), shuf.counter("duplicate"), shuf.counter("rejected_extra_in_epoch")) == (60, 10, 1)
     wait_closed(origin, e)
     batches = out.wait(60)
+    shuf.wait(lambda: shuf.counter("reports_forwarded") == 60)  # its PUBACK seen, the batch deleted
     shuf.stop()
     out.close()
     assert len(batches) == 1
@@ -163,7 +168,6 @@ def test_fleet_to_batches_checks_identity_and_keeps_no_device_id(tmp_path, mosqu
     assert b"sensor-node" not in files and "sensor-node".encode("utf-16-le") not in files
     assert shuf.query("SELECT COUNT(*) FROM held") == [(0,)] and shuf.query("SELECT COUNT(*) FROM batches") == [(0,)]
     assert [c[1] for c in shuf.query("PRAGMA table_info(held)")] == ["k", "epoch", "body"]  # no device column
-    assert shuf.counter("reports_forwarded") == 60
     log = shuf.log_path.read_text()
     assert "sensor-node" not in log
 
@@ -236,13 +240,14 @@ def test_kill_9_loses_nothing_and_forwards_each_batch_once(tmp_path, mosquitto, 
     out = Batches(fwd.port)
     shuf.start()
     batches = out.wait(400)
+    shuf.wait(lambda: shuf.counter("reports_forwarded") == 400)
     time.sleep(1.0)  # a second copy, if any, would come now
     shuf.stop()
     out.close()
     fwd.stop()
     assert made and set(batches) == made  # the ids made before the crash, and no other
     assert collections.Counter(b for batch in batches.values() for b in batch.bodies) == bodies(sent)
-    assert shuf.counter("accepted") == 400 and shuf.counter("reports_forwarded") == 400
+    assert shuf.counter("accepted") == 400 and shuf.query("SELECT COUNT(*) FROM batches") == [(0,)]
 
 
 def test_permutation_is_uniform(tmp_path):
@@ -291,24 +296,42 @@ def test_refuses_olh_and_a_missing_or_short_key(tmp_path, setup):
     assert run.exit_code == 2 and "at least 32 bytes" in run.output
 
 
-def test_firmware_fleet_through_the_shuffler(tmp_path, mosquitto, setup):
-    """Boards running the firmware (mss fleet, MicroPython) report two epochs each; every report they
-    had acknowledged leaves in a batch, once, and decodes as a compact frame."""
+def test_boards_to_shuffler_to_aggregator(tmp_path, mosquitto, setup):
+    """Firmware boards -> mss shuffle -> mss aggregate --shuffled, one broker: the aggregator's counts
+    equal an offline decode of the reports the boards published (recorded by a tap on their topic),
+    and neither the queue nor the store file holds a device id."""
     config, key, origin = setup
     broker = f"mqtt://127.0.0.1:{mosquitto.port}"
-    shuf = ShufflerProcess(tmp_path, config, key, broker, min_batch=1).start()
-    out = Batches(mosquitto.port)
+    store = tmp_path / "s.sqlite"
+    agg = AggregatorProcess(tmp_path, config, store, broker=broker,
+                            extra=("--shuffled", "--shuffle-key-file", str(key))).start().ready()
+    shuf = ShufflerProcess(tmp_path, config, key, broker, min_batch=5).start()
+    tap = []
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="tap")
+    c.on_message = lambda cl, u, m: tap.append(bytes(m.payload))
+    c.connect("127.0.0.1", mosquitto.port)
+    c.subscribe("mss/v1/t/+/report", qos=1)
+    c.loop_start()
+    time.sleep(0.3)
     run = subprocess.run([sys.executable, "-m", "mss_cli", "fleet", "--broker", broker, "--campaign", "t",
-                          "--config", str(config), "--devices", "12", "--epochs", "2", "--id-prefix", "board-",
-                          "--seed", "4"], capture_output=True, text=True, timeout=120)
+                          "--config", str(config), "--devices", "16", "--epochs", "2", "--id-prefix", "board-",
+                          "--seed", "9"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    shuf.wait(lambda: shuf.counter("accepted") == 24)
+    time.sleep(0.5)  # the tap has what the broker acknowledged to the boards
+    sent = len(tap)  # 32, or more when a slow run crossed an epoch (period 3 s): each board once an epoch
+    assert sent >= 32
+    shuf.wait(lambda: shuf.counter("accepted") == sent)
     wait_closed(origin, epoch_now(origin))
-    batches = out.wait(24)
+    wait_for(store, lambda counters: counters["accepted"] == sent)
     shuf.stop()
-    out.close()
-    assert sum(len(b.bodies) for b in batches.values()) == 24 and shuf.counter("duplicate") == 0
-    compact = WireCodec(CFG.with_frame("compact"))
-    for b in batches.values():
-        assert all(compact.decode(body, None, b.epoch).frame == "compact" for body in b.bodies)
-    assert b"board-" not in b"".join(p.read_bytes() for p in tmp_path.glob("queue.sqlite*"))
+    agg.stop()
+    c.loop_stop()
+    c.disconnect()
+    assert len(tap) == sent and shuf.counter("duplicate") == 0 and shuf.counter("rejected") == 0
+    s = open_store(store)
+    online = s.counts(None)
+    s.close()
+    offline = Counts(CFG).add(CODEC.decode(f) for f in tap)
+    assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
+    for name in ("s.sqlite*", "queue.sqlite*"):
+        assert b"board-" not in b"".join(p.read_bytes() for p in tmp_path.glob(name)), name
