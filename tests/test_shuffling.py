@@ -119,7 +119,7 @@ def test_monotone_in_n_and_eps0(eps0, n, protocol, k):
     k = k if protocol else None
     c = central_epsilon(eps0, n, DELTA, protocol, k).eps
     assert c <= eps0
-    # bisection ends within eps0 * 2^-40 of the root: a tolerance far below any real change
+    # the search ends within 1e-11 of its bracket of the root: a tolerance far below any real change
     tol = 1e-9
     assert central_epsilon(eps0, 2 * n, DELTA, protocol, k).eps <= c + tol
     assert central_epsilon(eps0 * 1.1, n, DELTA, protocol, k).eps >= c - tol
@@ -155,6 +155,22 @@ def test_compose_basic_and_advanced():
         compose(c, 0)
     with pytest.raises(ValueError, match="delta_total"):
         compose(c, 10, delta_total=DELTA)
+
+
+@pytest.mark.parametrize("eps,epochs", [(0.1, 50), (0.3, 100), (0.05, 1000)])
+def test_advanced_composition_holds_for_the_worst_mechanism(eps, epochs):
+    # Kairouz et al.: randomised response is the worst eps-DP mechanism under composition, so the
+    # exact delta of T composed eps-RRs at the returned eps must not exceed the stated delta:
+    # privacy loss (T - 2i) eps, i ~ Bin(T, 1/(1 + e^eps)), delta(e) = E[(1 - e^(e - L))+]
+    from scipy import stats
+
+    c = Central(eps, 1e-12, 1000, 1.0, "test")
+    out = compose(c, epochs, delta_total=1e-6)
+    assert out.method == "kairouz-oh-viswanath"
+    i = np.arange(epochs + 1)
+    loss = (epochs - 2 * i) * eps
+    exact = np.sum(stats.binom.pmf(i, epochs, 1 / (1 + math.exp(eps))) * np.maximum(0, -np.expm1(out.eps - loss)))
+    assert exact <= 1e-6
 
 
 @pytest.mark.parametrize("eps_c", [0.5, 1.0, 2.0])

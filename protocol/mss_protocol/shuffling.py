@@ -42,8 +42,8 @@ Bounds implemented (:func:`central_epsilon` returns the smallest that applies):
     bounds for privacy amplification via shuffling", arXiv 2504.07414) show to be the optimal
     decomposition, evaluated on the two values that differ; it is our derivation (not a theorem
     printed in Balle et al., whose Theorem 3.1 is a looser closed form), tighter than the
-    generic bound for small k (k = 2: twice the clones) and looser for k >> e^eps0, where the
-    generic bound is returned.
+    generic bound for small k (k = 2: 2 e^eps0 / (e^eps0 + 1) times the clones) and looser for
+    k >> e^eps0, where the generic bound is returned.
 
 The release is always eps0-DP with delta 0 (post-processing of n eps0-LDP reports of which one
 is the device's), so no result exceeds eps0; when no bound is below it, eps0 is returned with a
@@ -54,12 +54,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 DEFAULT_DELTA = 1e-6  # the central delta a shuffled epoch is stated at unless given (mss plan --delta)
 EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
 TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (added to delta: still an upper bound)
-SEARCH_STEPS = 40  # bisection steps on eps: the bracket shrinks to 2^-40 of eps0
+SEARCH_RTOL = 1e-11  # Brent's tolerance on eps, relative to the bracket (eps0 or the closed form)
 PROTOCOLS = (None, "grr")
 USEFUL = 1e-6  # a bound within this fraction of eps0 is reported as no amplification ("none: ...")
 
@@ -153,17 +153,20 @@ class _Clones:
         return self.weight * float(np.dot(self.w, np.maximum(d, 0.0))) + self.left_out
 
     def epsilon(self, delta, upper):
-        """The smallest eps in [0, upper] with self.delta(eps) <= delta (bisection; the returned eps
-        is the bracket's upper end, so it satisfies the condition), or None if upper does not."""
+        """The smallest eps in [0, upper] with self.delta(eps) <= delta, or None if upper does not meet it.
+
+        self.delta is continuous and non-increasing in eps (a hockey-stick divergence), so Brent's
+        method finds the crossing in about ten evaluations; the result is then checked and nudged up
+        by the tolerance until it meets delta, so it is always a valid bound."""
         if self.delta(upper) > delta:
             return None
-        lo, hi = 0.0, upper
         if self.delta(0.0) <= delta:
             return 0.0
-        for _ in range(SEARCH_STEPS):
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if self.delta(mid) <= delta else (mid, hi)
-        return hi
+        tol = SEARCH_RTOL * upper
+        eps = optimize.brentq(lambda e: self.delta(e) - delta, 0.0, upper, xtol=tol, rtol=SEARCH_RTOL)
+        while eps < upper and self.delta(eps) > delta:
+            eps = min(eps + tol, upper)
+        return eps
 
 
 def clones_delta(eps, eps0, n, delta, p_clone=None, weight=1.0):
@@ -232,9 +235,10 @@ def compose(central, epochs, delta_total=None):
     adaptively.  Two theorems, the one with the smaller eps at ``delta_total`` is returned:
 
     * basic composition: (epochs * eps, epochs * delta);
-    * Kairouz, Oh, Viswanath, "The composition theorem for differential privacy", ICML 2015,
-      Theorem 3.5 (their closed form of the optimal composition, tighter than Dwork, Rothblum,
-      Vadhan 2010): for any delta' in (0, 1], T-fold composition is
+    * Kairouz, Oh, Viswanath, "The composition theorem for differential privacy", ICML 2015
+      (IEEE Trans. Inf. Theory 63(6), 2017): their closed-form corollary of the optimal
+      composition theorem, tighter than Dwork, Rothblum, Vadhan (FOCS 2010): for any delta' in
+      (0, 1], T-fold adaptive composition is
       (eps_T, 1 - (1 - delta)^T (1 - delta'))-DP with eps_T the least of T eps,
       T eps (e^eps - 1)/(e^eps + 1) + eps sqrt(2 T ln(e + sqrt(T eps^2)/delta')) and
       T eps (e^eps - 1)/(e^eps + 1) + eps sqrt(2 T ln(1/delta')).
