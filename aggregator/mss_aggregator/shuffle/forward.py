@@ -8,8 +8,8 @@ the forwarder
 1. publishes each batch of the queue not yet acknowledged (oldest first,
    one MQTT message each, QoS 1, never retained) and, on its PUBACK, deletes
    it from the queue (:meth:`ShuffleQueue.forwarded`); a batch left by a
-   crash is published again with its batch id, which the aggregator drops if
-   it has it;
+   crash, or without a PUBACK after RESEND_S seconds, is published again with
+   its batch id, which the aggregator drops if it has it;
 2. makes one batch of every held report of the closed epochs, if there are
    at least ``min_batch`` of them (:meth:`ShuffleQueue.make_batch`); fewer
    stay held and join the next closed epoch's.  Reports that arrive for an
@@ -18,6 +18,7 @@ the forwarder
 """
 import secrets
 import threading
+import time
 
 import paho.mqtt.client as mqtt
 
@@ -25,6 +26,7 @@ from mss_aggregator.collect.collectors import RECONNECT_DELAY, check_client_id, 
 from mss_aggregator.collect.link_health import Client, LinkHealth
 
 TICK = 0.5  # seconds between rounds
+RESEND_S = 30.0  # a batch published this long ago without its PUBACK is published again (same bytes)
 
 
 def last_closed(ingest, grace):
@@ -59,7 +61,7 @@ class Forwarder(threading.Thread):
         c.on_disconnect = lambda *a: None if self.stopping.is_set() else self.health.disconnected(a[3])
         c.reconnect_delay_set(*RECONNECT_DELAY)
         self.client, self.connected = c, threading.Event()
-        self.inflight = {}  # batch id -> paho's MQTTMessageInfo, until its PUBACK
+        self.inflight = {}  # batch id -> (paho's MQTTMessageInfo, when published), until its PUBACK
         self.window_start = None  # the first epoch of the window when the seen rows were last pruned
         self.stopping = threading.Event()
 
@@ -88,14 +90,14 @@ class Forwarder(threading.Thread):
     def round(self):
         """One round: forward what is made, then make what is due (forwarded next round)."""
         for batch_id, data in self.queue.unforwarded():
-            info = self.inflight.get(batch_id)
-            if info is None:
-                if not self.client.is_connected():
-                    break  # paho would keep it in memory; the queue keeps it on disk
-                info = self.inflight[batch_id] = self.client.publish(self.topic, data, qos=1)
-            if info.is_published():  # PUBACK received
+            info, sent = self.inflight.get(batch_id, (None, None))
+            if info is not None and info.is_published():  # PUBACK received
                 self.queue.forwarded(batch_id)
                 del self.inflight[batch_id]
+            elif info is None or time.monotonic() - sent > RESEND_S:  # never sent, or lost with a connection
+                if not self.client.is_connected():
+                    break  # the queue keeps it on disk
+                self.inflight[batch_id] = (self.client.publish(self.topic, data, qos=1), time.monotonic())
         start = self.ingest.current_epoch() - self.ingest.past_epochs
         if start != self.window_start:  # once an epoch: the window moved
             self.queue.prune(start - 1)  # an epoch's margin: a batch the writer judged by the window before
