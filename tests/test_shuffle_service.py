@@ -271,7 +271,7 @@ def test_permutation_is_uniform(tmp_path):
                  for i, f in enumerate(frames)]
         assert queue.write_batch(items) == ["accepted"] * n
         batch_id, _ = queue.make_batch(r, n)
-        (data,) = [d for b, d in queue.unforwarded() if b == batch_id]
+        data = queue.batch(batch_id)
         queue.forwarded(batch_id)
         for pos, body in enumerate(decode_batch(KEY, data).bodies):
             table[marks[body], pos] += 1

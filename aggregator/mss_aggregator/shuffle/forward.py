@@ -60,7 +60,7 @@ class Forwarder(threading.Thread):
         c.on_connect = self._on_connect
         c.on_disconnect = lambda *a: None if self.stopping.is_set() else self.health.disconnected(a[3])
         c.reconnect_delay_set(*RECONNECT_DELAY)
-        self.client, self.connected = c, threading.Event()
+        self.client = c
         self.inflight = {}  # batch id -> (paho's MQTTMessageInfo, when published), until its PUBACK
         self.window_start = None  # the first epoch of the window when the seen rows were last pruned
         self.stopping = threading.Event()
@@ -70,7 +70,6 @@ class Forwarder(threading.Thread):
             self.health.failed("broker", f"connection refused: {reason}")
             return
         self.health.connected()
-        self.connected.set()
         self.log(f"forwarding batches to {self.topic} at {self.host}:{self.port}")
 
     def run(self):
@@ -89,7 +88,7 @@ class Forwarder(threading.Thread):
 
     def round(self):
         """One round: forward what is made, then make what is due (forwarded next round)."""
-        for batch_id, data in self.queue.unforwarded():
+        for batch_id in self.queue.unforwarded():
             info, sent = self.inflight.get(batch_id, (None, None))
             if info is not None and info.is_published():  # PUBACK received
                 self.queue.forwarded(batch_id)
@@ -97,7 +96,8 @@ class Forwarder(threading.Thread):
             elif info is None or time.monotonic() - sent > RESEND_S:  # never sent, or lost with a connection
                 if not self.client.is_connected():
                     break  # the queue keeps it on disk
-                self.inflight[batch_id] = (self.client.publish(self.topic, data, qos=1), time.monotonic())
+                info = self.client.publish(self.topic, self.queue.batch(batch_id), qos=1)
+                self.inflight[batch_id] = (info, time.monotonic())
         start = self.ingest.current_epoch() - self.ingest.past_epochs
         if start != self.window_start:  # once an epoch: the window moved
             self.queue.prune(start - 1)  # an epoch's margin: a batch the writer judged by the window before

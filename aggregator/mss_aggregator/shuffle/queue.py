@@ -215,8 +215,12 @@ class ShuffleQueue:
         return batch_id, len(bodies)
 
     def unforwarded(self):
-        """[(batch_id, data)] of the batches made and not yet acknowledged, oldest epoch first."""
-        return self.db.execute("SELECT batch_id, data FROM batches ORDER BY epoch").fetchall()
+        """The ids of the batches made and not yet acknowledged, oldest epoch first."""
+        return [b for (b,) in self.db.execute("SELECT batch_id FROM batches ORDER BY epoch")]
+
+    def batch(self, batch_id):
+        """The bytes of batch ``batch_id`` (one of :meth:`unforwarded`)."""
+        return self.db.execute("SELECT data FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()[0]
 
     def forwarded(self, batch_id):
         """The forward broker acknowledged ``batch_id``: delete it (overwritten), count it,
