@@ -20,7 +20,7 @@ from brokers import Mosquitto, mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, wait_for
 from loadgen import publish
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.shuffle.queue import ShuffleQueue
+from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_cli.main import main
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
@@ -220,19 +220,20 @@ def test_kill_9_loses_nothing_and_forwards_each_batch_once(tmp_path, mosquitto, 
     (tmp_path / "fwd").mkdir()
     fwd = Mosquitto(tmp_path / "fwd").start()
     forward = f"mqtt://127.0.0.1:{fwd.port}"
-    shuf = ShufflerProcess(tmp_path, config, key, broker, forward=forward, min_batch=50).start()
+    # --min-batch 1: the 4 s stream may outlast epoch e (its late reports join a later batch)
+    shuf = ShufflerProcess(tmp_path, config, key, broker, forward=forward, min_batch=1).start()
     e = epoch_now(origin) + 1
     sent = reports(400, e, "k")
-    pub = threading.Thread(target=publish, args=(sent, broker, "t"), kwargs={"rate": 400})
+    pub = threading.Thread(target=publish, args=(sent, broker, "t"), kwargs={"rate": 100})
     pub.start()
-    shuf.wait(lambda: shuf.counter("accepted") >= 100)
+    shuf.wait(lambda: shuf.counter("accepted") >= 50)
     shuf.kill9()  # mid-epoch, mid-stream
     assert shuf.counter("accepted") < 400
     pub.join()
     fwd.stop()  # the next batch is made but cannot leave
     shuf.start()
     shuf.wait(lambda: shuf.counter("accepted") == 400)
-    wait_closed(origin, e)
+    wait_closed(origin, epoch_now(origin) - 1)
     shuf.wait(lambda: shuf.query("SELECT COUNT(*) FROM held") == [(0,)])
     made = {batch_id for (batch_id,) in shuf.query("SELECT batch_id FROM batches")}
     shuf.kill9()
@@ -281,8 +282,14 @@ def test_permutation_is_uniform(tmp_path):
     assert stat < chi2.ppf(0.999, (n - 1) ** 2), (stat, table)
 
 
-def test_refuses_olh_and_a_missing_or_short_key(tmp_path, setup):
+def test_refuses_olh_a_missing_or_short_key_and_another_key_on_the_queue(tmp_path, setup):
     config, key, _ = setup
+    ShuffleQueue(tmp_path / "q", CFG, "t", KEY).close()
+    assert os.stat(tmp_path / "q").st_mode & 0o777 == 0o600
+    with pytest.raises(QueueError, match="queue of another shuffle key; use another --queue"):
+        ShuffleQueue(tmp_path / "q", CFG, "t", bytes(32))
+    with pytest.raises(QueueError, match="queue of another campaign 't', not 'u'"):
+        ShuffleQueue(tmp_path / "q", CFG, "u", KEY)
     olh = tmp_path / "olh.json"
     OracleConfig("olh", 16, 2.0).save(olh, {"device": {"period_s": PERIOD}})
     args = ["shuffle", "--campaign", "t", "--broker", "mqtt://127.0.0.1:1", "--queue", str(tmp_path / "q")]
@@ -305,7 +312,7 @@ def test_boards_to_shuffler_to_aggregator(tmp_path, mosquitto, setup):
     store = tmp_path / "s.sqlite"
     agg = AggregatorProcess(tmp_path, config, store, broker=broker,
                             extra=("--shuffled", "--shuffle-key-file", str(key))).start().ready()
-    shuf = ShufflerProcess(tmp_path, config, key, broker, min_batch=5).start()
+    shuf = ShufflerProcess(tmp_path, config, key, broker, min_batch=1).start()  # a slow fleet's last reports
     tap = []
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="tap")
     c.on_message = lambda cl, u, m: tap.append(bytes(m.payload))

@@ -79,13 +79,16 @@ class ShuffleQueue:
         if not os.path.isdir(folder):
             raise QueueError(f"{self.name}: no such directory {folder}")
         try:
+            if not os.path.exists(self.name):  # a new queue: its owner's only (-wal and -shm take its mode);
+                # never a file open here: closing any descriptor of it drops this process's POSIX locks
+                os.close(os.open(self.name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             self.db = self._connect()
             with self._transaction() as cur:
                 for sql in SCHEMA:
                     cur.execute(sql)
                 self._check_meta(cur, {"config_id": cfg.config_id_hex, "campaign": campaign,
                                        "key": hmac.new(key, FINGERPRINT_LABEL, hashlib.sha256).hexdigest()[:16]})
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise QueueError(f"{self.name}: cannot open the shuffle queue: {exc}") from None
 
     def _connect(self):
@@ -106,14 +109,14 @@ class ShuffleQueue:
                 raise QueueError(f"{self.name} is the queue of another {what}{shown}; use another --queue")
 
     @contextmanager
-    def _transaction(self, db=None):
-        cur = (db or self.db).cursor()
+    def _transaction(self):
+        cur = self.db.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
             cur.execute("COMMIT")
         except BaseException:
-            if (db or self.db).in_transaction:
+            if self.db.in_transaction:
                 cur.execute("ROLLBACK")
             raise
         finally:
