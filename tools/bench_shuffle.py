@@ -17,6 +17,7 @@ Usage: python tools/bench_shuffle.py [--trials T] [--k 16,1024] [--json docs/ben
 """
 import argparse
 import json
+import statistics
 import time
 
 import numpy as np
@@ -63,6 +64,17 @@ def run(k, n, eps_c, prior, trials):
             "ratio_simulated": l_mse / s_mse}
 
 
+def accountant_seconds(eps0, n=100_000, runs=5):
+    """Median seconds of one uncached central_epsilon(eps0, n, DELTA) (the accountant's target: < 0.1 s)."""
+    times = []
+    for _ in range(runs):
+        shuffling.central_epsilon.cache_clear()
+        start = time.perf_counter()
+        shuffling.central_epsilon(eps0, n, DELTA)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=None, help="default: 40 at k <= 64, else 8")
@@ -86,7 +98,8 @@ def main():
                       f"{r['local_protocol']}, {r['local_simulated_mse']:.3g} ({r['local_predicted_mse']:.3g}) | "
                       f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) |", flush=True)
     seconds = time.perf_counter() - start
-    print(f"\n{seconds:.0f} s")
+    print(f"\n{seconds:.0f} s; one central_epsilon at n = 100,000 (uncached, median of 5): "
+          + ", ".join(f"eps0 {e:g} {1e3 * accountant_seconds(e):.1f} ms" for e in (0.5, 1, 2, 4, 8)))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"delta": DELTA, "prior": args.prior, "seconds": seconds,
