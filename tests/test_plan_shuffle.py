@@ -1,21 +1,8 @@
 """Issue 29: mss plan --shuffle-n N --delta D --central-epsilon C (the shuffle model's plan)."""
-import json
-
 import pytest
-from click.testing import CliRunner
 
-from mss_cli.main import main
 from mss_protocol import shuffling
-
-
-def plan(*args):
-    return CliRunner().invoke(main, ["plan", *map(str, args)])
-
-
-def plan_json(*args):
-    out = plan(*args, "--json")
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)
+from test_plan_link import plan, plan_json  # the plan tests' CLI helpers
 
 
 def test_flags_exist_in_help():
