@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports
-from mss_aggregator.collect import central
+from mss_aggregator.collect import central, scope
 from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, covered_epochs, open_store, slot
@@ -257,3 +257,19 @@ def test_batches_on_both_backends_and_two_writers_store_a_batch_once(location):
     finally:
         for s in stores:
             s.close()
+
+
+def test_an_epoch_with_a_merged_batch_is_widened(tmp_path):
+    """A batch released in epoch 9 but merged over epochs 7..9 may hold three reports of one
+    device: that epoch's standard errors are widened by sqrt(3), as pooled epochs are."""
+    ingest = ShuffledIngest(CFG, "t", KEY)
+    batch_id, _, _, frames = fleet(seed=3)[0]
+    items = ingest.decode_batch([ingest.receive_mqtt(b"mss/v1/t/shuffled", batch_bytes(batch_id, 9, 7, frames),
+                                                     "mqtt:w")])
+    store = open_store(tmp_path / "s.sqlite", CFG)
+    try:
+        store.record_mode(SHUFFLER)
+        store.write_batch(items)
+        assert scope.select(store, epoch=9).stderr_factor == pytest.approx(np.sqrt(3))
+    finally:
+        store.close()

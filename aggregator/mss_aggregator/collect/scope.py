@@ -36,6 +36,9 @@ device d: the variance of the sum of R_d reports of one device is at most
 R_d^2 times one report's, whatever their correlation, with equality for
 identical reports (docs/privacy.md, section 3).  The factor is 1 when every
 device reported once and sqrt(E) when all reported in all E epochs.
+One epoch of a shuffled store is widened the same way when a batch released in it
+was merged over several epochs (it may hold one report of a device from each: the
+store's ``tally`` bounds R_d by the epochs its batches cover).
 """
 import math
 import time
@@ -108,7 +111,9 @@ def select(store, epoch=None, all_epochs=False, now=None):
         why = "the epoch asked for"
     one = None if all_epochs else epoch
     reports, devices, squares, epochs = store.tally(one)
-    factor = math.sqrt(squares / reports) if all_epochs and reports else 1.0
+    # 1 for one epoch of device reports (one each); above 1 pooled, or for a shuffled batch merged
+    # over several epochs, which may hold several reports of one device (store.tally)
+    factor = math.sqrt(squares / reports) if reports else 1.0
     return Scope(store.counts(one), one, bool(all_epochs), epochs, devices, factor, current, why)
 
 
