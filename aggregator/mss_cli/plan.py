@@ -22,9 +22,9 @@ IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
 DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with --link of the energy model) unless given
 DEFAULT_MODEM = "rak3172"
-OLH_NAMES_DEVICE = ("its hash seed is derived from the device id (protocol/SPEC.md section 4), so a report "
+OLH_NAMES_DEVICE = ("its hash seed is derived from the device id (protocol/SPEC.md section 3), so a report "
                     "names its device and no shuffler can hide it")
-OLH_LEFT_OUT = "shuffled: its seed names the device (SPEC.md section 4)"  # the plan table's note
+OLH_LEFT_OUT = "shuffled: its seed names the device (SPEC.md section 3)"  # the plan table's note
 
 
 def _link(ctx, param, value):
