@@ -161,7 +161,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         raise click.UsageError("Missing option '--epsilon' (or --central-epsilon C with --shuffle-n N)")
     if shuffle_n is not None and protocol == "olh":
         raise click.BadParameter(f"olh cannot be shuffled: {OLH_NAMES_DEVICE}", param_hint="--protocol")
-    bound = ("grr", k) if protocol == "grr" else (None, None)  # a named GRR plan also gets its tighter bound
+    bound = shuffling.bound_args(protocol, k, irr_epsilon is not None)  # a named GRR plan: its tighter bound
     if central_epsilon is not None:
         # to 4 decimals, rounded down (a smaller epsilon still meets C): the config and the title state it
         epsilon = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *bound) * 1e4) / 1e4
@@ -218,7 +218,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         if shuffle_n is not None:
             # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
             local = None if central_epsilon is None else choose(k, central_epsilon, protocol, **common)
-            result["shuffle"] = _shuffle(k, epsilon, shuffle_n, delta, result, local, central_epsilon)
+            result["shuffle"] = _shuffle(k, epsilon, shuffle_n, delta, result, local, central_epsilon,
+                                        irr_epsilon is not None)
     except DistributionError as exc:
         fail(str(exc))
     except PlanError as exc:
@@ -227,7 +228,9 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" \
             and result["protocol"] == "grr":
         # auto plans every protocol at the generic bound's epsilon; GRR's own bound is tighter
-        own = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, "grr", k) * 1e4) / 1e4
+        grr_bound = shuffling.bound_args("grr", k, irr_epsilon is not None)
+        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *grr_bound)
+        own = math.floor(own * 1e4) / 1e4
         if own > epsilon:
             notes.append(f"GRR's own bound (Balle et al.'s blanket) meets --central-epsilon {central_epsilon:g} up to "
                          f"epsilon {own:g}: --protocol grr plans it there")
@@ -345,14 +348,13 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
 
 
-def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon):
+def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon, irr):
     """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``shuffle_n``
     reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, GRR's own bound
     when GRR is chosen; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
     --central-epsilon the pure-local plan ``local`` at epsilon = C beside it (ratio: local MSE over
     shuffled MSE, above 1 when shuffling pays)."""
-    bound = ("grr", k) if result["protocol"] == "grr" else (None, None)
-    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *bound)
+    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *shuffling.bound_args(result["protocol"], k, irr))
     out = {"n": shuffle_n, "delta": delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}
     if local is not None:
         out.update(central_epsilon=central_epsilon, local_protocol=local["protocol"],

@@ -176,6 +176,13 @@ def clones_delta(eps, eps0, n, delta, p_clone=None, weight=1.0):
 
 
 @lru_cache(maxsize=4096)
+def bound_args(protocol, k, irr=False):
+    """The (protocol, k) to pass :func:`central_epsilon` for reports of ``protocol`` on
+    ``k`` items: GRR's own bound for plain k-ary randomised response, the generic bound
+    for any other randomiser (an instantaneous layer ``irr`` included)."""
+    return ("grr", k) if protocol == "grr" and not irr else (None, None)
+
+
 def central_epsilon(eps0, n, delta, protocol=None, k=None):
     """The smallest central eps of the bounds that apply to a shuffled batch of ``n`` eps0-LDP reports.
 

@@ -33,7 +33,7 @@ GRR without an instantaneous layer gets the accountant's k-ary randomised respon
 import math
 
 from mss_aggregator.collect.store import SHUFFLER
-from mss_protocol.shuffling import Central, central_epsilon, compose
+from mss_protocol.shuffling import Central, bound_args, central_epsilon, compose
 
 DELTA = 1e-6  # per epoch, mss estimate --delta's default (issue 29)
 
@@ -46,8 +46,8 @@ def eps0_of(cfg):
 def batch_guarantee(cfg, reports, span, delta):
     """(eps, delta, method) of one batch of ``reports`` reports covering ``span`` campaign epochs."""
     eps0 = eps0_of(cfg)
-    grr = cfg.name == "grr" and getattr(cfg, "irr_epsilon", None) is None
-    c = central_epsilon(eps0, int(reports), delta, "grr" if grr else None, cfg.k if grr else None)
+    layered = getattr(cfg, "irr_epsilon", None) is not None
+    c = central_epsilon(eps0, int(reports), delta, *bound_args(cfg.name, cfg.k, layered))
     if span == 1:
         return c.eps, c.delta, c.method
     eps, grouped = span * c.eps, c.delta * sum(math.exp(i * c.eps) for i in range(span))
