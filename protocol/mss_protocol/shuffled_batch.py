@@ -112,6 +112,11 @@ def _config_id(config):
     return cid
 
 
+def topic(campaign):
+    """The MQTT topic of ``campaign``'s batches, from the shuffler to the aggregator (SPEC.md section 12)."""
+    return f"mss/v1/{campaign}/shuffled"
+
+
 def compact_body(config, kind, frame):
     """The body of a batch for ``frame``, an accepted report of ``config`` in
     frame kind ``kind`` (a name of ``mss_device.frame.KINDS``): its compact

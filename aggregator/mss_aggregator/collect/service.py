@@ -14,9 +14,9 @@ from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCol
 from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.shuffled import ShuffledIngest, shuffled_topic
+from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, QUARANTINE_MAX_ROWS, SHUFFLER, StoreError, open_store
-from mss_protocol import categories
+from mss_protocol import categories, shuffled_batch
 from mss_protocol.budget import check_device
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
@@ -165,7 +165,7 @@ class Aggregator:
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)
         self.collectors = []
         if shuffled:  # the shuffler's topic only: no status, no retained config (devices are not here)
-            self.collectors.append(MqttCollector(broker, self.writer, shuffled_topic(campaign),
+            self.collectors.append(MqttCollector(broker, self.writer, shuffled_batch.topic(campaign),
                                                  self.ingest.receive_mqtt,
                                                  client_id or default_client_id(self.store, campaign), 1, None,
                                                  share_group, tls_ca, log, tls_cert, tls_key,

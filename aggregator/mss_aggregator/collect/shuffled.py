@@ -31,12 +31,8 @@ raises on any message.
 from mss_aggregator.collect.ingest import held
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.oracle_config import codec
+from mss_protocol import shuffled_batch
 from mss_protocol.shuffled_batch import BatchError, check_key, decode_batch
-
-
-def shuffled_topic(campaign):
-    """The one topic a shuffled aggregator subscribes to."""
-    return f"mss/v1/{campaign}/shuffled"
 
 
 class ShuffledIngest:
@@ -51,7 +47,7 @@ class ShuffledIngest:
         check_key(key)
         self.cfg, self.key = cfg, key
         self.codec = codec(cfg.with_frame("compact"))
-        self.topic = shuffled_topic(campaign).encode()
+        self.topic = shuffled_batch.topic(campaign).encode()
 
     def receive_mqtt(self, topic, payload, source="mqtt"):
         """A batch item (``batch``: the verified ShuffledBatch) or a quarantine result."""

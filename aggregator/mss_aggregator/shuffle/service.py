@@ -25,14 +25,11 @@ from mss_aggregator.shuffle.forward import Forwarder
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
+from mss_protocol import shuffled_batch
 from mss_protocol.shuffled_batch import check_key
 
 DEFAULT_MIN_BATCH = 100
 DEFAULT_GRACE = 60.0  # seconds after an epoch's end before it is closed: reports in flight still make its batch
-
-
-def batch_topic(campaign):
-    return f"mss/v1/{campaign}/shuffled"
 
 
 class Shuffler:
@@ -94,8 +91,9 @@ class Shuffler:
                                                  tls_ca, log, tls_cert, tls_key, failures=self.failures))
         self.collectors += [SerialCollector(spec, self.writer, log=log, failures=self.failures)
                             for spec in serial_ports]
-        self.forwarder = Forwarder(self.queue.reader(), self.ingest, forward_broker or broker, batch_topic(campaign),
-                                   min_batch, grace, tls_ca, f"{client_id}-fwd", log, self.failures)
+        self.forwarder = Forwarder(self.queue.reader(), self.ingest, forward_broker or broker,
+                                   shuffled_batch.topic(campaign), min_batch, grace, tls_ca, f"{client_id}-fwd", log,
+                                   self.failures)
         self.started = False
 
     def start(self):
