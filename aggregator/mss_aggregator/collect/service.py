@@ -63,6 +63,33 @@ def campaign_clock(raw):
     return {"period_s": period, "epoch_origin": origin, "accept_past_epochs": past}
 
 
+def checked_clock(raw, cfg, config_path, needs):
+    """The campaign clock of config file ``raw`` (:func:`campaign_clock`), its ``device``
+    section checked as the boards read it (memoize, budget); ConfigError naming
+    ``config_path`` for a bad field or for no ``device.period_s`` (``needs``: why the
+    caller cannot do without the clock)."""
+    try:
+        clock = campaign_clock(raw)  # first: it checks that the sections are objects
+        check_device(raw.get("device") or {}, cfg)
+    except ValueError as exc:
+        raise ConfigError(f"{config_path}: {exc}") from None
+    if clock is None:
+        raise ConfigError(f"{config_path}: no device.period_s, the boards' reporting period in seconds: {needs}; "
+                          f"add it (the firmware's default is 3600, with epoch_origin 0): "
+                          "mss plan ... --period S --device-config FILE writes it with the plan")
+    return clock
+
+
+def check_compact_link(cfg, config_path, off_lorawan):
+    """ConfigError if ``cfg``'s frame is compact and its reports come ``off_lorawan`` (SPEC.md
+    section 4: a compact frame is dated by arrival, which only a network server's receive
+    time makes safe)."""
+    if cfg.frame == 1 and off_lorawan:
+        raise ConfigError(f"{config_path}: frame compact is dated by arrival, which only a LoRaWAN "
+                          f"network server's receive time makes safe: collect it with --lorawan only, "
+                          f"or plan the boards with compact-epoch")
+
+
 class Aggregator:
     """Collect one campaign's reports into ``store_path``.
 
@@ -107,19 +134,8 @@ class Aggregator:
         self.cfg = load_dict(raw, source=str(config_path))
         self.device = raw.get("device")  # the boards' section: the dashboard's loss so far (web.live)
         self.categories = categories.from_config(raw, self.cfg.k, str(config_path))  # the views' names, order
-        try:
-            clock = campaign_clock(raw)  # first: it checks that the sections are objects
-        except ValueError as exc:
-            raise ConfigError(f"{config_path}: {exc}") from None
-        try:
-            check_device(self.device or {}, self.cfg)  # memoize and budget as the boards read them
-        except ValueError as exc:
-            raise ConfigError(f"{config_path}: {exc}") from None
-        if clock is None:
-            raise ConfigError(f"{config_path}: no device.period_s, the boards' reporting period in seconds: the "
-                              f"aggregator needs it to bound the epochs it accepts and to choose the default "
-                              f"estimate; add it (the firmware's default is 3600, with epoch_origin 0): "
-                              "mss plan ... --period S --device-config FILE writes it with the plan")
+        clock = checked_clock(raw, self.cfg, config_path, "the aggregator needs it to bound the epochs it "
+                                                          "accepts and to choose the default estimate")
         shuffled = shuffle_key is not None
         if shuffled and (serial_ports or lorawan or not broker):
             raise ValueError("--shuffled takes a shuffler's batches from --broker only: no device link "
@@ -127,10 +143,7 @@ class Aggregator:
         if lorawan and not broker:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
         # SPEC.md section 4 (a shuffler's bodies are compact frames, dated by the batch: see .shuffled)
-        if self.cfg.frame == 1 and not shuffled and (serial_ports or (broker and not lorawan)):
-            raise ConfigError(f"{config_path}: frame compact is dated by arrival, which only a LoRaWAN "
-                              f"network server's receive time makes safe: collect it with --lorawan only, "
-                              f"or plan the boards with compact-epoch")
+        check_compact_link(self.cfg, config_path, not shuffled and (serial_ports or (broker and not lorawan)))
         fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
         time_fport = config_port(raw.get("device") or {}, "time_fport", 3) if lorawan else None
         quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,

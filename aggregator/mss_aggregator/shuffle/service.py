@@ -20,7 +20,7 @@ from rich.live import Live
 from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCollector, Writer, check_topic_level
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.service import campaign_clock, counters_table
+from mss_aggregator.collect.service import check_compact_link, checked_clock, counters_table
 from mss_aggregator.shuffle.forward import Forwarder
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_protocol.mss.config import ConfigError, read_json
@@ -63,16 +63,9 @@ class Shuffler:
         if getattr(self.cfg, "name", None) == "olh":  # SPEC.md section 3; docs/privacy.md section 5
             raise ConfigError(f"{config_path}: protocol olh cannot be shuffled: its hash seed derives from the "
                               f"device id, so its reports name their device; plan another protocol")
-        try:
-            clock = campaign_clock(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{config_path}: {exc}") from None
-        if clock is None:
-            raise ConfigError(f"{config_path}: no device.period_s, the boards' reporting period in seconds: the "
-                              f"shuffler needs it to close epochs and bound the epochs it accepts")
-        if self.cfg.frame == 1 and (serial_ports or not lorawan):  # SPEC.md section 4, as mss aggregate
-            raise ConfigError(f"{config_path}: frame compact is dated by arrival, which only a LoRaWAN network "
-                              f"server's receive time makes safe: collect it with --lorawan only")
+        clock = checked_clock(raw, self.cfg, config_path, "the shuffler needs it to close epochs and bound the "
+                                                          "epochs it accepts")
+        check_compact_link(self.cfg, config_path, serial_ports or not lorawan)
         device = raw.get("device") or {}
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
                              fport=config_port(device, "fport", 1) if lorawan else None,
