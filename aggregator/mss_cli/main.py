@@ -1,25 +1,47 @@
 """``mss``: one command line for planning, simulation, collection, estimation,
 the protocol comparison and the privacy audit.  Each command group is its own
 module; this one only assembles them.  Exit codes: :mod:`mss_cli.common`.
+
+A command's module is imported when that command runs (or for ``mss -h``): the
+modules pull in SciPy and the protocols, up to a second of CPU at every start, and
+``mss aggregate`` or ``mss fleet`` need little of it (click's lazily loaded
+subcommands pattern).
 """
+import importlib
+
 import click
 
-from mss_cli import (audit, bench, collect, demo, deploy, devices, estimate, inspect, plan, provision, shuffle,
-                     simulate, switch)
 from mss_cli.common import HELP, Group
 
+COMMANDS = {  # name -> (module of mss_cli, its click command)
+    "plan": ("plan", "plan_cmd"), "simulate": ("simulate", "simulate_cmd"),
+    "device-sim": ("devices", "device_sim_cmd"), "aggregate": ("collect", "aggregate_cmd"),
+    "estimate": ("estimate", "estimate_cmd"), "merge": ("estimate", "merge_cmd"),
+    "fleet": ("devices", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
+    "audit": ("audit", "audit_cmd"), "switch-config": ("switch", "switch_cmd"),
+    "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
+    "quarantine": ("inspect", "quarantine_cmd"), "decode": ("inspect", "decode_cmd"),
+    "shuffle": ("shuffle", "shuffle_cmd"),
+}
 
-@click.group(cls=Group, context_settings=HELP)  # -h on every command; one-line usage errors
+
+class LazyGroup(Group):
+    """:class:`~mss_cli.common.Group` whose :data:`COMMANDS` are imported on first use."""
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx, name):
+        if name in COMMANDS and name not in self.commands:
+            module, attr = COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(f"mss_cli.{module}"), attr), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings=HELP)  # -h on every command; one-line usage errors
 @click.version_option(package_name="mss-iot")
 def main():
     """Private frequency estimation for microcontroller fleets (ModularSubsetSelection)."""
-
-
-for command in (plan.plan_cmd, simulate.simulate_cmd, devices.device_sim_cmd, collect.aggregate_cmd,
-                estimate.estimate_cmd, estimate.merge_cmd, devices.fleet_cmd, demo.demo_cmd,
-                bench.bench_cmd, audit.audit_cmd, switch.switch_cmd, provision.provision_cmd, deploy.deploy_cmd,
-                inspect.quarantine_cmd, inspect.decode_cmd, shuffle.shuffle_cmd):
-    main.add_command(command)
 
 
 @main.command("completion")
