@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, stats
 
 DEFAULT_DELTA = 1e-6  # the central delta a shuffled epoch is stated at unless given (mss plan --delta)
 EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
@@ -124,6 +123,8 @@ class _Clones:
     def __init__(self, eps0, n, delta, p_clone, weight=1.0):
         self.eps0, self.weight = eps0, weight
         self.alpha = 1 / (1 + math.exp(-eps0))  # e^eps0 / (e^eps0 + 1), written not to overflow
+        from scipy import stats  # here: scipy.stats costs ~1 s of every CLI start (mss estimate imports this module)
+
         cut = TAIL * delta / 2
         lo, hi = (int(x) for x in stats.binom.ppf([cut, 1 - cut], n - 1, p_clone))
         lo = max(lo - 1, 0)
@@ -146,6 +147,8 @@ class _Clones:
         if den <= 0:  # e^eps >= e^eps0: the likelihood ratio never exceeds e^eps
             return self.left_out
         beta = ((t + 1) * a - 1) / ((t + 1) * a - 1 + den)  # r*/(1 + r*)
+        from scipy import stats
+
         x = np.floor((self.c + 1) * beta)  # P_c > e^eps Q_c for x >= x* + 1
         sf1 = stats.binom.sf(x, self.c, 0.5)  # P[Bin(c, 1/2) > x*]: sum of b(y), y >= x* + 1
         sf0 = sf1 + stats.binom.pmf(x, self.c, 0.5)  # sum of b(y - 1) over the same x: P[Bin > x* - 1]
@@ -162,6 +165,8 @@ class _Clones:
             return None
         if self.delta(0.0) <= delta:
             return 0.0
+        from scipy import optimize
+
         tol = SEARCH_RTOL * upper
         eps = optimize.brentq(lambda e: self.delta(e) - delta, 0.0, upper, xtol=tol, rtol=SEARCH_RTOL)
         while eps < upper and self.delta(eps) > delta:
