@@ -17,11 +17,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 @pytest.fixture(autouse=True, scope="session")
 def _fresh_plan_cache(tmp_path_factory):
-    """Plans are computed afresh in every test session (no stale cache can hide a regression).
-    Under pytest-xdist every worker has its own (its own basetemp): the cache
-    tests doctor entries, so workers must not share one."""
+    """Plans are computed afresh in every test session (no stale cache can hide a regression),
+    in one folder for all of its pytest-xdist workers (the session's, which holds each
+    worker's basetemp popen-gw<N>): a plan at k = 22000 costs 20-30 s of CPU, and several
+    modules ask for the same ones.  A test that doctors entries uses a folder of its own."""
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent / "plans" if os.environ.get("PYTEST_XDIST_WORKER") else base / "plans"
+    folder.mkdir(exist_ok=True)
     mp = pytest.MonkeyPatch()
-    mp.setenv("MSS_CACHE_DIR", str(tmp_path_factory.mktemp("plans")))
+    mp.setenv("MSS_CACHE_DIR", str(folder))
     yield
     mp.undo()
 

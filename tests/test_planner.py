@@ -102,7 +102,8 @@ def test_impossible_budget_is_a_clear_error():
         plan(1024, 4.0, max_bits=3)
 
 
-def test_results_are_cached():
+def test_results_are_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSS_CACHE_DIR", str(tmp_path))  # its own: the doctored entry must not reach other tests
     first = plan(512, 2.0)
     files = list(cache_dir().glob("*.json"))
     assert files

@@ -251,7 +251,7 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
         }
         if use_cache:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # processes sharing the folder may write at once
             tmp.write_text(json.dumps(cached))
             os.replace(tmp, path)
     if memo is not None:
