@@ -38,8 +38,10 @@ KEY = bytes(range(32))
 
 @pytest.fixture
 def setup(tmp_path):
-    """(config path, key file, epoch origin): the campaign clock starts now, in epoch 0."""
-    origin = int(time.time())
+    """(config path, key file, epoch origin): the campaign clock started a period ago, so that
+    it is in epoch 1 however fast the test gets to a fleet of two epochs (mss fleet --epochs 2
+    ends one period back, and refuses epochs before 0)."""
+    origin = int(time.time()) - PERIOD
     path = tmp_path / "cfg.json"
     CFG.save(path, {"device": {"period_s": PERIOD, "epoch_origin": origin}, "aggregator": {"accept_past_epochs": 100}})
     key = tmp_path / "shuffle.key"
