@@ -82,8 +82,29 @@ def test_bulk_draws_are_byterng_below(n):
     span = 1 << (8 * size)
     bulk_rng, draw_rng = _pair()
     got = host_client._belows(bulk_rng, size, n, span - span % n, int((span - span % n).min()))
-    assert got == [draw_rng.below(int(v)) for v in n]
+    assert got.tolist() == [draw_rng.below(int(v)) for v in n]
     assert bulk_rng.consumed == draw_rng.consumed
+
+
+def _floyd_one_step_at_a_time(rng, m, s, r):
+    """Floyd's algorithm as the device runs it (SPEC.md section 4), draw by draw."""
+    chosen = set()
+    for t in range(m - 1 - s, m - 1):
+        u = rng.below(t + 1)
+        chosen.add(t if u in chosen else u)
+    return sorted(v + (v >= r) for v in chosen)
+
+
+@pytest.mark.parametrize("m,s", [(2, 0), (2, 1), (5, 3), (16, 14), (64, 40), (64, 62), (300, 150), (1024, 275),
+                                 (1024, 1022), (70000, 600)])
+def test_floyd_finds_every_collision_and_chain(m, s):
+    """s near m: most draws collide, and hits chain (a draw equal to an earlier step that
+    hit); the vectorised fillers are the one-step-at-a-time fillers, from the same bytes."""
+    bulk_rng, draw_rng = _pair()
+    for i in range(30):
+        r = (37 * i) % m
+        assert host_client.floyd(bulk_rng, m, s, r).tolist() == _floyd_one_step_at_a_time(draw_rng, m, s, r)
+        assert bulk_rng.consumed == draw_rng.consumed
 
 
 def _rank(c):

@@ -28,20 +28,27 @@ import numpy as np
 COIN_MASK = (1 << 30) - 1
 
 
-def _read(rng, n):
-    """The next n bytes of ``rng``'s stream (uint8), consumed; pooled as ByteRng.reserve
-    pools them for any draw."""
+def _peek(rng, n):
+    """The next n bytes of ``rng``'s stream (uint8), not consumed, and the stream's position
+    array (``at[0]``: its next byte; the caller adds what it consumes).  Pooled as
+    ByteRng.reserve pools them for any draw: bytes pooled and not consumed are the next draw's."""
     box = []
 
     def kernel(_a, pool, at, _b):
         if at[1] - at[0] < n:
             return -n  # ByteRng.drive pools n bytes, then calls again
-        box.append(np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]))
-        at[0] += n
+        box.append((np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]), at))
         return 0
 
     rng.drive(kernel, None, None)
     return box[0]
+
+
+def _read(rng, n):
+    """The next n bytes of ``rng``'s stream (uint8), consumed."""
+    buf, at = _peek(rng, n)
+    at[0] += n
+    return buf
 
 
 def coins(rng, thresholds):
@@ -54,8 +61,8 @@ def coins(rng, thresholds):
 
 @functools.lru_cache(maxsize=64)
 def _floyd_steps(m, s):
-    """Floyd's steps on [0, m - 1) for s fillers: t (a list), and runs (b, n, lim, low) of
-    steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
+    """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing), and runs (b, n, lim, low)
+    of steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
     with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n;
     a word below low = min(lim) is accepted at any step of its run."""
     t = np.arange(m - 1 - s, m - 1, dtype=np.int64)
@@ -66,7 +73,7 @@ def _floyd_steps(m, s):
         n_b = n[size == b]
         lim = (1 << (8 * b)) - (1 << (8 * b)) % n_b
         runs.append((b, n_b, lim, int(lim.min())))
-    return t.tolist(), runs
+    return t, runs
 
 
 def _words(buf, b):
@@ -80,42 +87,67 @@ def _words(buf, b):
 
 
 def _belows(rng, b, n, lim, low):
-    """[``rng.below(n_i)`` for each n_i in order], all drawn from b bytes (ByteRng.below:
-    a b-byte word x is accepted when x < lim_i, giving x % n_i, else redrawn).
+    """(len(n),) int64: ``rng.below(n_i)`` for each n_i in order, all drawn from b bytes
+    (ByteRng.below: a b-byte word x is accepted when x < lim_i, giving x % n_i, else redrawn).
 
-    Words for all the draws left are read at once.  Only a word >= low can be
-    rejected, and whether it is depends on the draw it serves: its index less
-    the words rejected before it, so those few are checked in order.  Each
-    rejection leaves one draw for the next read."""
+    The words for all the draws left, and a few more, are looked at at once, and as
+    many consumed as the draws take.  Only a word >= low can be rejected, and whether
+    it is depends on the draw it serves: its index less the words rejected before
+    it, so those few are checked in order."""
     if b == 0:
-        return [0] * len(n)  # below(1) reads nothing
-    out = []
-    while len(out) < len(n):
-        done = len(out)
-        x = _words(_read(rng, b * (len(n) - done)), b)
+        return np.zeros(len(n), dtype=np.int64)  # below(1) reads nothing
+    parts, done, total = [], 0, len(n)
+    while done < total:
+        buf, at = _peek(rng, b * (total - done + 4 + (total - done) // 16))
+        x = _words(buf, b)
+        flagged = np.flatnonzero(x >= low)
         rejected = []
-        for i in np.flatnonzero(x >= low).tolist():
-            if x[i] >= lim[done + i - len(rejected)]:
+        for i, v in zip(flagged.tolist(), x[flagged].tolist()):
+            d = done + i - len(rejected)  # the draw this word serves
+            if d >= total:
+                break
+            if v >= lim[d]:
                 rejected.append(i)
-        x = np.delete(x, rejected) if rejected else x
-        out += (x % n[done:done + len(x)]).tolist()
-    return out
+        used = min(len(x), total - done + len(rejected))  # words consumed
+        at[0] += b * used
+        x = x[:used]
+        if rejected:
+            x = np.delete(x, rejected)
+        parts.append(x % n[done:done + len(x)])
+        done += len(x)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def floyd(rng, m, s, r):
-    """The fillers of mss_device.randomiser from the same bytes: a sorted list, a
+    """The fillers of mss_device.randomiser from the same bytes: a sorted int64 array, a
     uniform s-subset of [0, m) without r.
 
     Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
-    u_t = below(t + 1) and add u_t, or t when u_t is already chosen; then
-    map v -> v + (v >= r).  The draws are decoded in bulk (:func:`_belows`);
-    the set is built in a loop of set operations (~0.1 us a step)."""
+    u_t = below(t + 1) and add u_t, or t when u_t is already chosen (a "hit");
+    then map v -> v + (v >= r).  The draws are decoded in bulk (:func:`_belows`).
+    As u_t <= t < every later step, step t hits exactly when u_t repeats an
+    earlier draw (found by a stable sort) or is itself an earlier step that hit
+    (u_t >= m - 1 - s: about s/m of the steps, checked in order)."""
     t, runs = _floyd_steps(m, s)
-    u = [v for run in runs for v in _belows(rng, *run)]
-    chosen = set()
-    for t_i, u_i in zip(t, u):
-        chosen.add(t_i if u_i in chosen else u_i)
-    return [v + (v >= r) for v in sorted(chosen)]
+    if not runs:
+        return t  # no fillers: an empty int64 array
+    u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
+    order = np.argsort(u, kind="stable")
+    sorted_u = u[order]
+    hit = np.zeros(len(u), dtype=bool)
+    hit[order[1:][sorted_u[1:] == sorted_u[:-1]]] = True  # a value's later draws
+    steps = np.flatnonzero(u >= t[0])
+    at_step = u[steps] - t[0]  # the step each of these draws is (itself included: u_t = t is new)
+    earlier = at_step < steps
+    while True:  # a hit makes the steps that drew it hits: to the end of the chains
+        more = hit[at_step] & earlier & ~hit[steps]
+        if not more.any():
+            break
+        hit[steps[more]] = True
+    chosen = np.where(hit, t, u)
+    chosen.sort()
+    chosen += chosen >= r
+    return chosen
 
 
 def colex_rank(c):

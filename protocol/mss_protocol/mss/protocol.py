@@ -7,7 +7,6 @@ and inclusion counts (:mod:`.counts`), the decoder is the weighted
 least-squares solve of :mod:`.decoder`, the predicted MSE that of
 :mod:`.variance`, and the channel :mod:`.channel`.
 """
-import bisect
 from functools import cached_property
 
 import numpy as np
@@ -94,7 +93,7 @@ class MssProtocol(Protocol):
         keep = rng.chance(cfg.thresholds[j])
         subset = floyd(rng, m, omega - keep, r)
         if keep:
-            bisect.insort(subset, r)
+            subset = np.insert(subset, np.searchsorted(subset, r), r)
         head, nbits, pad = self.layout[j]
         out = start(cfg, cfg.jbits + nbits, 0, 0)
         out[head:] = (((j << nbits) | self.ranker(subset)) << pad).to_bytes(len(out) - head, "big")
