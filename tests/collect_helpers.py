@@ -22,6 +22,16 @@ def clocked(last_epoch=0, period=PERIOD):
     return out
 
 
+LIVE = set()  # the service processes started here; tests/conftest.py kills those a failed test left running
+
+
+def spawn(args, log):
+    """Popen ``args`` with stdout and stderr to ``log``, remembered in :data:`LIVE`."""
+    proc = subprocess.Popen(args, stdout=log, stderr=log)
+    LIVE.add(proc)
+    return proc
+
+
 class AggregatorProcess:
     def __init__(self, tmp_path, config, store, broker=None, campaign="t", serial=(), extra=()):
         self.args = [sys.executable, "-m", "mss_cli", "aggregate", "--config", str(config),
@@ -38,7 +48,7 @@ class AggregatorProcess:
 
     def start(self):
         self.log_start = self.log.tell()
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
+        self.proc = spawn(self.args, self.log)
         return self
 
     def ready(self, timeout=60):

@@ -1,6 +1,7 @@
 import fcntl
 import itertools
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,19 @@ def _fresh_plan_cache(tmp_path_factory):
     mp.setenv("MSS_CACHE_DIR", str(folder))
     yield
     mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _no_service_left_running():
+    """A test that fails between starting a service process (collect_helpers.spawn) and stopping
+    it would leave it running into the other tests: kill it."""
+    yield
+    helpers = sys.modules.get("collect_helpers")
+    for proc in list(helpers.LIVE) if helpers else ():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        helpers.LIVE.discard(proc)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from scipy.stats import chi2
 
 from brokers import Mosquitto, mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, wait_for
+from collect_helpers import AggregatorProcess, spawn, wait_for
 from loadgen import publish
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
@@ -78,7 +78,7 @@ class ShufflerProcess:
 
     def start(self):
         self.log_start = self.log.tell()
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
+        self.proc = spawn(self.args, self.log)
         deadline = time.time() + 30
         while b"subscribed to" not in self.log_path.read_bytes()[self.log_start:]:
             assert self.proc.poll() is None and time.time() < deadline, self.log_path.read_text()
