@@ -118,9 +118,9 @@ def _belows(rng, b, n, lim, low):
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def floyd(rng, m, s, r):
+def floyd(rng, m, s, r, keep=False):
     """The fillers of mss_device.randomiser from the same bytes: a sorted int64 array, a
-    uniform s-subset of [0, m) without r.
+    uniform s-subset of [0, m) without r (with r added when ``keep``).
 
     Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
     u_t = below(t + 1) and add u_t, or t when u_t is already chosen (a "hit");
@@ -129,8 +129,8 @@ def floyd(rng, m, s, r):
     earlier draw (found by a stable sort) or is itself an earlier step that hit
     (u_t >= m - 1 - s: about s/m of the steps, checked in order)."""
     t, runs = _floyd_steps(m, s)
-    if not runs:
-        return t  # no fillers: an empty int64 array
+    if not runs:  # no fillers
+        return np.array([r] if keep else [], dtype=np.int64)
     u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     order = np.argsort(u, kind="stable")
     sorted_u = u[order]
@@ -144,9 +144,14 @@ def floyd(rng, m, s, r):
         if not more.any():
             break
         hit[steps[more]] = True
-    chosen = np.where(hit, t, u)
+    chosen = np.empty(len(u) + keep, dtype=np.int64)
+    picked = chosen[:len(u)]
+    np.copyto(picked, u)
+    np.copyto(picked, t, where=hit)
+    picked += picked >= r
+    if keep:
+        chosen[-1] = r
     chosen.sort()
-    chosen += chosen >= r
     return chosen
 
 

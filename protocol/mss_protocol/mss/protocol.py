@@ -91,9 +91,7 @@ class MssProtocol(Protocol):
         j = rng.below(len(cfg.moduli))
         m, omega, r = cfg.moduli[j], cfg.omegas[j], x % cfg.moduli[j]
         keep = rng.chance(cfg.thresholds[j])
-        subset = floyd(rng, m, omega - keep, r)
-        if keep:
-            subset = np.insert(subset, np.searchsorted(subset, r), r)
+        subset = floyd(rng, m, omega - keep, r, keep)
         head, nbits, pad = self.layout[j]
         out = start(cfg, cfg.jbits + nbits, 0, 0)
         out[head:] = (((j << nbits) | self.ranker(subset)) << pad).to_bytes(len(out) - head, "big")
