@@ -16,7 +16,8 @@ at epsilon = 2 in four conditions:
 
 each with the decoders' BLAS limit (``mss_protocol.mss.linalg.BLAS_THREADS = 1``,
 "after") and without it (``None``: OpenBLAS's own pool of one thread per core,
-"before").  Target: loaded / quiet <= 1.5 "after" for every row.  No
+"before"), and a control, a pure-Python loop as long as the quiet decode (:func:`measure`).
+Target: loaded / quiet <= 1.5 "after" for every row.  No
 decoder on one thread beats its fair share of the cores: the closed-form
 decoders (grr, rappor, sue, olh, hr: elementwise NumPy; pgr: an FFT; no
 BLAS in any) show what the machine alone does to a decode's time, and
@@ -106,29 +107,60 @@ class CpuHog:
             p.join()
 
 
+def busy(iterations):
+    """The control: a pure-Python loop, as the hogs run (CPU time only, no BLAS, no memory traffic)."""
+    x = 0
+    for i in range(iterations):
+        x ^= i
+    return x
+
+
+def calibrate(seconds):
+    """Iterations of :func:`busy` that take about ``seconds`` on the machine as it is now (quiet)."""
+    iterations, took = 10_000, 0.0
+    while took < 0.02:
+        iterations *= 2
+        t0 = time.perf_counter()
+        busy(iterations)
+        took = time.perf_counter() - t0
+    return max(1, round(iterations * seconds / took))
+
+
 def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
-    """{condition: median seconds} for quiet/loaded x after/before: rounds of one decode in
-    each condition, at least ``min_runs`` and until each has ``min_total`` s (or ``max_runs``);
-    the modes' order alternates round by round, so neither is always first after a switch."""
-    conditions = [(phase, mode) for phase in ("quiet", "loaded") for mode in MODES]
+    """{condition: median seconds} for quiet/loaded x after/before/control: rounds of one decode
+    in each condition, at least ``min_runs`` and until each has ``min_total`` s (or ``max_runs``);
+    the modes' order alternates round by round, so neither is always first after a switch.
+
+    The control is :func:`busy` for as long as the decode takes "after" on the quiet machine:
+    its loaded/quiet is what the scheduler alone does to one thread of that length beside the
+    hogs (a fair share of 2 cores among 3 sessions is 2/3 of a core: >= 1.5), the floor
+    under the decoder's ratio."""
+    conditions = [(phase, mode) for phase in ("quiet", "loaded") for mode in (*MODES, "control")]
     times = {c: [] for c in conditions}
     for mode, threads in MODES.items():  # warm-up: the MSS decoder's components are built once
         linalg.BLAS_THREADS = threads
         proto.decode(counts, n, "none")
+    linalg.BLAS_THREADS = MODES["after"]
+    t0 = time.perf_counter()
+    proto.decode(counts, n, "none")
+    iterations = calibrate(time.perf_counter() - t0)
     rounds = 0
     while rounds < min_runs or (min(sum(t) for t in times.values()) < min_total and rounds < max_runs):
-        modes = list(MODES)[::1 if rounds % 2 else -1]
+        modes = [*MODES, "control"][::1 if rounds % 2 else -1]
         rounds += 1
         for phase, mode in ((phase, mode) for phase in ("quiet", "loaded") for mode in modes):
             hog.run(phase == "loaded")
-            linalg.BLAS_THREADS = MODES[mode]
+            linalg.BLAS_THREADS = MODES.get(mode, MODES["after"])
             t0 = time.perf_counter()
-            proto.decode(counts, n, "none")
+            if mode == "control":
+                busy(iterations)
+            else:
+                proto.decode(counts, n, "none")
             times[phase, mode].append(time.perf_counter() - t0)
     hog.run(False)
     linalg.BLAS_THREADS = MODES["after"]
     out = {f"{phase}_{mode}": statistics.median(t) for (phase, mode), t in times.items()}
-    for mode in MODES:
+    for mode in (*MODES, "control"):
         out[f"ratio_{mode}"] = out[f"loaded_{mode}"] / out[f"quiet_{mode}"]
     out["runs"] = rounds
     out["loadavg"] = os.getloadavg()[0]
@@ -138,7 +170,7 @@ def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
 def table(args, ks, hog):
     """Measure and print every (protocol, k) row; (rows, skipped)."""
     print(f"{'protocol':>8} {'k':>8} | {'quiet':>8} {'loaded':>8} {'ratio':>5} | {'before: quiet':>13} "
-          f"{'loaded':>8} {'ratio':>5} | runs loadavg")
+          f"{'loaded':>8} {'ratio':>5} | control ratio | runs loadavg")
     rng = np.random.default_rng(0)
     rows, skipped = [], []
     for k in ks:
@@ -156,7 +188,8 @@ def table(args, ks, hog):
             rows.append(row)
             print(f"{name:>8} {k:>8} | {row['quiet_after']:8.4f} {row['loaded_after']:8.4f} "
                   f"{row['ratio_after']:5.2f} | {row['quiet_before']:13.4f} {row['loaded_before']:8.4f} "
-                  f"{row['ratio_before']:5.2f} | {row['runs']:4} {row['loadavg']:7.1f}", flush=True)
+                  f"{row['ratio_before']:5.2f} | {row['ratio_control']:13.2f} | {row['runs']:4} "
+                  f"{row['loadavg']:7.1f}", flush=True)
     return rows, skipped
 
 
@@ -188,6 +221,11 @@ def main():
     print(f"worst loaded/quiet with the limit: {worst['ratio_after']:.2f} ({worst['protocol']}, k={worst['k']}; "
           f"target <= 1.5: {'OK' if worst['ratio_after'] <= 1.5 else 'MISSED'}); without it: "
           f"{max(r['ratio_before'] for r in rows):.2f}")
+    excess = max(rows, key=lambda r: r["ratio_after"] / r["ratio_control"])
+    print(f"control (a pure-Python loop as long as the quiet decode, in the same alternation): ratios "
+          f"{min(r['ratio_control'] for r in rows):.2f}-{max(r['ratio_control'] for r in rows):.2f}; the largest "
+          f"decode ratio over its control: {excess['ratio_after'] / excess['ratio_control']:.2f} "
+          f"({excess['protocol']}, k={excess['k']})")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": {"cores": os.cpu_count(), "machine": platform.machine(), "blas": blas},
