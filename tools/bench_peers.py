@@ -9,7 +9,8 @@ trials share their populations (trial t draws the same n Zipf(1.1) values for
 every implementation) and report, per implementation:
 
 * client: the median seconds of one report of the client, timed call by call
-  on the first ``--client-reports`` values of trial 0 (ours: ``randomise(x,
+  on the first ``--client-reports`` values of trial 0, every implementation's
+  clients of the (k, eps) interleaved value by value (ours: ``randomise(x,
   ByteRng())``, the exact integer client reading ``os.urandom``; numba's
   compilation is done by one warm-up call first);
 * server: seconds from the reports (peers) or counts (ours) to the n
@@ -111,15 +112,19 @@ def peers(k, eps):
     ]
 
 
-def client_seconds(client, values):
-    """Median seconds of one ``client(v)`` call over ``values`` (after one warm-up call)."""
-    client(int(values[0]))
-    times = []
+def client_seconds(clients, values):
+    """[median seconds of one ``client(v)`` call over ``values``] for each of ``clients``, timed
+    interleaved (each value through every client in turn, after one warm-up call each), so that
+    the machine's drift weighs on all of them alike and their ratios hold within the run."""
+    for client in clients:
+        client(int(values[0]))
+    times = [[] for _ in clients]
     for v in values.tolist():
-        t = time.perf_counter()
-        client(v)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+        for client, out in zip(clients, times):
+            t = time.perf_counter()
+            client(v)
+            out.append(time.perf_counter() - t)
+    return [float(np.median(t)) for t in times]
 
 
 def summary(mses):
@@ -131,9 +136,9 @@ def summary(mses):
     return float(mses.mean()), float(half)
 
 
-def row(protocol, implementation, k, eps, n, client_s, server_s, raw, clip):
+def row(protocol, implementation, k, eps, n, server_s, raw, clip):
     return {"k": k, "epsilon": eps, "n": n, "protocol": protocol, "implementation": implementation,
-            "client_us_per_report": client_s * 1e6, "server_seconds": server_s,
+            "client_us_per_report": None, "server_seconds": server_s,
             "mse_raw": raw[0] if raw else None, "mse_raw_ci95": raw[1] if raw else None,
             "mse_clip": clip[0], "mse_clip_ci95": clip[1]}
 
@@ -144,7 +149,7 @@ def run_cell(k, eps, populations, client_reports):
     truths = [np.bincount(values, minlength=k) / n for values in populations]
     mse = lambda est, truth: float(np.mean((np.asarray(est) - truth) ** 2))  # noqa: E731
     sample = populations[0][:client_reports]
-    rows = []
+    rows, clients = [], {}
     for label, name in OURS.items():
         proto = registry.make(name, k, eps)
         rng, device = np.random.default_rng([k, int(eps * 1000)]), ByteRng()
@@ -156,9 +161,8 @@ def run_cell(k, eps, populations, client_reports):
             secs.append(time.perf_counter() - t)
             raws.append(mse(est, truth))
             clips.append(mse(postprocess.clip(est), truth))
-        client_s = client_seconds(lambda v, proto=proto: proto.randomise(v, device), sample)
-        rows.append(row(label, "mss-iot", k, eps, n, client_s, float(np.median(secs)),
-                        summary(raws), summary(clips)))
+        clients[label, "mss-iot"] = lambda v, proto=proto, device=device: proto.randomise(v, device)
+        rows.append(row(label, "mss-iot", k, eps, n, float(np.median(secs)), summary(raws), summary(clips)))
     for peer in peers(k, eps):
         raws, clips, secs = [], [], []
         for t_i, (values, truth) in enumerate(zip(populations, truths)):
@@ -171,8 +175,12 @@ def run_cell(k, eps, populations, client_reports):
             clips.append(mse(postprocess.clip(est) if peer.raw else est, truth))
             if peer.raw:
                 raws.append(mse(est, truth))
-        rows.append(row(peer.protocol, peer.library, k, eps, n, client_seconds(peer.client, sample),
-                        float(np.median(secs)), summary(raws) if peer.raw else None, summary(clips)))
+        clients[peer.protocol, peer.library] = peer.client
+        rows.append(row(peer.protocol, peer.library, k, eps, n, float(np.median(secs)),
+                        summary(raws) if peer.raw else None, summary(clips)))
+    for (protocol, library), seconds in zip(clients, client_seconds(list(clients.values()), sample)):
+        next(r for r in rows if (r["protocol"], r["implementation"]) == (protocol, library))[
+            "client_us_per_report"] = seconds * 1e6
     ours = {r["protocol"]: r for r in rows if r["implementation"] == "mss-iot"}
     for r in rows:
         o = ours[r["protocol"]]
@@ -203,7 +211,7 @@ def main():
             rows += run_cell(k, eps, populations, args.client_reports)
             print(f"k={k} eps={eps:g} done", file=sys.stderr)
     print(f"Zipf(1.1), n = {args.n}, {args.trials} trials (the same populations for every implementation); "
-          f"client: median of {args.client_reports} reports timed one by one, one core\n")
+          f"client: median of {args.client_reports} reports timed one by one, the clients interleaved, one core\n")
     print(render_peers({"rows": rows}))
     if args.json:
         from importlib.metadata import version
