@@ -64,9 +64,11 @@ class Board:
         if dialect:
             self.modem = ModemEmulator(dialect, "70b3d57ed0%06x" % eui, clock=self.clock,
                                        on_uplink=self._uplink)
+            # timeouts well above the emulator's 50 ms answers: with 2 s, a join answered late on a
+            # loaded machine (the whole suite on 2 cores) left a board's first tick without an uplink
             d["device"].update(transport="lorawan", lorawan={
                 "modem": dialect.replace("-old", ""), "path": self.modem.path, "retry_s": 1, "backoff_max_s": 2,
-                "join_timeout_s": 2, "tx_timeout_s": 1})
+                "join_timeout_s": 10, "tx_timeout_s": 10})
         (folder / "config.json").write_text(json.dumps(d))
         self.awake_s = 0.0
         self.boots = 0
