@@ -178,6 +178,9 @@ def schedule(reports, memoize=False, draws=None, window=None):
     return fresh
 
 
+LOGLIK_CACHE_BYTES = 32 << 20
+
+
 def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, fresh=None, device_seed=False):
     """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
     (ascending): array of len(set(horizons)), over ``trials`` devices.
@@ -201,6 +204,9 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
     hits = np.zeros(len(horizons), dtype=np.int64)
     draws = set((np.flatnonzero(fresh[:last]) + 1).tolist())  # report numbers (1-based) of fresh draws
     events = sorted(draws | set(horizons))
+    # log-likelihood by report: the devices' reports repeat where the output set is small (HR, GRR,
+    # SS at small k); kept up to LOGLIK_CACHE_BYTES of (k,) rows
+    logliks, room = {}, LOGLIK_CACHE_BYTES // (8 * ch.k)
     for x in rng.choice(ch.k, size=trials, p=prior):
         x = int(x)
         post = log_prior.copy()
@@ -220,7 +226,13 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
                 else:
                     report = ch.client(x, device)
                 if irr is None:
-                    post = post + ch.loglik(report)
+                    key = ch.key(report)
+                    ll = logliks.get(key)
+                    if ll is None:
+                        ll = ch.loglik(report)
+                        if len(logliks) < room:
+                            logliks[key] = ll
+                    post = post + ll
                 else:
                     memo = [report, {irr.apply(body(ch, report), device): 1}]
             elif memo is not None and memoize:
