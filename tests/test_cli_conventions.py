@@ -48,6 +48,11 @@ def test_group_help_states_each_summary_whole():
         assert " ".join(summary.split()) in " ".join(out.split()), (name, summary)
 
 
+def test_every_command_loads_under_its_own_name():
+    """mss_cli.main lists the commands before importing them: each listed name is the command's own."""
+    assert COMMANDS and all(main.get_command(None, name).name == name for name in COMMANDS)
+
+
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_option_has_help(name):
     bare = [p.opts[-1] for p in options(name) if not (p.help or "").strip()]
