@@ -123,13 +123,14 @@ class _Clones:
     def __init__(self, eps0, n, delta, p_clone, weight=1.0):
         self.eps0, self.weight = eps0, weight
         self.alpha = 1 / (1 + math.exp(-eps0))  # e^eps0 / (e^eps0 + 1), written not to overflow
-        from scipy import stats  # here: scipy.stats costs ~1 s of every CLI start (mss estimate imports this module)
+        from scipy.stats import binom  # here: scipy.stats costs ~1 s of every CLI start (mss estimate imports this module)
 
+        self.binom = binom
         cut = TAIL * delta / 2
-        lo, hi = (int(x) for x in stats.binom.ppf([cut, 1 - cut], n - 1, p_clone))
+        lo, hi = (int(x) for x in binom.ppf([cut, 1 - cut], n - 1, p_clone))
         lo = max(lo - 1, 0)
         self.c = np.arange(lo, hi + 1, dtype=np.int64)
-        self.w = stats.binom.pmf(self.c, n - 1, p_clone)
+        self.w = binom.pmf(self.c, n - 1, p_clone)
         self.left_out = max(0.0, 1.0 - float(self.w.sum()))
 
     def delta(self, eps):
@@ -147,11 +148,9 @@ class _Clones:
         if den <= 0:  # e^eps >= e^eps0: the likelihood ratio never exceeds e^eps
             return self.left_out
         beta = ((t + 1) * a - 1) / ((t + 1) * a - 1 + den)  # r*/(1 + r*)
-        from scipy import stats
-
         x = np.floor((self.c + 1) * beta)  # P_c > e^eps Q_c for x >= x* + 1
-        sf1 = stats.binom.sf(x, self.c, 0.5)  # P[Bin(c, 1/2) > x*]: sum of b(y), y >= x* + 1
-        sf0 = sf1 + stats.binom.pmf(x, self.c, 0.5)  # sum of b(y - 1) over the same x: P[Bin > x* - 1]
+        sf1 = self.binom.sf(x, self.c, 0.5)  # P[Bin(c, 1/2) > x*]: sum of b(y), y >= x* + 1
+        sf0 = sf1 + self.binom.pmf(x, self.c, 0.5)  # sum of b(y - 1) over the same x: P[Bin > x* - 1]
         d = a * sf0 + (1 - a) * sf1 - t * (a * sf1 + (1 - a) * sf0)
         return self.weight * float(np.dot(self.w, np.maximum(d, 0.0))) + self.left_out
 
