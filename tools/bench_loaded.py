@@ -133,8 +133,9 @@ def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
 
     The control is :func:`busy` for as long as the decode takes "after" on the quiet machine:
     its loaded/quiet is what the scheduler alone does to one thread of that length beside the
-    hogs (a fair share of 2 cores among 3 sessions is 2/3 of a core: >= 1.5), the floor
-    under the decoder's ratio."""
+    hogs (a fair share of 2 cores among 3 sessions is 2/3 of a core over a long run, but a
+    short one may run untouched or wait a whole slice): a reference for the decoder's ratio,
+    measured, not a bound."""
     conditions = [(phase, mode) for phase in ("quiet", "loaded") for mode in (*MODES, "control")]
     times = {c: [] for c in conditions}
     for mode, threads in MODES.items():  # warm-up: the MSS decoder's components are built once
