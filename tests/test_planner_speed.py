@@ -11,6 +11,10 @@ candidates considered, the unit MSE and the frontier.  The same choices must
 come back, and the same MSEs up to rounding (the exact traces are now summed
 class by class instead of through G_j A_j: 1e-9 relative covers it; the
 frontier's screening estimates use the same seeded probes, CG to 1e-10: 1e-6).
+The third speed-up solves the screen's probes to 1e-6 instead of 1e-10, and a
+set whose probes reach 1e-6 but not 1e-10 within the screen's 150 CG steps is
+now scored: at k = 22000, eps 2 one, (19943, 20046, 20161), at a unit MSE of
+0.935 against the winner's 0.724, off the frontier (``NEWLY_SCORED``).
 """
 import json
 from pathlib import Path
@@ -22,13 +26,15 @@ from mss_protocol.mss.planner import plan
 from mss_protocol.progress import Reporter
 
 EXPECTED = json.loads((Path(__file__).parent / "data" / "planner_choices.json").read_text())
+NEWLY_SCORED = {(22000, 2.0, None): 1}  # candidates the 1e-6 screen scores beyond the file's
 
 
 @pytest.mark.parametrize("case", EXPECTED, ids=lambda c: f"k{c['k']}-eps{c['epsilon']}-bits{c['max_bits']}")
 def test_plans_are_those_of_the_planner_before_the_speed_up(case):
     r = plan(case["k"], case["epsilon"], max_bits=case["max_bits"])
     assert (r["moduli"], r["omegas"]) == (case["moduli"], case["omegas"])
-    assert r["candidates_considered"] == case["candidates"]
+    assert r["candidates_considered"] == case["candidates"] + NEWLY_SCORED.get(
+        (case["k"], case["epsilon"], case["max_bits"]), 0)
     assert r["predicted_mse"] * r["n"] == pytest.approx(case["unit_mse"], rel=1e-9)
     front = [[f["moduli"], f["predicted_mse"] * r["n"]] for f in r["frontier"]]
     assert [m for m, _ in front] == [m for m, _ in case["frontier"]]

@@ -45,14 +45,15 @@ def block_weights(cfg, n_per_block):
     return n_per_block / cfg.unit_variance
 
 
-def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, maxiter=500, parts=False):
+def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, maxiter=500, cg_rtol=1e-10,
+                  parts=False):
     """(per-item MSE at n reports, relative standard error of that figure; 0 if exact).
 
     ``prior``: the value distribution f, shape (k,) (default uniform).  Exact
     whenever every connected component of A^T A has at most ``exact_limit``
     items (always for k <= exact_limit); larger components use Hutchinson's
     estimator at ``rel_tol``, with at most ``maxiter`` conjugate-gradient
-    steps (SingularError beyond).  ``parts=True`` returns ({"noise",
+    steps to a relative residual ``cg_rtol`` (SingularError beyond).  ``parts=True`` returns ({"noise",
     "assignment"}, rel) instead.
     """
     k, l = cfg.k, cfg.l
@@ -78,7 +79,8 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
             for idx in nodes:
                 used, local = np.unique(rows[idx], return_inverse=True)  # the component's rows of A
                 est, se, MV[idx] = _hutchinson(M[idx][:, idx], comps.A[used][:, idx], local.reshape(idx.size, l),
-                                               V[idx], h_rows[used], w[used], f[idx], l / N_REF, rel_tol, maxiter)
+                                               V[idx], h_rows[used], w[used], f[idx], l / N_REF, rel_tol, maxiter,
+                                               cg_rtol)
                 noise += est[0]
                 assign += est[1]
                 var += se ** 2
@@ -122,7 +124,8 @@ def _exact_block_terms(minv, nodes, m, offset, h_rows, w, f):
     return h_rows[r] @ sq, (w[r] ** 2 * F) @ sq - np.einsum("ci,ci->", Gf, Gf)
 
 
-def _hutchinson(M, A, rows, V, h_rows, w, f, assign_scale, rel_tol, maxiter, batch=32, max_probes=4096, seed=0):
+def _hutchinson(M, A, rows, V, h_rows, w, f, assign_scale, rel_tol, maxiter, cg_rtol, batch=32, max_probes=4096,
+                seed=0):
     """Hutchinson estimates, on one component (``A``: its submatrix of A, CSR;
     ``rows`` (s, l): each of its items' row of ``A`` in block j; ``h_rows``, ``w``
     on those rows), of
@@ -139,10 +142,10 @@ def _hutchinson(M, A, rows, V, h_rows, w, f, assign_scale, rel_tol, maxiter, bat
     while True:
         Z = rng.choice([-1.0, 1.0], size=(M.shape[0], batch))
         if MV is None:  # the first batch solves for V too: one CG run (per column) instead of two
-            Y = block_cg(M, np.column_stack([V, Z]), maxiter=maxiter)
+            Y = block_cg(M, np.column_stack([V, Z]), cg_rtol, maxiter)
             MV, Y = Y[:, :V.shape[1]], Y[:, V.shape[1]:]
         else:
-            Y = block_cg(M, Z, maxiter=maxiter)
+            Y = block_cg(M, Z, cg_rtol, maxiter)
         AY = A @ Y
         noise = np.einsum("r,rb->b", h_rows, AY ** 2)
         BY = (w[:, None] * AY)[rows]  # (s, l, batch): B_j y
