@@ -16,11 +16,14 @@ import math
 
 
 def clopper_pearson(successes, n, alpha):
-    """Two-sided (1 - alpha) Clopper-Pearson interval (low, high) for a proportion."""
-    from scipy.stats import beta  # here: scipy.stats costs 0.3 s of every CLI start
+    """Two-sided (1 - alpha) Clopper-Pearson interval (low, high) for a proportion: the
+    Beta(s, n - s + 1) quantile alpha/2 and the Beta(s + 1, n - s) quantile 1 - alpha/2,
+    as the inverse regularised incomplete beta function (scipy.stats.beta.ppf's own
+    kernel, equal to it to the last bit; importing scipy.stats took ~1 s of `mss plan`)."""
+    from scipy.special import betaincinv
 
-    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, n - successes + 1))
-    high = 1.0 if successes == n else float(beta.ppf(1 - alpha / 2, successes + 1, n - successes))
+    low = 0.0 if successes == 0 else float(betaincinv(successes, n - successes + 1, alpha / 2))
+    high = 1.0 if successes == n else float(betaincinv(successes + 1, n - successes, 1 - alpha / 2))
     return low, high
 
 
