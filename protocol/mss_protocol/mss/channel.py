@@ -7,6 +7,7 @@ import numpy as np
 
 from mss_device.randomiser import Randomiser
 from mss_protocol.channel import Channel, subset_bayes
+from mss_protocol.mss.sampler import sample_bitmaps
 from mss_protocol.mss.wire import WireCodec
 
 
@@ -43,6 +44,15 @@ class ResidueChannel(Channel):
 
     def key(self, report):
         return report[0], bytes(np.asarray(report[1], dtype=np.int64))
+
+    def sample_logliks(self, values, rng):
+        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k),
+        the reports drawn by :func:`~mss_protocol.mss.sampler.sample_bitmaps` (the
+        device randomiser's exact law, NumPy's ``rng``), all at once."""
+        out = np.zeros((len(values), self.k))
+        for (rows, z), res, log_r in zip(sample_bitmaps(self.cfg, values, rng)[1], self.residues, self.log_r):
+            out[rows] = z[:, res] * log_r
+        return out
 
     def paper_guess(self, report, rng):
         j, z = report

@@ -96,20 +96,33 @@ def _chunks(n, m):
         yield slice(lo, min(n, lo + step))
 
 
+def sample_bitmaps(cfg, values, rng):
+    """Reports for ``values`` (shape (n,)) as bitmaps, block by block: (j (n,),
+    [(rows, Z) for each block b]), Z (len(rows), m_b) bool with row i the subset of
+    the report of values[rows[i]] (whose j is b).  One bitmap per block: callers
+    bound n x max(m_j) (:func:`sample_reports` chunks, the attacks' batches)."""
+    values = np.asarray(values, dtype=np.int64)
+    j = rng.integers(0, cfg.l, size=values.size)
+    blocks = []
+    for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
+        rows = np.flatnonzero(j == b)
+        blocks.append((rows, _block_subsets(values[rows] % m, m, omega, t, rng)))
+    return j, blocks
+
+
 def sample_reports(cfg, values, rng):
     """Reports for ``values`` (shape (n,)): (j (n,), subsets) with subsets[i] sorted.
 
     Meant for tests and small n; large simulations use :func:`sample_counts`.
     """
     values = np.asarray(values, dtype=np.int64)
-    j = rng.integers(0, cfg.l, size=values.size)
+    j = np.empty(values.size, dtype=np.int64)
     subsets = [None] * values.size
-    for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
-        idx = np.nonzero(j == b)[0]
-        for part in _chunks(idx.size, m):
-            z = np.nonzero(_block_subsets(values[idx[part]] % m, m, omega, t, rng))[1].reshape(-1, omega)
-            for i, row in zip(idx[part], z):
-                subsets[i] = tuple(int(v) for v in row)
+    for part in _chunks(values.size, max(cfg.moduli)):
+        j[part], blocks = sample_bitmaps(cfg, values[part], rng)
+        for rows, z in blocks:
+            for i, row in zip(rows + part.start, z):
+                subsets[i] = tuple(np.flatnonzero(row).tolist())
     return j, subsets
 
 
