@@ -183,3 +183,34 @@ def test_prr_channel_of_a_config_with_an_irr():
     ch, irr = prr_channel("grr", 8, 2.0, cfg)
     assert irr is not None and irr.threshold == cfg.irr_threshold and irr.n == 8
     assert ch.eps_effective == pytest.approx(channel("grr", 8, 2.0).eps_effective)
+
+
+class _OneClientCallAReport:
+    """``ch`` without its batch draw: :func:`attacks.longitudinal` then calls the real
+    integer client once a report."""
+
+    def __init__(self, ch):
+        self._ch = ch
+
+    def __getattr__(self, name):
+        if name == "sample_logliks":
+            raise AttributeError(name)
+        return getattr(self._ch, name)
+
+
+@pytest.mark.parametrize("name,k,eps,prior", [("mss", 64, 1.0, "uniform"), ("ss", 16, 2.0, "zipf:1.1"),
+                                              ("mss", 24, 3.0, "zipf:1.1")])
+def test_batch_draws_attack_as_the_real_client_does(name, k, eps, prior):
+    """MSS and SS draw every device's reports at once from the randomiser's exact law;
+    their attacker succeeds as often as against one real client call a report
+    (two-proportion |z| <= Z at T = 1, 5, 30, 1000 devices each; 9 comparisons), and at
+    T = 1 as the exact single-report success (|z| <= Z; 3 comparisons)."""
+    ch, pi = channel(name, k, eps, None), parse(prior, k)
+    trials, horizons = 1000, [1, 5, 30]
+    batch = attacks.longitudinal(ch, pi, horizons, trials, seed=4) / trials
+    client = attacks.longitudinal(_OneClientCallAReport(ch), pi, horizons, trials, seed=4) / trials
+    pooled = (batch + client) / 2
+    se = np.sqrt(np.maximum(pooled * (1 - pooled), 1 / trials) * 2 / trials)
+    assert np.all(np.abs(batch - client) <= Z * se), (batch, client)
+    exact = ch.bayes_exact(pi)
+    assert abs(batch[0] - exact) <= Z * math.sqrt(exact * (1 - exact) / trials), (batch[0], exact)
