@@ -94,12 +94,20 @@ class OLH(SupportOracle):
             counts += np.count_nonzero(h == y[sl, None], axis=0)
         return counts
 
+    def sample_seeds(self, n, rng):
+        """n seeds (a (n,), b (n,)) drawn uniformly, as the client draws one."""
+        return rng.integers(1, self.P, size=n), rng.integers(0, self.P, size=n)
+
+    def sample_reports(self, values, rng, seeds=None):
+        """Reports (a, b, y) for ``values`` (n,), vectorised (same law as the client);
+        ``seeds`` (a, b) given (``seed: device``), else drawn."""
+        values = np.asarray(values)
+        a, b = self.sample_seeds(values.size, rng) if seeds is None else seeds
+        return a, b, self._irr_np(self.grr.perturb(self.hash(a, b, values), rng), rng)
+
     def sample_chunk(self, values, rng):
         """Support counts (k,) of reports for ``values`` (same law as the client)."""
-        values = np.asarray(values)
-        a = rng.integers(1, self.P, size=values.size)
-        b = rng.integers(0, self.P, size=values.size)
-        return self.tally((a, b, self._irr_np(self.grr.perturb(self.hash(a, b, values), rng), rng)))
+        return self.tally(self.sample_reports(values, rng))
 
     def channel(self):
         return OLHChannel(self)
@@ -120,6 +128,12 @@ class OLHChannel(MembershipChannel):
     def index(self, report):
         a, b, y = report
         return ((a - 1) * self.oracle.P + b) * self.oracle.g + y
+
+    def sample_logliks(self, values, rng, seeds=None):
+        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k), the
+        reports drawn by :meth:`OLH.sample_reports` (``seeds``: each device's, else fresh)."""
+        a, b, y = self.oracle.sample_reports(values, rng, seeds)
+        return (self.oracle.hash(a[:, None], b[:, None], self.values) == y[:, None]) * math.log(self.a / self.b)
 
     def members(self, u):
         P, g = self.oracle.P, self.oracle.g

@@ -4,11 +4,12 @@ Values are drawn from the prior, each is randomised by the protocol's own
 client code (``Channel.client``, the device randomiser for MSS/SS) on a
 seeded device byte stream, and the attackers of :mod:`mss_protocol.channel`
 guess it back.  Success rates come with 95% Clopper-Pearson intervals.
-One exception, for speed: the longitudinal attack on MSS and SS without an
-instantaneous layer draws its reports for all devices at once from the
-randomiser's exact law (``Channel.sample_logliks``, the NumPy sampler of
-``mss simulate``, checked against that law in tests/test_sampler.py), 10-45x
-faster than one client call a report (k = 16 to 256).
+One exception, for speed: the longitudinal attack on MSS, SS and OLH without
+an instantaneous layer draws its reports for all devices at once from the
+client's exact law (``Channel.sample_logliks``, the NumPy samplers of
+``mss simulate``, checked against that law in tests/test_sampler.py and
+tests/test_simulation_samplers.py), 10-45x faster than one client call a
+report (k = 16 to 256).
 
 Longitudinal: one device holds a fixed value and sends T reports; the
 Bayes-optimal attacker adds their log-likelihoods (posterior product).
@@ -211,7 +212,7 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
     events = sorted(draws | set(horizons))
     if irr is None and hasattr(ch, "sample_logliks"):
         return _longitudinal_batch(ch, log_prior, rng.choice(ch.k, size=trials, p=prior), horizons, draws,
-                                   events, rng)
+                                   events, rng, device_seed and ch.name == "olh")
     # log-likelihood by report: the devices' reports repeat where the output set is small (HR, GRR,
     # SS at small k); kept up to LOGLIK_CACHE_BYTES of (k,) rows
     logliks, room = {}, LOGLIK_CACHE_BYTES // (8 * ch.k)
@@ -256,23 +257,26 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
 BATCH_CELLS = 1 << 21  # (report, value) log-likelihoods drawn at once: 16 MB
 
 
-def _longitudinal_batch(ch, log_prior, xs, horizons, draws, events, rng):
+def _longitudinal_batch(ch, log_prior, xs, horizons, draws, events, rng, device_seed=False):
     """:func:`longitudinal` without an instantaneous layer for a channel that draws
-    many reports' log-likelihoods at once (``ch.sample_logliks``: MSS and SS): every
-    device's posterior a row of ``post`` (devices, k), each fresh draw one call for
-    up to BATCH_CELLS / k (report, device) pairs, several draws of every device at once."""
+    many reports' log-likelihoods at once (``ch.sample_logliks``: MSS, SS, OLH): every
+    device's posterior a row of ``post`` (devices, k), one call for up to
+    BATCH_CELLS / k (report, device) pairs, several draws of every device at once
+    (``device_seed``: olh's seed drawn once a device, ``ch.oracle.sample_seeds``)."""
     hits = np.zeros(len(horizons), dtype=np.int64)
     rows = max(1, BATCH_CELLS // ch.k)
     for lo in range(0, xs.size, rows):
         x = xs[lo:lo + rows]
         post = np.tile(log_prior, (x.size, 1))
+        seeds = ch.oracle.sample_seeds(x.size, rng) if device_seed else None
         per, left = max(1, rows // x.size), len(draws)  # draws a call; draws not yet made
         lls, used, h = (), 0, 0
         for t in events:
             if t in draws:
                 if used == len(lls):
                     n, used = min(per, left), 0
-                    lls = ch.sample_logliks(np.tile(x, n), rng).reshape(n, x.size, ch.k)
+                    kw = {} if seeds is None else {"seeds": tuple(np.tile(s, n) for s in seeds)}
+                    lls = ch.sample_logliks(np.tile(x, n), rng, **kw).reshape(n, x.size, ch.k)
                     left -= n
                 post += lls[used]
                 used += 1
