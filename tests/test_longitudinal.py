@@ -200,13 +200,14 @@ class _OneClientCallAReport:
 
 @pytest.mark.parametrize("name,k,eps,prior,device_seed", [
     ("mss", 64, 1.0, "uniform", False), ("ss", 16, 2.0, "zipf:1.1", False), ("mss", 24, 3.0, "zipf:1.1", False),
-    ("olh", 32, 2.0, "zipf:1.1", False), ("olh", 12, 3.0, "uniform", True)])
+    ("olh", 32, 2.0, "zipf:1.1", False), ("olh", 12, 3.0, "uniform", True), ("hr", 16, 2.0, "zipf:1.1", False),
+    ("pgr", 12, 2.0, "uniform", False)])
 def test_batch_draws_attack_as_the_real_client_does(name, k, eps, prior, device_seed):
-    """MSS, SS and OLH draw every device's reports at once from the client's exact law
-    (OLH with ``seed: device``: one seed a device); their attacker succeeds as often as
-    against one real client call a report (two-proportion |z| <= Z at T = 1, 5, 30,
-    1000 devices each; 15 comparisons), and at T = 1 as the exact single-report success
-    where it is computed (|z| <= Z; MSS, SS)."""
+    """MSS, SS, OLH, HR and PGR draw every device's reports at once from the client's
+    exact law (OLH with ``seed: device``: one seed a device); their attacker succeeds as
+    often as against one real client call a report (two-proportion |z| <= Z at T = 1, 5,
+    30, 1000 devices each; 21 comparisons), and at T = 1 as the exact single-report
+    success where it is computed (|z| <= Z)."""
     ch, pi = channel(name, k, eps, None), parse(prior, k)
     trials, horizons = 1000, [1, 5, 30]
     batch = attacks.longitudinal(ch, pi, horizons, trials, seed=4, device_seed=device_seed) / trials

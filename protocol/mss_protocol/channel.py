@@ -173,6 +173,11 @@ class PointChannel(MembershipChannel):
     """A report is one of K points, uniform inside the value's set of
     ``set_size`` points with probability p, else uniform outside it (HR, PGR)."""
 
+    def sample_logliks(self, values, rng):
+        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k), the
+        reports drawn by the oracle's ``sample_outputs`` (the client's law, vectorised)."""
+        return self.members(self.oracle.sample_outputs(np.asarray(values), rng)) * math.log(self.a / self.b)
+
     def __init__(self, oracle, set_size):
         super().__init__(oracle)
         self.n_outputs = oracle.K

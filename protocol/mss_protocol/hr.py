@@ -160,6 +160,10 @@ class HadamardResponse(SupportOracle):
 
     def sample_chunk(self, values, rng):
         """Histogram (K,) of reports for ``values``: the law of :meth:`randomise`, vectorised."""
+        return np.bincount(self.sample_outputs(values, rng), minlength=self.K)
+
+    def sample_outputs(self, values, rng):
+        """Reports (outputs in [K]) for ``values``: the law of :meth:`randomise`, vectorised."""
         b = self.b
         j, r = self.item_block[values], self.item_row[values]
         inside = rng.integers(0, ONE, size=j.size) < self.threshold
@@ -171,7 +175,7 @@ class HadamardResponse(SupportOracle):
             ok = (y // b != j[todo]) | odd_parity(r[todo] & (y % b))
             out[todo[ok]] = y[ok]
             todo = todo[~ok]
-        return np.bincount(self._irr_np(out, rng), minlength=self.K)
+        return self._irr_np(out, rng)
 
     # -- decoder ------------------------------------------------------------
     def transform(self, hist):

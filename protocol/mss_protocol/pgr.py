@@ -124,7 +124,11 @@ class PGR(SupportOracle):
                 return self._irr(u, rng)
 
     def sample_chunk(self, values, rng):
-        """Histogram (K,) of reports for ``values``: the client's law, drawn directly.
+        """Histogram (K,) of reports for ``values``: :meth:`sample_outputs`' counts."""
+        return np.bincount(self.sample_outputs(values, rng), minlength=self.K)
+
+    def sample_outputs(self, values, rng):
+        """Reports (point indices in [K]) for ``values``: the client's law, drawn directly.
 
         A report is inside S_v with probability s (the client's coin); inside, it is
         uniform on S_v (:meth:`_uniform_on_hyperplane`); outside, uniform on the other
@@ -140,7 +144,7 @@ class PGR(SupportOracle):
             ok = (self.coords[u] * self.coords[values[todo]]).sum(axis=1) % self.field != 0
             out[todo[ok]] = u[ok]
             todo = todo[~ok]
-        return np.bincount(self._irr_np(out, rng), minlength=self.K)
+        return self._irr_np(out, rng)
 
     def _uniform_on_hyperplane(self, values, rng):
         """For each item v, a uniform point index of S_v: :meth:`_hyperplane_points` of a

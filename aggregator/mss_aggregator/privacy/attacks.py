@@ -4,7 +4,7 @@ Values are drawn from the prior, each is randomised by the protocol's own
 client code (``Channel.client``, the device randomiser for MSS/SS) on a
 seeded device byte stream, and the attackers of :mod:`mss_protocol.channel`
 guess it back.  Success rates come with 95% Clopper-Pearson intervals.
-One exception, for speed: the longitudinal attack on MSS, SS and OLH without
+One exception, for speed: the longitudinal attack on MSS, SS, OLH, HR and PGR without
 an instantaneous layer draws its reports for all devices at once from the
 client's exact law (``Channel.sample_logliks``, the NumPy samplers of
 ``mss simulate``, checked against that law in tests/test_sampler.py and
@@ -259,7 +259,7 @@ BATCH_CELLS = 1 << 21  # (report, value) log-likelihoods drawn at once: 16 MB
 
 def _longitudinal_batch(ch, log_prior, xs, horizons, draws, events, rng, device_seed=False):
     """:func:`longitudinal` without an instantaneous layer for a channel that draws
-    many reports' log-likelihoods at once (``ch.sample_logliks``: MSS, SS, OLH): every
+    many reports' log-likelihoods at once (``ch.sample_logliks``: MSS, SS, OLH, HR, PGR): every
     device's posterior a row of ``post`` (devices, k), one call for up to
     BATCH_CELLS / k (report, device) pairs, several draws of every device at once
     (``device_seed``: olh's seed drawn once a device, ``ch.oracle.sample_seeds``)."""

@@ -40,7 +40,7 @@ figure is for a stable value, the worst case for epsilon only).
 The attacker is the audit's (:func:`mss_aggregator.privacy.audit.horizon_figures`,
 :func:`mss_aggregator.privacy.attacks.longitudinal`): ``trials`` devices with
 values from the prior, each randomised by the protocol's real integer client on
-a seeded byte stream (MSS, SS and OLH without an IRR: its exact law, all devices
+a seeded byte stream (MSS, SS, OLH, HR, PGR without an IRR: its exact law, all devices
 at once; ``seed``: the figures are reproducible), the product of
 the posteriors of every report (with an IRR the exact likelihood of the
 draw's reports), the MAP guess; 95% Clopper-Pearson intervals.  Where a
@@ -76,7 +76,7 @@ DAY_S = 86400
 def report_us(name, k):
     """A model of the microseconds one simulated report takes (client + posterior),
     fitted to timings on a 2-core AMD EPYC VM (k = 12 to 22000) of one client call a
-    report.  MSS, SS and OLH now draw all devices' reports at once (attacks: 1-2 us
+    report.  MSS, SS, OLH, HR and PGR now draw all devices' reports at once (attacks: 1-2 us
     a report at k <= 256) and keep this cap: their figures stay those of the same
     simulated horizon."""
     if name in ("mss", "ss"):
