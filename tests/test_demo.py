@@ -180,8 +180,11 @@ def test_demo_over_lorawan_json_says_how_long_each_board_slept(tmp_path):
     rows = doc["per_device"]
     assert [r["modem"] for r in rows] == ["rak3172", "rak3172-old", "wio-e5", "rn2483"]
     for r in rows:
-        # one sleep a period; a loaded machine may stretch the demo past a period: a second
-        assert r["sent"] and r["sleeps"] >= 1 and r["modem_sleeps"] == r["sleeps"], r
+        # one rest after the report: the modem sleeps once for all of it, the MCU in slices of at
+        # most an hour (mss_node.power, no watchdog); the rest lasts to the next epoch (a UTC hour
+        # here) plus the board's phase (< 6 min), so two slices when the report left within the
+        # phase of the hour's start (this test failed run in the first minutes of an hour)
+        assert r["sent"] and 1 <= r["modem_sleeps"] <= r["sleeps"] <= 2 * r["modem_sleeps"], r
         assert 0 < r["awake_s"] < 30 and r["asleep_s"] > 0 and r["awake_fraction"] < 0.01, r
         assert 0 < r["modem_awake_s"] < 30 and r["modem_asleep_s"] > 0 and r["tx_s"] > 0 and r["rx_s"] > 0, r
         assert doc["awake_fraction"][r["device_id"]] == r["awake_fraction"]
