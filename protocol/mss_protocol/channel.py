@@ -147,6 +147,12 @@ class MembershipChannel(Channel):
     def support(self, report):
         return self.members(np.array([self.index(report)]))[0], math.log(self.a / self.b)
 
+    def sample_logliks(self, values, rng, **kw):
+        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k), the
+        reports drawn by the subclass's ``sample_outputs(values, rng, **kw)`` (output
+        indices; the client's law, vectorised)."""
+        return self.members(self.sample_outputs(values, rng, **kw)) * math.log(self.a / self.b)
+
     def _over_outputs(self, term):
         """sum over every output u of term(members(u)) (chunks of outputs, bool
         (c, k) each), or None when there are more than EXACT_CELLS cells."""
@@ -173,13 +179,12 @@ class PointChannel(MembershipChannel):
     """A report is one of K points, uniform inside the value's set of
     ``set_size`` points with probability p, else uniform outside it (HR, PGR)."""
 
-    def sample_logliks(self, values, rng):
-        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k), the
-        reports drawn by the oracle's ``sample_outputs`` (the client's law, vectorised)."""
-        return self.members(self.oracle.sample_outputs(np.asarray(values), rng)) * math.log(self.a / self.b)
-
     def __init__(self, oracle, set_size):
         super().__init__(oracle)
         self.n_outputs = oracle.K
         self.a = oracle.p / set_size
         self.b = (1 - oracle.p) / (oracle.K - set_size)
+
+    def sample_outputs(self, values, rng):
+        """Output indices of one report of each of ``values``: the oracle's vectorised draw."""
+        return self.oracle.sample_outputs(np.asarray(values), rng)

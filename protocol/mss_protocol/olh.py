@@ -129,11 +129,10 @@ class OLHChannel(MembershipChannel):
         a, b, y = report
         return ((a - 1) * self.oracle.P + b) * self.oracle.g + y
 
-    def sample_logliks(self, values, rng, seeds=None):
-        """:meth:`loglik` of one fresh report of each of ``values`` (n,), shape (n, k), the
-        reports drawn by :meth:`OLH.sample_reports` (``seeds``: each device's, else fresh)."""
-        a, b, y = self.oracle.sample_reports(values, rng, seeds)
-        return (self.oracle.hash(a[:, None], b[:, None], self.values) == y[:, None]) * math.log(self.a / self.b)
+    def sample_outputs(self, values, rng, seeds=None):
+        """Output indices of one report of each of ``values``, drawn by
+        :meth:`OLH.sample_reports` (``seeds``: each device's, else fresh)."""
+        return self.index(self.oracle.sample_reports(values, rng, seeds))
 
     def members(self, u):
         P, g = self.oracle.P, self.oracle.g

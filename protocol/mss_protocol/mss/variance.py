@@ -53,8 +53,8 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
     whenever every connected component of A^T A has at most ``exact_limit``
     items (always for k <= exact_limit); larger components use Hutchinson's
     estimator at ``rel_tol``, with at most ``maxiter`` conjugate-gradient
-    steps to a relative residual ``cg_rtol`` (SingularError beyond).  ``parts=True`` returns ({"noise",
-    "assignment"}, rel) instead.
+    steps to a relative residual ``cg_rtol`` (SingularError beyond).
+    ``parts=True`` returns ({"noise", "assignment"}, rel) instead.
     """
     k, l = cfg.k, cfg.l
     f = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, dtype=float)
