@@ -11,8 +11,8 @@ time (``random.Random.randbytes`` with a length not a multiple of 4) gives
 other bytes, in the same law: the helpers ask for all the bytes a report
 needs at once, the device for its 64-byte chunks.
 
-* :func:`coins`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
-  4 bytes each, the top 2 bits dropped, u < t_v);
+* :func:`unary_body`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
+  4 bytes each, the top 2 bits dropped, u < t_v), packed;
 * :func:`floyd`: Floyd's sampling of s fillers of [0, m) without r, the
   draws ``below(t + 1)`` (1-3 bytes each, rejection sampling) decoded in bulk;
 * :func:`colex_rank`: sum_i C(c_i, i) in Python integers, exactly the
@@ -23,6 +23,7 @@ import bisect
 import functools
 import itertools
 import math
+import struct
 
 import numpy as np
 
@@ -31,33 +32,35 @@ COIN_MASK = (1 << 30) - 1
 
 def _peek(rng, n):
     """The next n bytes of ``rng``'s stream (uint8), not consumed, and the stream's position
-    array (``at[0]``: its next byte; the caller adds what it consumes).  Pooled as
-    ByteRng.reserve pools them for any draw: bytes pooled and not consumed are the next draw's."""
-    box = []
-
-    def kernel(_a, pool, at, _b):
-        if at[1] - at[0] < n:
-            return -n  # ByteRng.drive pools n bytes, then calls again
-        box.append((np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]), at))
-        return 0
-
-    rng.drive(kernel, None, None)
-    return box[0]
+    array (``at[0]``: its next byte; the caller adds what it consumes)."""
+    pool, at = rng.pooled(n)
+    return np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]), at
 
 
-def _read(rng, n):
-    """The next n bytes of ``rng``'s stream (uint8), consumed."""
-    buf, at = _peek(rng, n)
-    at[0] += n
-    return buf
+UNARY_LOOP_MAX = 32  # more items: NumPy's compare and packbits beat a loop over the words
 
 
-def coins(rng, thresholds):
-    """(k,) bool: ``rng.chance(thresholds[v])`` for v = 0, 1, ..., k - 1, drawn in that order.
+def unary_body(rng, x, tp, tq, k):
+    """The k-bit body of a unary report (OUE/SUE): bit v, most significant first, is
+    ``rng.chance(tp if v == x else tq)`` for v = 0, 1, ..., k - 1, drawn in that order.
 
     Coin v is the big-endian 32-bit word at bytes 4v .. 4v + 3 with its top
     two bits dropped, u_v uniform on [0, 2**30), and is u_v < t_v."""
-    return (_read(rng, 4 * len(thresholds)).view(">u4") & COIN_MASK) < thresholds
+    pool, at = rng.pooled(4 * k)
+    first = at[0]
+    at[0] = first + 4 * k
+    if k <= UNARY_LOOP_MAX:
+        words = struct.unpack_from(f">{k}I", pool, first)
+        bits = 0
+        for u in words:
+            bits = bits << 1 | ((u & COIN_MASK) < tq)
+        mine = 1 << (k - 1 - x)
+        bits = bits & ~mine | (mine if (words[x] & COIN_MASK) < tp else 0)
+        return (bits << (-k % 8)).to_bytes((k + 7) // 8, "big")
+    u = np.frombuffer(pool, dtype=">u4", count=k, offset=first) & COIN_MASK
+    bits = u < tq
+    bits[x] = u[x] < tp
+    return np.packbits(bits).tobytes()
 
 
 @functools.lru_cache(maxsize=64)
@@ -120,31 +123,40 @@ def _belows(rng, b, n, lim, low):
 
 
 FLOYD_LOOP_MAX = 140  # fewer fillers: floyd's set loop beats its sort (measured: 17 vs 38 us at s = 18, 84 vs 78 at 150)
+# fewer fillers, or one-byte draws (m <= 257: words rejected at ~12%, which the bulk decode
+# checks one by one): ByteRng.below draw by draw beats the bulk decode's NumPy calls
+# (measured: m = 64, s = 16: 12 vs 28 us; m = 256, s = 68: 52 vs 102 us; m = 1024, s = 100: 137 vs 81 us)
+FLOYD_DRAW_LOOP_MAX = 48
 
 
 def floyd(rng, m, s, r, keep=False):
-    """The fillers of mss_device.randomiser from the same bytes: a sorted int64 array, a
-    uniform s-subset of [0, m) without r (with r added when ``keep``).
+    """The fillers of mss_device.randomiser from the same bytes: a uniform s-subset of
+    [0, m) without r (with r added when ``keep``), sorted (a list below ``FLOYD_LOOP_MAX``
+    steps, else an int64 array).
 
     Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
     u_t = below(t + 1) and add u_t, or t when u_t is already chosen (a "hit");
-    then map v -> v + (v >= r).  The draws are decoded in bulk (:func:`_belows`).
-    From ``FLOYD_LOOP_MAX`` steps on, the hits are found without a loop over the steps:
+    then map v -> v + (v >= r).  From ``FLOYD_DRAW_LOOP_MAX`` steps on (and m > 257) the
+    draws are decoded in bulk (:func:`_belows`), and from ``FLOYD_LOOP_MAX`` steps on the hits
+    are found without a loop over the steps:
     as u_t <= t < every later step, step t hits exactly when u_t repeats an
     earlier draw (found by a stable sort) or is itself an earlier step that hit
     (u_t >= m - 1 - s: about s/m of the steps, followed to the end of the chains)."""
     t, steps_list, runs = _floyd_steps(m, s)
-    if not runs:  # no fillers
-        return np.array([r] if keep else [], dtype=np.int64)
-    u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     if s < FLOYD_LOOP_MAX:  # the algorithm step by step: cheaper than the NumPy calls below for few steps
+        if s < FLOYD_DRAW_LOOP_MAX or m <= 257:
+            below = rng.below
+            draws = [below(t_i + 1) for t_i in steps_list]
+        else:
+            draws = np.concatenate([_belows(rng, *run) for run in runs]).tolist()
         chosen = set()
-        for t_i, u_i in zip(steps_list, u.tolist()):
+        for t_i, u_i in zip(steps_list, draws):
             chosen.add(t_i if u_i in chosen else u_i)
         out = [v + (v >= r) for v in sorted(chosen)]
         if keep:
             bisect.insort(out, r)
-        return np.array(out, dtype=np.int64)
+        return out
+    u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     order = np.argsort(u, kind="stable")
     sorted_u = u[order]
     hit = np.zeros(len(u), dtype=bool)
@@ -168,15 +180,21 @@ def floyd(rng, m, s, r, keep=False):
     return chosen
 
 
+COMB_RANK_MAX = 32  # more elements: the binomials one by one cost more than the chain below
+
+
 def colex_rank(c):
     """sum_i C(c_i, i) for c_1 < ... < c_w (a sorted sequence), SPEC.md section 4.
 
-    Exact in Python integers with one big multiplication and one exact
+    Up to ``COMB_RANK_MAX`` elements, each term by ``math.comb``; beyond, exact in
+    Python integers with one big multiplication and one exact
     division per element: with p = c_(i-1) and g = c_i - p,
     C(c_i, i) = C(p, i - 1) * c_i! / p! / i / ((c_i - i)! / (p - i + 1)!)
               = C(p, i - 1) * perm(c_i, g) / (i * perm(c_i - i, g - 1)).
     A leading run c_i = i - 1 adds C(i - 1, i) = 0 and starts the chain after it."""
     c = [int(v) for v in c]
+    if len(c) <= COMB_RANK_MAX:
+        return sum(map(math.comb, c, range(1, len(c) + 1)))
     h = 0
     while h < len(c) and c[h] == h:
         h += 1
@@ -232,7 +250,8 @@ def limbs(w, width):
 @functools.lru_cache(maxsize=8)
 def ranker(w, width):
     """The colex rank of subsets of at most w elements with c_i - i + 1 < width:
-    :class:`RankTable`'s when its table fits ``TABLE_BYTES``, else :func:`colex_rank`."""
-    if w * width * limbs(w, width) * 8 <= TABLE_BYTES:
+    :class:`RankTable`'s beyond ``COMB_RANK_MAX`` elements when its table fits
+    ``TABLE_BYTES``, else :func:`colex_rank`."""
+    if w > COMB_RANK_MAX and w * width * limbs(w, width) * 8 <= TABLE_BYTES:
         return RankTable(w, width).rank
     return colex_rank

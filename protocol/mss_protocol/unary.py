@@ -15,7 +15,7 @@ import numpy as np
 from mss_device.rng import ByteRng
 from mss_protocol import privacy
 from mss_protocol.channel import Channel
-from mss_protocol.host_client import coins
+from mss_protocol.host_client import unary_body
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -79,12 +79,10 @@ class UnaryEncoding(SupportOracle):
 
         Bit v is ``rng.chance(tp if v == x else tq)``, drawn for v = 0 .. k-1.  From a
         :class:`~mss_device.rng.ByteRng` the k coins are read at once
-        (:func:`~mss_protocol.host_client.coins`: the device's bytes and report);
+        (:func:`~mss_protocol.host_client.unary_body`: the device's bytes and report);
         any other rng (the exact enumeration of tests/channel.py) draws them one by one."""
         if isinstance(rng, ByteRng):
-            t = np.full(self.k, self.tq, dtype=np.uint32)
-            t[x] = self.tp
-            return np.packbits(coins(rng, t)).tobytes()
+            return unary_body(rng, x, self.tp, self.tq, self.k)
         out = bytearray((self.k + 7) // 8)
         for v in range(self.k):
             if rng.chance(self.tp if v == x else self.tq):

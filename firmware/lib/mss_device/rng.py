@@ -102,6 +102,13 @@ class ByteRng:
         self._pool = left
         at[0], at[1] = 0, len(left)
 
+    def pooled(self, n):
+        """(pool, at) with n bytes pooled at ``pool[at[0]:]``: for code that reads them
+        in bulk (the host clients) and adds what it consumed to ``at[0]``."""
+        if self._at[1] - self._at[0] < n:
+            self.reserve(n)
+        return self._pool, self._at
+
     def drive(self, kernel, a, b):
         """Run ``kernel(a, pool, at, b)``, which draws with ``take``/``coin``
         and, when the pool runs out, returns minus the bytes its next draw

@@ -25,11 +25,6 @@ from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
 
-# below this largest modulus the device code is as fast on CPython as the bulk host
-# client, whose dozen NumPy calls cost more than its few draws (measured: m = 16, 64)
-BULK_MIN_M = 64
-
-
 class MssProtocol(Protocol):
     """One MSS configuration; ``name`` defaults to the config's protocol (mss, or ss
     for the one-block case)."""
@@ -79,13 +74,12 @@ class MssProtocol(Protocol):
     def randomise(self, x, rng):
         """The report bytes (header with epoch 0, sequence 0) for value x: the device's
         randomiser and encoder (``mss_device``), or from a
-        :class:`~mss_device.rng.ByteRng` the same draws from the same bytes in NumPy
-        and the rank in Python integers (:mod:`mss_protocol.host_client`), bit for bit
-        the device's report: j = below(l), keep r = x mod m_j with chance(T_j), Floyd's
-        omega_j - keep fillers, the colex rank of the subset.  Any other rng (the exact
-        enumeration of tests/channel.py), or moduli below ``BULK_MIN_M``, drive the
-        device code itself."""
-        if not isinstance(rng, ByteRng) or max(self.cfg.moduli) < BULK_MIN_M:
+        :class:`~mss_device.rng.ByteRng` the same draws from the same bytes, in bulk where
+        that pays, and the rank in Python integers (:mod:`mss_protocol.host_client`), bit
+        for bit the device's report: j = below(l), keep r = x mod m_j with chance(T_j),
+        Floyd's omega_j - keep fillers, the colex rank of the subset.  Any other rng (the
+        exact enumeration of tests/channel.py) drives the device code itself."""
+        if not isinstance(rng, ByteRng):
             return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
         cfg = self.cfg
         j = rng.below(len(cfg.moduli))
