@@ -93,7 +93,8 @@ def _floyd_one_step_at_a_time(rng, m, s, r):
     return sorted(v + (v >= r) for v in chosen)
 
 
-@pytest.mark.parametrize("m,s", [(2, 0), (2, 1), (5, 3), (16, 14), (64, 40), (64, 62), (300, 150), (1024, 100), (1024, 275),
+@pytest.mark.parametrize("m,s", [(2, 0), (2, 1), (5, 3), (16, 14), (64, 40), (64, 62), (1024, 30), (70000, 20),
+                                 (300, 150), (1024, 100), (1024, 275),
                                  (1024, 1022), (70000, 600)])
 def test_floyd_finds_every_collision_and_chain(m, s):
     """s near m: most draws collide, and hits chain (a draw equal to an earlier step that

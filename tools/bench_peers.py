@@ -11,7 +11,7 @@ every implementation) and report, per implementation:
 * client: the median seconds of one report of the client, timed call by call
   on the first ``--client-reports`` values of trial 0, every implementation's
   clients of the (k, eps) interleaved value by value (ours: ``randomise(x,
-  ByteRng())``, the exact integer client reading ``os.urandom``; numba's
+  host_rng())``, the exact integer client reading ``os.urandom`` 4 KB at a time; numba's
   compilation is done by one warm-up call first);
 * server: seconds from the reports (peers) or counts (ours) to the n
   estimates, median over trials; ours take the counts from ``sample_counts``,
@@ -56,7 +56,7 @@ except ImportError as exc:
     sys.exit(f"bench_peers: the peer libraries are not installed ({exc}); see this script's docstring")
 
 from docs_tables import render_peers  # noqa: E402  (tools/: the table docs/benchmarks.md shows)
-from mss_device.rng import ByteRng
+from mss_protocol.host_client import host_rng
 from mss_protocol import postprocess, registry
 
 warnings.filterwarnings("ignore", message=".*small amounts of data.*")  # pure-ldp, at small n
@@ -152,7 +152,7 @@ def run_cell(k, eps, populations, client_reports):
     rows, clients = [], {}
     for label, name in OURS.items():
         proto = registry.make(name, k, eps)
-        rng, device = np.random.default_rng([k, int(eps * 1000)]), ByteRng()
+        rng, device = np.random.default_rng([k, int(eps * 1000)]), host_rng()
         raws, clips, secs = [], [], []
         for values, truth in zip(populations, truths):
             counts = proto.sample_counts(values, rng)

@@ -27,7 +27,19 @@ import struct
 
 import numpy as np
 
+from mss_device.rng import ByteRng
+
 COIN_MASK = (1 << 30) - 1
+
+
+HOST_CHUNK = 4096  # bytes a host's ByteRng reads from os.urandom at a time (a device's: 64, for its RAM)
+
+
+def host_rng():
+    """A ByteRng on ``os.urandom`` for clients run on a host: 4 KB a read, one system call
+    per ~60 reports of 64 random bytes where 64-byte reads would make one a report.
+    The reports are the device's for any read size (ByteRng reads the stream in order)."""
+    return ByteRng(chunk=HOST_CHUNK)
 
 
 def _peek(rng, n):
@@ -65,10 +77,11 @@ def unary_body(rng, x, tp, tq, k):
 
 @functools.lru_cache(maxsize=64)
 def _floyd_steps(m, s):
-    """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing; and as a list), and runs (b, n, lim, low)
+    """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing), runs (b, n, lim, low)
     of steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
-    with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n;
-    a word below low = min(lim) is accepted at any step of its run."""
+    with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n
+    (a word below low = min(lim) is accepted at any step of its run), and the same per
+    step as a list of (n, b, lim)."""
     t = np.arange(m - 1 - s, m - 1, dtype=np.int64)
     n = t + 1
     size = np.select([n == 1, n <= 256, n <= 65536], [0, 1, 2], 3)
@@ -77,7 +90,31 @@ def _floyd_steps(m, s):
         n_b = n[size == b]
         lim = (1 << (8 * b)) - (1 << (8 * b)) % n_b
         runs.append((b, n_b, lim, int(lim.min())))
-    return t, t.tolist(), runs
+    lims = np.concatenate([run[2] for run in runs]) if runs else []
+    return t, runs, list(zip(n.tolist(), size.tolist(), np.asarray(lims).tolist()))
+
+
+def _draw_each(rng, steps):
+    """[rng.below(n) for each (n, b, lim) of ``steps``] (:func:`_floyd_steps`), read from
+    the pool in one loop: ByteRng.below's b-byte big-endian words, redrawn while x >= lim."""
+    pool, at = rng.pooled(0)
+    pos, end, out = at[0], at[1], []
+    for i, (n, b, lim) in enumerate(steps):
+        if b == 0:  # below(1) reads nothing
+            out.append(0)
+            continue
+        while True:
+            if end - pos < b:  # the pool ran out: pool what the draws left need, and a few more
+                at[0] = pos
+                pool, at = rng.pooled(b * (len(steps) - i) + 8)
+                pos, end = at[0], at[1]
+            x = pool[pos] if b == 1 else int.from_bytes(pool[pos:pos + b], "big")
+            pos += b
+            if x < lim:
+                break
+        out.append(x % n)
+    at[0] = pos
+    return out
 
 
 def _words(buf, b):
@@ -124,9 +161,9 @@ def _belows(rng, b, n, lim, low):
 
 FLOYD_LOOP_MAX = 140  # fewer fillers: floyd's set loop beats its sort (measured: 17 vs 38 us at s = 18, 84 vs 78 at 150)
 # fewer fillers, or one-byte draws (m <= 257: words rejected at ~12%, which the bulk decode
-# checks one by one): ByteRng.below draw by draw beats the bulk decode's NumPy calls
-# (measured: m = 64, s = 16: 12 vs 28 us; m = 256, s = 68: 52 vs 102 us; m = 1024, s = 100: 137 vs 81 us)
-FLOYD_DRAW_LOOP_MAX = 48
+# checks one by one): the draws in one Python loop (_draw_each) beat the bulk decode's NumPy
+# calls (floyd, measured: m = 1024, s = 30: 31 vs 44 us, s = 60: 41 vs 53; s = 100: 90 vs 72)
+FLOYD_DRAW_LOOP_MAX = 64
 
 
 def floyd(rng, m, s, r, keep=False):
@@ -142,15 +179,14 @@ def floyd(rng, m, s, r, keep=False):
     as u_t <= t < every later step, step t hits exactly when u_t repeats an
     earlier draw (found by a stable sort) or is itself an earlier step that hit
     (u_t >= m - 1 - s: about s/m of the steps, followed to the end of the chains)."""
-    t, steps_list, runs = _floyd_steps(m, s)
+    t, runs, steps = _floyd_steps(m, s)
     if s < FLOYD_LOOP_MAX:  # the algorithm step by step: cheaper than the NumPy calls below for few steps
         if s < FLOYD_DRAW_LOOP_MAX or m <= 257:
-            below = rng.below
-            draws = [below(t_i + 1) for t_i in steps_list]
+            draws = _draw_each(rng, steps)
         else:
             draws = np.concatenate([_belows(rng, *run) for run in runs]).tolist()
         chosen = set()
-        for t_i, u_i in zip(steps_list, draws):
+        for t_i, u_i in enumerate(draws, m - 1 - s):
             chosen.add(t_i if u_i in chosen else u_i)
         out = [v + (v >= r) for v in sorted(chosen)]
         if keep:
@@ -192,9 +228,9 @@ def colex_rank(c):
     C(c_i, i) = C(p, i - 1) * c_i! / p! / i / ((c_i - i)! / (p - i + 1)!)
               = C(p, i - 1) * perm(c_i, g) / (i * perm(c_i - i, g - 1)).
     A leading run c_i = i - 1 adds C(i - 1, i) = 0 and starts the chain after it."""
-    c = [int(v) for v in c]
     if len(c) <= COMB_RANK_MAX:
         return sum(map(math.comb, c, range(1, len(c) + 1)))
+    c = [int(v) for v in c]
     h = 0
     while h < len(c) and c[h] == h:
         h += 1

@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 from mss_aggregator.distributions import draw, parse
-from mss_device.rng import ByteRng
 from mss_protocol import registry
+from mss_protocol.host_client import host_rng
 
 
 def client_seconds(protocol, k, reports, rng, budget=1.0):
@@ -56,7 +56,7 @@ def run_bench(ks, epsilons, n, dists, trials, names, post="none", seed=0, client
                         "mse_ratio_vs_ss": None, "bits_max": proto.bits["max"],
                         "bits_mean": proto.bits["mean"],
                         "client_seconds_per_report": client_seconds(
-                            proto, k, client_reports, ByteRng()),
+                            proto, k, client_reports, host_rng()),
                         "decode_seconds": float(np.median(secs)), "post": post,
                     })
                 ss = next((r["mse"] for r in block if r["protocol"] == "ss"), None)

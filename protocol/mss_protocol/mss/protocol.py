@@ -62,10 +62,16 @@ class MssProtocol(Protocol):
 
     @cached_property
     def layout(self):
-        """Per block j: (header bytes, rank bits, zero padding bits) of its reports:
-        the body (j, rank) is jbits + rank_bits_j bits, padded to whole bytes (SPEC.md section 4)."""
+        """Per block j: (header, rank bits, zero padding bits, body bytes) of its reports:
+        the header with epoch 0, sequence 0, and the body (j, rank) in jbits + rank_bits_j
+        bits, padded to whole bytes (SPEC.md section 4)."""
         cfg = self.cfg
-        return [(HEADER[cfg.frame], nbits, -(cfg.jbits + nbits) % 8) for nbits in cfg.rank_bits]
+        out = []
+        for nbits in cfg.rank_bits:
+            frame = start(cfg, cfg.jbits + nbits, 0, 0)
+            head = HEADER[cfg.frame]
+            out.append((bytes(frame[:head]), nbits, -(cfg.jbits + nbits) % 8, len(frame) - head))
+        return out
 
     @cached_property
     def decoder(self):
@@ -86,10 +92,8 @@ class MssProtocol(Protocol):
         m, omega, r = cfg.moduli[j], cfg.omegas[j], x % cfg.moduli[j]
         keep = rng.chance(cfg.thresholds[j])
         subset = floyd(rng, m, omega - keep, r, keep)
-        head, nbits, pad = self.layout[j]
-        out = start(cfg, cfg.jbits + nbits, 0, 0)
-        out[head:] = (((j << nbits) | self.ranker(subset)) << pad).to_bytes(len(out) - head, "big")
-        return bytes(out)
+        head, nbits, pad, size = self.layout[j]
+        return head + (((j << nbits) | self.ranker(subset)) << pad).to_bytes(size, "big")
 
     def sample_counts(self, values, rng):
         """:class:`~.counts.Counts` of reports for ``values`` (an array, or an
