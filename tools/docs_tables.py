@@ -267,10 +267,13 @@ def frontier_summary(data):
 
 def render_readme_frontier(data):
     cells = data["cells"]
+    ks = list(dict.fromkeys(c["k"] for c in cells))
+    budgets = {k: sorted({p["budget"] for c in cells if c["k"] == k for p in c["points"]}) for k in ks}
     return ("**MSS's bit saving** (`tools/bench_frontier.py`, docs/bench-frontier.json; k "
-            + ", ".join(str(k) for k in dict.fromkeys(c["k"] for c in cells))
+            + ", ".join(str(k) for k in ks)
             + f", ε {span([c['epsilon'] for c in cells], '{:g}')}, MSS planned with `--max-bits` at "
-            + ", ".join(f"{b:g}" for b in data["budgets"]) + "x SubsetSelection's bits and simulated): "
+            + "; ".join(", ".join(f"{b:g}" for b in budgets[k]) + f"x (k = {k})" for k in ks)
+            + " SubsetSelection's bits and simulated): "
             + frontier_summary(data) + " The paper (Arcolezi, AAAI 2026) claims MSS within 1.3x of SS's MSE "
             "with up to 50% fewer bits.")
 
