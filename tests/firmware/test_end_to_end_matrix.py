@@ -15,7 +15,7 @@ aggregator outages): the board's config loader (under MicroPython) refuses
 them naming ``frame``, the aggregator refuses to collect them (naming
 ``frame``, before it creates a store) and the planner makes no OLH compact
 config.  The other 78 run all at once, 10 boards each, 30 for OLH (940
-boards, one MicroPython process per link), for 12 epochs of 2 s, with:
+boards, one MicroPython process per link), for 12 epochs of 3 s, with:
 
 * an outage of 3 epochs on every link (MQTT: a relay in front of the broker
   cuts every connection and refuses new ones; LoRaWAN: the network is out of
