@@ -74,7 +74,7 @@ KINDS = ("full", "compact", "compact-epoch")
 LINKS = ("mqtt", "serial", "chirpstack", "tts")
 LORAWAN = ("chirpstack", "tts")
 K, EPSILON = 8, 2.0
-# 3 s, not 2: one MicroPython process ticks every board of a link (~235 on a LoRaWAN link) once a
+# 3 s, not 2: one MicroPython process ticks every board of a link (270 on each LoRaWAN link) once a
 # period, and on a slow VM hour it fell behind at 2 s (late wakes skipped: 13-29 of 97 cells failed
 # at 17:35 UTC on 2026-12-03, the code of the day before included; 97 of 97 passed twice at 3 s)
 PERIOD_S = 3
