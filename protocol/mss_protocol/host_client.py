@@ -14,7 +14,9 @@ needs at once, the device for its 64-byte chunks.
 * :func:`unary_body`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
   4 bytes each, the top 2 bits dropped, u < t_v), packed;
 * :func:`floyd`: Floyd's sampling of s fillers of [0, m) without r, the
-  draws ``below(t + 1)`` (1-3 bytes each, rejection sampling) decoded in bulk;
+  draws ``below(t + 1)`` (1-3 bytes each, rejection sampling) decoded in bulk,
+  or for few of them in one loop over the pool (``_draw_each``: ByteRng.below's rule
+  inlined, 1.2-1.5x faster than calling the device's ``take`` per draw, measured);
 * :func:`colex_rank`: sum_i C(c_i, i) in Python integers, exactly the
   device's limb kernel's number (``mss_device.limbs.rank``); :func:`ranker`
   the same from a table of the binomials (a gather and a sum) when it fits.
