@@ -45,7 +45,7 @@ from mss_protocol.mss.linalg import ResidueComponents, SingularError, blas_threa
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits
 
-PLANNER_VERSION = 6
+PLANNER_VERSION = 7
 MAX_MODULI = 10
 # Above this k an unconstrained search keeps to moduli near k: their residue
 # graph has small components (exact MSE in seconds), and every wider band
