@@ -2,6 +2,7 @@
 import itertools
 import json
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -114,6 +115,24 @@ def test_results_are_cached(tmp_path, monkeypatch):
             f.write_text(json.dumps(d))
     assert plan(512, 2.0)["predicted_mse"] == pytest.approx(2 * first["predicted_mse"])
     assert plan(512, 2.0, use_cache=False)["predicted_mse"] == pytest.approx(first["predicted_mse"])
+
+
+def test_one_search_a_key_when_two_plan_it_at_once(tmp_path, monkeypatch):
+    """Two threads planning the same key (as two test workers or two ``mss plan`` runs
+    would): one searches, the other waits on the entry's lock and reads its result."""
+    monkeypatch.setenv("MSS_CACHE_DIR", str(tmp_path))
+    searched, results = [], []
+
+    def one(name):
+        results.append(plan(256, 2.0, progress=lambda *a: searched.append(name)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(searched)) == 1 and searched
+    assert results[0] == results[1]
 
 
 @pytest.mark.parametrize("k", [4, 16, 64, 256])

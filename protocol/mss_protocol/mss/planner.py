@@ -25,12 +25,15 @@ with the exact MSE as the criterion, mss-protocol-notes.md section 4):
    all scored candidates is reported.
 
 Results are cached on disk (``MSS_CACHE_DIR`` or ~/.cache/mss-iot/plans),
-keyed by the planner version and every input, and in a caller's ``memo``
+keyed by the planner version and every input (one process searches a key
+at a time: the others wait on a lock file beside its entry, then read it),
+and in a caller's ``memo``
 dict (``mss plan --no-cache`` plans each (k, epsilon, budget) once a run).
 The search runs with one BLAS thread (:func:`.linalg.blas_threads`: its
 LAPACK calls are on components of at most a few thousand items) and says how
 far it is to a ``progress(what, done, total)`` hook (:mod:`mss_protocol.progress`).
 """
+import contextlib
 import hashlib
 import json
 import math
@@ -38,6 +41,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, two processes may search the same plan
+    fcntl = None
 
 from mss_protocol import privacy
 from mss_protocol.mss.config import ConfigError, MssConfig
@@ -213,6 +221,27 @@ def frontier(scored):
     return out
 
 
+@contextlib.contextmanager
+def _planning(path):
+    """Holds ``path``'s lock file (None: nothing): processes planning the same key
+    (test workers, two ``mss plan`` runs) search it once, the others wait, then read it."""
+    if path is None or fcntl is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _read(path):
+    """The cache entry at ``path``, or None."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, prior_label="uniform",
          protocol="mss", per_band=3, progress=None, memo=None):
     """Plan a configuration; return the ``mss plan --json`` dict.
@@ -236,27 +265,25 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
                      + ([] if per_band == 3 else [per_band]), separators=(",", ":"))
     path = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
     cached = None if memo is None else memo.get(key)
-    if cached is None and use_cache and path.exists():
-        try:
-            cached = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            cached = None
-    if cached is None:
-        best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol, progress=progress)
-        parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
-        cached = {
-            "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],
-            "unit_parts": parts,
-            "candidates": len(scored),
-            "frontier": [{"moduli": list(c.moduli), "omegas": list(c.omegas),
-                          "bits_per_report": c.bits_per_report, "unit_mse": m}
-                         for c, m in frontier(scored)],
-        }
-        if use_cache:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # processes sharing the folder may write at once
-            tmp.write_text(json.dumps(cached))
-            os.replace(tmp, path)
+    with _planning(path if use_cache and cached is None else None):
+        if cached is None and use_cache:
+            cached = _read(path)
+        if cached is None:
+            best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol,
+                                  progress=progress)
+            parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
+            cached = {
+                "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],
+                "unit_parts": parts,
+                "candidates": len(scored),
+                "frontier": [{"moduli": list(c.moduli), "omegas": list(c.omegas),
+                              "bits_per_report": c.bits_per_report, "unit_mse": m}
+                             for c, m in frontier(scored)],
+            }
+            if use_cache:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")  # lock-free readers never see half a file
+                tmp.write_text(json.dumps(cached))
+                os.replace(tmp, path)
     if memo is not None:
         memo[key] = cached
     cfg = MssConfig.from_dict(cached["config"])
