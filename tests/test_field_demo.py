@@ -3,13 +3,15 @@ boards running the firmware's own loop under MicroPython in real time on emulate
 modems (every dialect), sleeping light between reports, reset at random moments
 (power cycles, also mid-uplink; watchdog resets; machine.reset()), counted by the
 real aggregator from ChirpStack-shaped uplinks dated by their arrival.  The
-machinery: ``mss_aggregator.devices.field``.  Real time (24 boards, 4 s epochs):
-the module runs alone under pytest-xdist (tests/conftest.py EXCLUSIVE_MODULES)."""
+machinery: ``mss_aggregator.devices.field``.  Real time (24 boards, 4 s epochs, and 8 more
+in a second campaign at the same time): the module runs alone under pytest-xdist
+(tests/conftest.py EXCLUSIVE_MODULES)."""
 import json
 import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from mss_aggregator.devices.field import account
@@ -18,20 +20,39 @@ from mss_cli.main import main
 EUIS = [f"70b3d57ed0{i:06x}" for i in range(24)]
 
 
-def demo(tmp_path, *args, timeout=120):
-    t0 = time.time()
-    out = subprocess.run([sys.executable, "-m", "mss_cli", "demo", "--lorawan", "chirpstack", *args, "--json",
-                          "--plot", str(tmp_path / "demo.png")], capture_output=True, text=True, timeout=timeout,
-                         cwd=tmp_path)
-    return out, json.loads(out.stdout) if out.stdout.strip() else None, time.time() - t0
+CAMPAIGNS = {  # both run at once (module fixture): each keeps a core mostly idle, real time
+    "issue": ("--devices", "24", "--epochs", "5", "--period-s", "4", "--no-clock", "--resets", "2"),
+    "clocked": ("--devices", "8", "--epochs", "2", "--period-s", "4", "--resets", "2"),
+}
 
 
-def test_the_issue_s_field_campaign(tmp_path):
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory):
+    """name -> (completed process, its --json document or None, seconds it took)."""
+    started = {}
+    for name, args in CAMPAIGNS.items():
+        cwd = tmp_path_factory.mktemp(name)
+        proc = subprocess.Popen([sys.executable, "-m", "mss_cli", "demo", "--lorawan", "chirpstack", *args,
+                                 "--json", "--plot", str(cwd / "demo.png")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+        started[name] = (proc, time.time())
+    done = {}
+    for name, (proc, t0) in started.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        out = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        done[name] = (out, json.loads(stdout) if stdout.strip() else None, time.time() - t0)
+    return done
+
+
+def test_the_issue_s_field_campaign(campaigns):
     """The issue's command, exactly: 24 clockless boards (their clocks read 2000-01-01 at every
     boot), 5 epochs of 4 s, each board reset twice at random moments: every device counted
     exactly once in every epoch, 0 lost, 0 duplicates, the awake fraction of each; exit 0."""
-    out, doc, took = demo(tmp_path, "--devices", "24", "--epochs", "5", "--period-s", "4", "--no-clock",
-                          "--resets", "2")
+    out, doc, took = campaigns["issue"]
     assert doc is not None, out.stderr
     assert doc["per_epoch"] == [{"epoch": e, "devices": 24, "accepted": 24} for e in range(1, 6)], \
         "\n".join(doc["failed"] + doc["why"])
@@ -44,11 +65,11 @@ def test_the_issue_s_field_campaign(tmp_path):
     assert took < 60, took
 
 
-def test_a_clocked_fleet_across_resets_is_counted_once_an_epoch_and_sleeps(tmp_path):
+def test_a_clocked_fleet_across_resets_is_counted_once_an_epoch_and_sleeps(campaigns):
     """The machinery on boards whose clock is set (NTP): 8 boards, 2 epochs, reset twice each
     (every kind of reset happens); all counted once an epoch, and a board that knows the
     time sleeps most of each period."""
-    out, doc, _ = demo(tmp_path, "--devices", "8", "--epochs", "2", "--period-s", "4", "--resets", "2")
+    out, doc, _ = campaigns["clocked"]
     assert out.returncode == 0 and doc["ok"], out.stderr
     assert doc["per_epoch"] == [{"epoch": e, "devices": 8, "accepted": 8} for e in (1, 2)]
     assert doc["lost"] == 0 and doc["duplicates"] == 0 and doc["quarantined"] == 0
