@@ -17,6 +17,7 @@ import pytest
 from brokers import mosquitto  # noqa: F401 (fixture)
 from hostile import GOOD, HOSTILE, KEY, OTHER_KEY, device
 from micropython_runner import MPLIB, ROOT, run
+from micropython_runner import command as mp_command
 from mss_aggregator.devices.runtime import command
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import NAMES, OracleConfig
@@ -49,16 +50,24 @@ def umqtt():
 
 
 def run_on(runtime, script, args, cwd):
-    if runtime == "micropython":
-        out = run(script, cwd=cwd, args=[str(a) for a in args])
-    else:
-        argv, env = command("cpython", "unused", [])
-        out = subprocess.run([argv[0], "-c", script, *map(str, args)], capture_output=True, text=True,
-                             timeout=300, cwd=cwd, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
+    """{config path: its log} of ``script`` run on each config path of ``args``, one
+    process a board, all at once: a board's run is mostly waiting (its polls, its
+    broker's timeouts), 1-2 s each, which one after another made a minute."""
+    procs = {}
+    for path in map(str, args):
+        if runtime == "micropython":
+            argv, env = mp_command(script, [path])
+        else:
+            argv, env = command("cpython", "unused", [])
+            argv = [argv[0], "-c", script, path]
+        procs[path] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       cwd=cwd, env=env)
     logs = {}
-    for part in out.stdout.split("=== ")[1:]:
-        path, _, text = part.partition("\n")
+    for path, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+        head, _, text = out.partition("\n")
+        assert head == "=== " + path, out
         logs[path] = text
     return logs
 
