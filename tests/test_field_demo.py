@@ -22,7 +22,7 @@ EUIS = [f"70b3d57ed0{i:06x}" for i in range(24)]
 
 CAMPAIGNS = {  # both run at once (module fixture): each keeps a core mostly idle, real time
     "issue": ("--devices", "24", "--epochs", "5", "--period-s", "4", "--no-clock", "--resets", "2"),
-    "clocked": ("--devices", "8", "--epochs", "2", "--period-s", "4", "--resets", "2"),
+    "clocked": ("--devices", "8", "--epochs", "3", "--period-s", "4", "--resets", "2"),
 }
 
 
@@ -66,14 +66,16 @@ def test_the_issue_s_field_campaign(campaigns):
 
 
 def test_a_clocked_fleet_across_resets_is_counted_once_an_epoch_and_sleeps(campaigns):
-    """The machinery on boards whose clock is set (NTP): 8 boards, 2 epochs, reset twice each
+    """The machinery on boards whose clock is set (NTP): 8 boards, 3 epochs, reset twice each
     (every kind of reset happens); all counted once an epoch, and a board that knows the
-    time sleeps most of each period."""
+    time sleeps most of each period.  (Over 2 epochs a board whose two resets each cost a
+    rejoin was awake 5.3 s of 8 on a quiet machine, 0.44 of the time, and over half on
+    a busy one; over 3 the most awake board measured 0.23-0.24.)"""
     out, doc, _ = campaigns["clocked"]
     assert out.returncode == 0 and doc["ok"], out.stderr
-    assert doc["per_epoch"] == [{"epoch": e, "devices": 8, "accepted": 8} for e in (1, 2)]
+    assert doc["per_epoch"] == [{"epoch": e, "devices": 8, "accepted": 8} for e in (1, 2, 3)]
     assert doc["lost"] == 0 and doc["duplicates"] == 0 and doc["quarantined"] == 0
-    assert doc["no_clock"] is False and doc["epochs"] == 2 and doc["period_s"] == 4
+    assert doc["no_clock"] is False and doc["epochs"] == 3 and doc["period_s"] == 4
     rows = doc["per_device"]
     assert [r["modem"] for r in rows[:4]] == ["rak3172", "rak3172-old", "wio-e5", "rn2483"]
     kinds = [x["kind"] for r in rows for x in r["resets"]]
@@ -82,7 +84,7 @@ def test_a_clocked_fleet_across_resets_is_counted_once_an_epoch_and_sleeps(campa
     for r in rows:
         assert r["sleeps"] >= 1 and r["asleep_s"] > r["awake_s"], r  # real-time sleeps, logged
         assert doc["awake_fraction"][r["device_id"]] == r["awake_fraction"] < 0.5, r
-    assert "PASS: every device counted exactly once in each of epochs 1..2" in out.stderr
+    assert "PASS: every device counted exactly once in each of epochs 1..3" in out.stderr
 
 
 def test_the_tally_names_what_is_missing_and_what_is_doubled():
