@@ -68,6 +68,7 @@ ONE_WORKER_MODULES = {
 # them first, so that under --dist worksteal the idle workers take the short tests around
 # them instead of one worker finishing a long test alone at the end.
 HEAVY = ("tests/test_planner.py::test_variance_ratio_target[22000",
+         "tests/test_docs_figures.py::test_codec_auto_labels_are_current[k22000",
          "tests/test_predicted_mse.py::test_predicted_mse_matches_simulation[pgr",
          "tests/test_energy.py::test_auto_ranks_by_energy",
          "tests/test_reconstruction.py::test_no_protocol_exceeds_the_ceiling",
