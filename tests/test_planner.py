@@ -135,6 +135,17 @@ def test_one_search_a_key_when_two_plan_it_at_once(tmp_path, monkeypatch):
     assert results[0] == results[1]
 
 
+def test_a_cache_without_a_usable_lock_is_still_read(tmp_path, monkeypatch):
+    """Where the lock file cannot be opened (a read-only cache folder; here a folder in
+    its place, since root may write anywhere) the cache entry is still read."""
+    monkeypatch.setenv("MSS_CACHE_DIR", str(tmp_path))
+    first = plan(64, 2.0)
+    for lock in tmp_path.glob("*.lock"):
+        lock.unlink()
+        lock.mkdir()
+    assert plan(64, 2.0) == first
+
+
 @pytest.mark.parametrize("k", [4, 16, 64, 256])
 @pytest.mark.parametrize("eps", [0.5, 1, 2, 4, 5, 8])
 def test_auto_never_returns_mss_worse_than_ss_in_both(k, eps):

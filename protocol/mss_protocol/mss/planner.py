@@ -225,11 +225,17 @@ def frontier(scored):
 def _planning(path):
     """Holds ``path``'s lock file (None: nothing): processes planning the same key
     (test workers, two ``mss plan`` runs) search it once, the others wait, then read it."""
-    if path is None or fcntl is None:
+    lock = None
+    if path is not None and fcntl is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(path.with_suffix(".lock"), "a")
+        except OSError:  # a read-only cache folder: its entries are still read, unlocked
+            pass
+    if lock is None:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
