@@ -52,7 +52,7 @@ def umqtt():
 def run_on(runtime, script, args, cwd):
     """{config path: its log} of ``script`` run on each config path of ``args``, one
     process a board, all at once: a board's run is mostly waiting (its polls, its
-    broker's timeouts), 1-2 s each, which one after another made a minute."""
+    broker's timeouts), 1-2 s each: 17-20 s a case list one after another."""
     procs = {}
     for path in map(str, args):
         if runtime == "micropython":
