@@ -180,6 +180,25 @@ def test_unidentifiable_moduli_are_never_planned():
     assert best[1] > 0
 
 
+@pytest.mark.parametrize("moduli,refused", [((23, 25, 31, 36, 43, 49), True), ((29, 31, 43, 52, 53), False)])
+def test_a_normal_matrix_singular_to_rounding_is_refused_on_any_cpu(moduli, refused):
+    """k = 200: with the first set A^T W A has a 2-norm condition number near 1e17 (M^-1 has
+    no correct digit; one BLAS kernel's Cholesky failed on it, an AVX-512 one scored it at a
+    unit MSE of 1.5e14), with the second ~2e12: refused exactly when cond_2 > 1 / eps_machine."""
+    from mss_protocol.mss.linalg import ResidueComponents, SingularError
+
+    cfg = MssConfig.build(200, 2.0, list(moduli), [1] * len(moduli))
+    comps = ResidueComponents(200, moduli)
+    w = np.repeat(block_weights(cfg, np.full(cfg.l, 1.0 / cfg.l)), moduli)
+    M = comps.A.T.toarray() @ (w[:, None] * comps.A.toarray())
+    assert (np.linalg.cond(M) > 1 / np.finfo(float).eps) == refused
+    if refused:
+        with pytest.raises(SingularError, match="singular to rounding"):
+            comps.inverse(w)
+    else:
+        comps.inverse(w)
+
+
 def test_the_planner_leaves_out_what_no_device_runs():
     """PGR at epsilon 12.5 needs q = 268343 > 2**15 (mss device-sim ran it at 10.5 s a report): left
     out with the reason, never a crash; SubsetSelection above k = 2**23 likewise (SPEC.md section 1)."""

@@ -17,7 +17,7 @@ now scored: at k = 22000, eps 2 one, (19943, 20046, 20161), at a unit MSE of
 0.935 against the winner's 0.724, off the frontier (``NEWLY_SCORED``).
 A normal matrix singular to rounding (condition number above 1 / eps_machine)
 is now refused whatever the CPU's BLAS kernel makes of it: at k = 200,
-20 bits, eps 0.5 and 2 the file counts (23, 25, 31, 36, 43, 49) (cond
+20 bits, eps 0.5 and 2 the file counts (23, 25, 31, 36, 43, 49) (1-norm cond
 1.3e17, a unit MSE of 7e13-1.7e14, off the frontier), which the planner
 then took for a candidate on that machine (``NEWLY_REFUSED``).
 """
