@@ -40,7 +40,7 @@ class _DeviceDraws:
 
 
 @pytest.mark.parametrize("name", ["rappor", "sue"])
-@pytest.mark.parametrize("k,eps", [(2, 1.0), (7, 0.5), (16, 4.0), (1024, 1.0), (1030, 4.0)])
+@pytest.mark.parametrize("k,eps", [(2, 1.0), (7, 0.5), (16, 4.0), (31, 2.0), (32, 1.0), (1024, 1.0), (1030, 4.0)])
 def test_unary_host_client_is_the_device_client(name, k, eps):
     proto = registry.make(name, k, eps)
     device = Params(OracleConfig(name, k, eps).to_dict()).client()
@@ -58,6 +58,8 @@ def test_unary_host_client_is_the_device_client(name, k, eps):
     MssConfig.subset_selection(300, 1.0),  # Floyd's draws cross from 1 to 2 bytes at n = 257
     MssConfig.subset_selection(1024, 1.0),
     MssConfig.subset_selection(1024, 4.0),
+    MssConfig.subset_selection(4000, 5.0),  # m > FLOYD_BITS_MAX, 27 fillers: the set loop
+    MssConfig.subset_selection(22000, 5.0),  # 147 of 22000: the draws sorted (sparse), 1 in 3 words rejected
     MssConfig.build(16, 1.0, [11, 13, 15]),
     MssProtocol.planned(1024, 1.0).cfg,
 ], ids=lambda c: f"{c.name}-k{c.k}-m{max(c.moduli)}-w{max(c.omegas)}")
@@ -79,7 +81,8 @@ def test_bulk_draws_are_byterng_below(n):
     size = -(-int(n[-1] - 1).bit_length() // 8)  # ByteRng.below's bytes: the fewest b with 256**b >= n
     span = 1 << (8 * size)
     bulk_rng, draw_rng = _pair()
-    got = host_client._belows(bulk_rng, size, n, span - span % n, int((span - span % n).min()))
+    lim = span - span % n
+    got = host_client._belows(bulk_rng, size, n, lim, int(lim.min()), int(lim.max()))
     assert got.tolist() == [draw_rng.below(int(v)) for v in n]
     assert bulk_rng.consumed == draw_rng.consumed
 

@@ -8,10 +8,11 @@ is binary local hashing) and Hadamard response (pure-ldp). For each (k, eps) the
 trials share their populations (trial t draws the same n Zipf(1.1) values for
 every implementation) and report, per implementation:
 
-* client: the median seconds of one report of the client, timed call by call
+* client: the mean seconds of one report of the client, timed call by call
   on the first ``--client-reports`` values of trial 0, every implementation's
   clients of the (k, eps) interleaved value by value (ours: ``randomise(x,
-  host_rng())``, the exact integer client reading ``os.urandom`` 4 KB at a time; numba's
+  host_rng())``, the exact integer client reading ``os.urandom`` 64 KB at a time: the
+  mean, not the median, so that the calls that read them carry their cost; numba's
   compilation is done by one warm-up call first);
 * server: seconds from the reports (peers) or counts (ours) to the n
   estimates, median over trials; ours take the counts from ``sample_counts``,
@@ -113,7 +114,7 @@ def peers(k, eps):
 
 
 def client_seconds(clients, values):
-    """[median seconds of one ``client(v)`` call over ``values``] for each of ``clients``, timed
+    """[mean seconds of one ``client(v)`` call over ``values``] for each of ``clients``, timed
     interleaved (each value through every client in turn, after one warm-up call each), so that
     the machine's drift weighs on all of them alike and their ratios hold within the run."""
     for client in clients:
@@ -124,7 +125,7 @@ def client_seconds(clients, values):
             t = time.perf_counter()
             client(v)
             out.append(time.perf_counter() - t)
-    return [float(np.median(t)) for t in times]
+    return [float(np.mean(t)) for t in times]
 
 
 def summary(mses):

@@ -11,21 +11,19 @@ time (``random.Random.randbytes`` with a length not a multiple of 4) gives
 other bytes, in the same law: the helpers ask for all the bytes a report
 needs at once, the device for its 64-byte chunks.
 
-* :func:`unary_body`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
+* :class:`UnaryClient`: ``chance(t_v)`` for v = 0 .. k-1 in order (SPEC.md section 3:
   4 bytes each, the top 2 bits dropped, u < t_v), packed;
-* :func:`floyd`: Floyd's sampling of s fillers of [0, m) without r, the
-  draws ``below(t + 1)`` (1-3 bytes each, rejection sampling) decoded in bulk,
-  or for few of them in one loop over the pool (``_draw_each``: ByteRng.below's rule
-  inlined, 1.2-1.5x faster than calling the device's ``take`` per draw, measured);
+* :class:`BlockClient`: a block's keep coin and :func:`floyd`, Floyd's sampling of s
+  fillers of [0, m) without r, the draws ``below(t + 1)`` (1-3 bytes each, rejection
+  sampling) decoded in bulk, or for few of them in one loop over the pool
+  (ByteRng's rules inlined: no call per draw);
 * :func:`colex_rank`: sum_i C(c_i, i) in Python integers, exactly the
   device's limb kernel's number (``mss_device.limbs.rank``); :func:`ranker`
   the same from a table of the binomials (a gather and a sum) when it fits.
 """
-import bisect
 import functools
 import itertools
 import math
-import struct
 
 import numpy as np
 
@@ -34,12 +32,15 @@ from mss_device.rng import ByteRng
 COIN_MASK = (1 << 30) - 1
 
 
-HOST_CHUNK = 4096  # bytes a host's ByteRng reads from os.urandom at a time (a device's: 64, for its RAM)
+# bytes a host's ByteRng reads from os.urandom at a time (a device's: 64, for its RAM); measured
+# on the 2-core AMD EPYC VM: 3.3 us per KB in 4 KB reads, 2.6 in 64 KB (the kernel's generator
+# is most of an OUE report's time at k = 1024: 4 KB of coins)
+HOST_CHUNK = 65536
 
 
 def host_rng():
-    """A ByteRng on ``os.urandom`` for clients run on a host: 4 KB a read, one system call
-    per ~60 reports of 64 random bytes where 64-byte reads would make one a report.
+    """A ByteRng on ``os.urandom`` for clients run on a host: 64 KB a read, one system call
+    per ~1,000 reports of 64 random bytes where 64-byte reads would make one a report.
     The reports are the device's for any read size (ByteRng reads the stream in order)."""
     return ByteRng(chunk=HOST_CHUNK)
 
@@ -51,39 +52,65 @@ def _peek(rng, n):
     return np.frombuffer(pool, dtype=np.uint8, count=n, offset=at[0]), at
 
 
-UNARY_LOOP_MAX = 32  # more items: NumPy's compare and packbits beat a loop over the words
+UNARY_SWAR_MAX = 31  # more items: the lanes' bits no longer gather into a k-bit window (below)
 
 
-def unary_body(rng, x, tp, tq, k):
-    """The k-bit body of a unary report (OUE/SUE): bit v, most significant first, is
-    ``rng.chance(tp if v == x else tq)`` for v = 0, 1, ..., k - 1, drawn in that order.
+class UnaryClient:
+    """The k-bit body of a unary report (OUE/SUE): ``client(rng, x)``'s bit v, most
+    significant first, is ``rng.chance(tp if v == x else tq)`` for v = 0, 1, ..., k - 1,
+    drawn in that order.
 
-    Coin v is the big-endian 32-bit word at bytes 4v .. 4v + 3 with its top
-    two bits dropped, u_v uniform on [0, 2**30), and is u_v < t_v."""
-    pool, at = rng.pooled(4 * k)
-    first = at[0]
-    at[0] = first + 4 * k
-    if k <= UNARY_LOOP_MAX:
-        words = struct.unpack_from(f">{k}I", pool, first)
-        bits = 0
-        for u in words:
-            bits = bits << 1 | ((u & COIN_MASK) < tq)
-        mine = 1 << (k - 1 - x)
-        bits = bits & ~mine | (mine if (words[x] & COIN_MASK) < tp else 0)
-        return (bits << (-k % 8)).to_bytes((k + 7) // 8, "big")
-    u = np.frombuffer(pool, dtype=">u4", count=k, offset=first) & COIN_MASK
-    bits = u < tq
-    bits[x] = u[x] < tp
-    return np.packbits(bits).tobytes()
+    Coin v is the big-endian 32-bit word at bytes 4v .. 4v + 3 with its top two bits
+    dropped, u_v uniform on [0, 2**30), and is u_v < t_v.  Up to ``UNARY_SWAR_MAX``
+    items the k words are compared at once in one Python int W (the 4k bytes, big-endian:
+    32-bit lane i, counted from the least significant, is item v = k - 1 - i):
+
+    * ``W & DROP`` keeps each lane's low 30 bits, u_v;
+    * ``+ ADD`` adds 2**30 - tq to each lane: below 2**31, so nothing carries into the next
+      lane, and the lane's bit 30 is set exactly when u_v >= tq;
+    * ``>> 30 & LANE`` leaves that bit at the bottom of each lane, 32 i;
+    * ``* GATHER >> 31 (k - 1)``, GATHER = sum_j 2**(31 j), moves it to bit i: lane i times
+      2**(31 j) lands at 32 i + 31 j, which is 31 (k - 1) + i for j = k - 1 - i; the other
+      products land 31 or more bits from that window (k <= 31) and never on one another,
+      so nothing carries into it;
+    * the complement on k bits is then bit i set when u_v < tq, item v at bit k - 1 - v: the
+      report's order.  Item x's own coin (tp) is read from its lane and set alone.
+
+    Measured at k = 16: 1.4-1.6 us a report against 2.4 us for a loop over the words
+    (median of 20,000); more items go through NumPy's compare and packbits."""
+
+    def __init__(self, k, tp, tq):
+        self.k, self.tp, self.tq = k, tp, tq
+        self.size, self.pad = (k + 7) // 8, -k % 8
+        if k <= UNARY_SWAR_MAX:
+            lane = sum(1 << (32 * i) for i in range(k))
+            self.drop, self.add, self.lane = lane * COIN_MASK, lane * ((1 << 30) - tq), lane
+            self.gather, self.shift, self.all = sum(1 << (31 * j) for j in range(k)), 31 * (k - 1), (1 << k) - 1
+
+    def __call__(self, rng, x):
+        k = self.k
+        pool, at = rng.pooled(4 * k)
+        first = at[0]
+        at[0] = first + 4 * k
+        if k <= UNARY_SWAR_MAX:
+            u = int.from_bytes(pool[first:first + 4 * k], "big") & self.drop
+            bits = ~((((u + self.add) >> 30 & self.lane) * self.gather) >> self.shift) & self.all
+            mine = 1 << (k - 1 - x)
+            bits = bits & ~mine | (mine if (u >> 32 * (k - 1 - x) & COIN_MASK) < self.tp else 0)
+            return (bits << self.pad).to_bytes(self.size, "big")
+        u = np.frombuffer(pool, dtype=">u4", count=k, offset=first) & COIN_MASK
+        bits = u < self.tq
+        bits[x] = u[x] < self.tp
+        return np.packbits(bits).tobytes()
 
 
 @functools.lru_cache(maxsize=64)
 def _floyd_steps(m, s):
-    """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing), runs (b, n, lim, low)
+    """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing), runs (b, n, lim, low, high)
     of steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
     with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n
-    (a word below low = min(lim) is accepted at any step of its run), and the same per
-    step as a list of (n, b, lim)."""
+    (low, high: the least and greatest lim of the run), and the same per step as a list
+    of (t, b, n, lim)."""
     t = np.arange(m - 1 - s, m - 1, dtype=np.int64)
     n = t + 1
     size = np.select([n == 1, n <= 256, n <= 65536], [0, 1, 2], 3)
@@ -91,32 +118,135 @@ def _floyd_steps(m, s):
     for b in np.unique(size).tolist():
         n_b = n[size == b]
         lim = (1 << (8 * b)) - (1 << (8 * b)) % n_b
-        runs.append((b, n_b, lim, int(lim.min())))
+        runs.append((b, n_b, lim, int(lim.min()), int(lim.max())))
     lims = np.concatenate([run[2] for run in runs]) if runs else []
-    return t, runs, list(zip(n.tolist(), size.tolist(), np.asarray(lims).tolist()))
+    return t, runs, list(zip(t.tolist(), size.tolist(), n.tolist(), np.asarray(lims).tolist()))
 
 
-def _draw_each(rng, steps):
-    """[rng.below(n) for each (n, b, lim) of ``steps``] (:func:`_floyd_steps`), read from
-    the pool in one loop: ByteRng.below's b-byte big-endian words, redrawn while x >= lim."""
-    pool, at = rng.pooled(0)
-    pos, end, out = at[0], at[1], []
-    for i, (n, b, lim) in enumerate(steps):
-        if b == 0:  # below(1) reads nothing
-            out.append(0)
-            continue
+FLOYD_BITS_MAX = 1024  # up to this m the loop keeps the chosen set as an int bitmask, beyond as a set
+# (measured, a report of a block (m, s = omega): m = 16, s = 4: 2.0-2.4 vs 2.4-2.5 us; m = 300, s = 80: 37 vs 74-109;
+# m = 4096, s = 10: 13.6 vs 9.1; m = 22000, s = 10: 33 vs 11: a shift of an m-bit int costs O(m))
+
+
+def _floyd_bits(pool, pos, steps, r, keep):
+    """Floyd's loop over ``steps`` (:func:`_floyd_steps`) on ``pool`` from byte ``pos``:
+    (the fillers mapped past r (v -> v + (v >= r)), and r when ``keep``, as the set bits
+    of an int; the byte after the last draw).
+
+    Each draw is ByteRng.below's b-byte big-endian word x, redrawn while x >= lim.  A
+    draw past the pool's end raises IndexError or reads short (the caller checks the
+    position returned against the pool's end)."""
+    mask = 0
+    for t, b, n, lim in steps:
+        x = pool[pos] if b == 1 else int.from_bytes(pool[pos:pos + b], "big")  # b = 0: below(1) = 0
+        pos += b
+        while x >= lim:
+            x = pool[pos] if b == 1 else int.from_bytes(pool[pos:pos + b], "big")
+            pos += b
+        bit = 1 << x % n
+        mask |= 1 << t if mask & bit else bit
+    low = mask & ((1 << r) - 1)
+    return (mask ^ low) << 1 | low | keep << r, pos
+
+
+def _floyd_set(pool, pos, steps, r, keep):
+    """:func:`_floyd_bits` with the chosen values in a set, returned sorted: for large m,
+    where each shift of an m-bit int costs O(m)."""
+    chosen = {r} if keep else set()
+    for t, b, n, lim in steps:
         while True:
-            if end - pos < b:  # the pool ran out: pool what the draws left need, and a few more
-                at[0] = pos
-                pool, at = rng.pooled(b * (len(steps) - i) + 8)
-                pos, end = at[0], at[1]
             x = pool[pos] if b == 1 else int.from_bytes(pool[pos:pos + b], "big")
             pos += b
             if x < lim:
                 break
-        out.append(x % n)
-    at[0] = pos
+        v = x % n
+        v += v >= r
+        if v in chosen:
+            v = t + (t >= r)
+        chosen.add(v)
+    return sorted(chosen), pos
+
+
+def _bits_list(mask):
+    """The set bits of ``mask``, increasing."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
     return out
+
+
+def _on_pool(rng, need, run, *args):
+    """``run(pool, pos, *args)`` -> (out, end) on ``need`` pooled bytes, consuming them up to
+    ``end``.  When rejections take more bytes than pooled, run reads past the pool's end;
+    then it runs again from the same byte with twice the pool (the draws are the bytes')."""
+    while True:
+        pool, at = rng.pooled(need)
+        try:
+            out, end = run(pool, at[0], *args)
+        except IndexError:
+            end = at[1] + 1
+        if end <= at[1]:
+            at[0] = end
+            return out
+        need *= 2
+
+
+def _loops(m, s):
+    """Whether :func:`floyd` of s steps on m runs a loop (:func:`_floyd_bits` up to
+    ``FLOYD_BITS_MAX``, else :func:`_floyd_set`) rather than NumPy."""
+    return s < FLOYD_LOOP_MAX and (m <= FLOYD_BITS_MAX or s < FLOYD_DRAW_LOOP_MAX)
+
+
+def _loop_bytes(steps):
+    """The bytes Floyd's draws take without a rejection, and a few more."""
+    return sum(step[1] for step in steps) + 8
+
+
+class BlockClient:
+    """The colex rank of the device randomiser's subset for one block (m, omega, T_j):
+    ``client(rng, r)`` keeps r with ``rng.chance(T_j)``, adds ``floyd``'s omega - keep
+    fillers and ranks them (``rank``: :func:`ranker`'s).  Where floyd loops, the coin and
+    the draws are read in one pass over the pool, from steps worked out once; with a
+    bitmask of few elements the rank is summed off its bits (no sorted list)."""
+
+    def __init__(self, m, omega, threshold, rank):
+        self.m, self.omega, self.threshold, self.rank = m, omega, threshold, rank
+        self.loops = _loops(m, omega)
+        self.bits = m <= FLOYD_BITS_MAX
+        self.run = _floyd_bits if self.bits else _floyd_set
+        self.steps = (_floyd_steps(m, omega)[2], _floyd_steps(m, omega - 1)[2])  # by keep
+        self.need = 4 + _loop_bytes(self.steps[0])
+
+    def __call__(self, rng, r):
+        if not self.loops:
+            keep = rng.chance(self.threshold)
+            return self.rank(floyd(rng, self.m, self.omega - keep, r, keep))
+        need = self.need
+        while True:  # _on_pool's loop, inlined with the coin: the hot path of small blocks
+            pool, at = rng.pooled(need)
+            pos = at[0]
+            keep = (int.from_bytes(pool[pos:pos + 4], "big") & COIN_MASK) < self.threshold  # ByteRng.chance
+            try:
+                out, end = self.run(pool, pos + 4, self.steps[keep], r, keep)
+            except IndexError:
+                end = at[1] + 1
+            if end <= at[1]:
+                at[0] = end
+                break
+            need *= 2
+        if not self.bits:
+            return self.rank(out)
+        if self.omega > COMB_RANK_MAX:
+            return self.rank(_bits_list(out))
+        rank = i = 0
+        while out:  # the colex rank sum_i C(c_i, i) off the set bits c_1 < c_2 < ...
+            low = out & -out
+            i += 1
+            rank += math.comb(low.bit_length() - 1, i)
+            out ^= low
+        return rank
 
 
 def _words(buf, b):
@@ -129,86 +259,88 @@ def _words(buf, b):
     return (w[:, 0] << 16) | (w[:, 1] << 8) | w[:, 2]
 
 
-def _belows(rng, b, n, lim, low):
+def _belows(rng, b, n, lim, low, high):
     """(len(n),) int64: ``rng.below(n_i)`` for each n_i in order, all drawn from b bytes
-    (ByteRng.below: a b-byte word x is accepted when x < lim_i, giving x % n_i, else redrawn).
+    (ByteRng.below: a b-byte word x is accepted when x < lim_i, giving x % n_i, else
+    redrawn); low = min(lim), high = max(lim).
 
-    The words for all the draws left, and a few more, are looked at at once, and as
-    many consumed as the draws take.  Only a word >= low can be rejected, and whether
-    it is depends on the draw it serves: its index less the words rejected before
-    it, so those few are checked in order."""
+    The words for all the draws left, and enough more for the rejections expected, are
+    looked at at once, and as many consumed as the draws take.  A word < low is
+    accepted and a word >= high rejected whatever draw it serves (up to half the words,
+    for n just above a power of 256); one in between is rejected or not by the draw it
+    serves, its index less the words rejected before it, so those few are checked in
+    order."""
     if b == 0:
         return np.zeros(len(n), dtype=np.int64)  # below(1) reads nothing
     parts, done, total = [], 0, len(n)
     while done < total:
-        buf, at = _peek(rng, b * (total - done + 4 + (total - done) // 16))
+        buf, at = _peek(rng, b * ((total - done) * (1 << 8 * b) // low + 8))
         x = _words(buf, b)
-        flagged = np.flatnonzero(x >= low)
-        rejected = []
-        for i, v in zip(flagged.tolist(), x[flagged].tolist()):
-            d = done + i - len(rejected)  # the draw this word serves
-            if d >= total:
-                break
-            if v >= lim[d]:
-                rejected.append(i)
-        used = min(len(x), total - done + len(rejected))  # words consumed
+        rejected = x >= high
+        between = np.flatnonzero((x >= low) & ~rejected)
+        if len(between):
+            before = np.cumsum(rejected)  # at a word not rejected outright: those before it
+            more = 0  # words in between rejected so far
+            for i in between.tolist():
+                d = done + i - int(before[i]) - more  # the draw this word serves
+                if d >= total:
+                    break
+                if x[i] >= lim[d]:
+                    rejected[i] = True
+                    more += 1
+        taken = np.flatnonzero(~rejected)[:total - done]  # the words the draws take
+        used = int(taken[-1]) + 1 if len(taken) == total - done else len(x)  # words consumed
         at[0] += b * used
-        x = x[:used]
-        if rejected:
-            x = np.delete(x, rejected)
-        parts.append(x % n[done:done + len(x)])
-        done += len(x)
+        parts.append(x[taken] % n[done:done + len(taken)])
+        done += len(taken)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-FLOYD_LOOP_MAX = 140  # fewer fillers: floyd's set loop beats its sort (measured: 17 vs 38 us at s = 18, 84 vs 78 at 150)
-# fewer fillers, or one-byte draws (m <= 257: words rejected at ~12%, which the bulk decode
-# checks one by one): the draws in one Python loop (_draw_each) beat the bulk decode's NumPy
-# calls (floyd, measured: m = 1024, s = 30: 31 vs 44 us, s = 60: 41 vs 53; s = 100: 90 vs 72)
-FLOYD_DRAW_LOOP_MAX = 64
+FLOYD_LOOP_MAX = 140  # fewer fillers: floyd's loop beats its NumPy form
+FLOYD_DRAW_LOOP_MAX = 64  # with m > FLOYD_BITS_MAX, the set loop only below this many fillers
 
 
 def floyd(rng, m, s, r, keep=False):
     """The fillers of mss_device.randomiser from the same bytes: a uniform s-subset of
-    [0, m) without r (with r added when ``keep``), sorted (a list below ``FLOYD_LOOP_MAX``
-    steps, else an int64 array).
+    [0, m) without r (with r added when ``keep``), sorted (a list where it loops, else
+    an int64 array).
 
     Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
     u_t = below(t + 1) and add u_t, or t when u_t is already chosen (a "hit");
-    then map v -> v + (v >= r).  From ``FLOYD_DRAW_LOOP_MAX`` steps on (and m > 257) the
-    draws are decoded in bulk (:func:`_belows`), and from ``FLOYD_LOOP_MAX`` steps on the hits
-    are found without a loop over the steps:
-    as u_t <= t < every later step, step t hits exactly when u_t repeats an
-    earlier draw (found by a stable sort) or is itself an earlier step that hit
-    (u_t >= m - 1 - s: about s/m of the steps, followed to the end of the chains)."""
+    then map v -> v + (v >= r).  Few steps (:func:`_loops`) run step by step
+    (:func:`_floyd_run`); more are decoded in bulk (:func:`_belows`) and the hits found
+    without a loop over the steps: as u_t <= t < every later step, step t hits exactly
+    when u_t repeats an earlier draw or is itself an earlier step that hit
+    (u_t >= m - 1 - s: about s/m of the steps, followed to the end of the chains).  The
+    chosen set is the drawn values and the steps that hit.  Where s is a large part of
+    m (``FLOYD_DENSE``) the repeats and the set are read off arrays over [0, m) (no sort),
+    else the draws are sorted."""
     t, runs, steps = _floyd_steps(m, s)
-    if s < FLOYD_LOOP_MAX:  # the algorithm step by step: cheaper than the NumPy calls below for few steps
-        if s < FLOYD_DRAW_LOOP_MAX or m <= 257:
-            draws = _draw_each(rng, steps)
-        else:
-            draws = np.concatenate([_belows(rng, *run) for run in runs]).tolist()
-        chosen = set()
-        for t_i, u_i in enumerate(draws, m - 1 - s):
-            chosen.add(t_i if u_i in chosen else u_i)
-        out = [v + (v >= r) for v in sorted(chosen)]
-        if keep:
-            bisect.insort(out, r)
-        return out
+    if _loops(m, s):
+        if m <= FLOYD_BITS_MAX:
+            return _bits_list(_on_pool(rng, _loop_bytes(steps), _floyd_bits, steps, r, keep))
+        return _on_pool(rng, _loop_bytes(steps), _floyd_set, steps, r, keep)
     u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
-    order = np.argsort(u, kind="stable")
-    sorted_u = u[order]
-    hit = np.zeros(len(u), dtype=bool)
-    hit[order[1:][sorted_u[1:] == sorted_u[:-1]]] = True  # a value's later draws
-    steps = np.flatnonzero(u >= t[0])
-    at_step = u[steps] - t[0]  # the step each of these draws is (itself included: u_t = t is new)
-    earlier = at_step < steps
+    dense = m <= FLOYD_DENSE * s
+    hit = _repeats(u, m) if dense else _repeats_sorted(u)
+    chain = np.flatnonzero(u >= t[0])
+    at_step = u[chain] - t[0]  # the step each of these draws is (itself included: u_t = t is new)
+    earlier = at_step < chain
+    chain, at_step = chain[earlier], at_step[earlier]
     while True:  # a hit makes the steps that drew it hits: to the end of the chains
-        more = hit[at_step] & earlier & ~hit[steps]
+        more = hit[at_step] & ~hit[chain]
         if not more.any():
             break
-        hit[steps[more]] = True
-    chosen = np.empty(len(u) + keep, dtype=np.int64)
-    picked = chosen[:len(u)]
+        hit[chain[more]] = True
+    if dense:  # the drawn values and the steps that hit, off a mask of [0, m), past r
+        mark = np.zeros(m, dtype=bool)
+        mark[u] = True
+        mark[t[hit]] = True
+        mark[r + 1:] = mark[r:m - 1]  # v -> v + (v >= r)
+        mark[r] = keep
+        return mark.nonzero()[0]
+    chosen = np.empty(s + keep, dtype=np.int64)
+    picked = chosen[:s]
     np.copyto(picked, u)
     np.copyto(picked, t, where=hit)
     picked += picked >= r
@@ -216,6 +348,29 @@ def floyd(rng, m, s, r, keep=False):
         chosen[-1] = r
     chosen.sort()
     return chosen
+
+
+# m <= this many times s: work on arrays over [0, m) (O(m)), else sort the draws (O(s log s));
+# measured new/old (old: always sort): m = 22000, s = 2590: 0.67; 8192, 600: 0.80; 2048, 200: 0.91;
+# 22000, 600 (36 s): 1.03; 1024, 275: 0.75 (medians of 7, one run)
+FLOYD_DENSE = 32
+
+
+def _repeats(u, m):
+    """(len(u),) bool: u_i equals an earlier u_j, from each value's first index over [0, m)."""
+    step = np.arange(len(u))
+    first = np.full(m, len(u))
+    np.minimum.at(first, u, step)
+    return first[u] < step
+
+
+def _repeats_sorted(u):
+    """:func:`_repeats` by a stable sort of u: a value's later draws follow its first."""
+    order = np.argsort(u, kind="stable")
+    sorted_u = u[order]
+    hit = np.zeros(len(u), dtype=bool)
+    hit[order[1:][sorted_u[1:] == sorted_u[:-1]]] = True
+    return hit
 
 
 COMB_RANK_MAX = 32  # more elements: the binomials one by one cost more than the chain below

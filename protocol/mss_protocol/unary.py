@@ -9,13 +9,14 @@ Counts: per-item support counts (k,), i.e. how many reports set bit v.
 import math
 from decimal import ROUND_FLOOR, localcontext
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
 from mss_device.rng import ByteRng
 from mss_protocol import privacy
 from mss_protocol.channel import Channel
-from mss_protocol.host_client import unary_body
+from mss_protocol.host_client import UnaryClient
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -79,15 +80,20 @@ class UnaryEncoding(SupportOracle):
 
         Bit v is ``rng.chance(tp if v == x else tq)``, drawn for v = 0 .. k-1.  From a
         :class:`~mss_device.rng.ByteRng` the k coins are read at once
-        (:func:`~mss_protocol.host_client.unary_body`: the device's bytes and report);
+        (:class:`~mss_protocol.host_client.UnaryClient`: the device's bytes and report);
         any other rng (the exact enumeration of tests/channel.py) draws them one by one."""
         if isinstance(rng, ByteRng):
-            return unary_body(rng, x, self.tp, self.tq, self.k)
+            return self.host(rng, x)
         out = bytearray((self.k + 7) // 8)
         for v in range(self.k):
             if rng.chance(self.tp if v == x else self.tq):
                 out[v >> 3] |= 0x80 >> (v & 7)
         return bytes(out)
+
+    @cached_property
+    def host(self):
+        """The host client (:class:`~mss_protocol.host_client.UnaryClient`)."""
+        return UnaryClient(self.k, self.tp, self.tq)
 
     def sample_chunk(self, values, rng):
         """Support counts: Binomial(n_v, p) + Binomial(n - n_v, q) per item, exactly."""

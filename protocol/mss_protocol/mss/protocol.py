@@ -16,7 +16,7 @@ from mss_device.frame import HEADER, start
 from mss_device.randomiser import Randomiser
 from mss_device.rng import ByteRng
 from mss_protocol.base import Protocol
-from mss_protocol.host_client import floyd, ranker
+from mss_protocol.host_client import BlockClient, ranker
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
@@ -61,6 +61,15 @@ class MssProtocol(Protocol):
         return ranker(max(cfg.omegas), width)
 
     @cached_property
+    def blocks(self):
+        """Per block j: (the host client's rank draw (:class:`.host_client.BlockClient`),
+        m_j, the report's header, j shifted past the rank bits, padding bits, body bytes)."""
+        cfg = self.cfg
+        return [(BlockClient(m, w, t, self.ranker), m, head, j << nbits, pad, size)
+                for j, (m, w, t, (head, nbits, pad, size)) in
+                enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds, self.layout))]
+
+    @cached_property
     def layout(self):
         """Per block j: (header, rank bits, zero padding bits, body bytes) of its reports:
         the header with epoch 0, sequence 0, and the body (j, rank) in jbits + rank_bits_j
@@ -87,13 +96,9 @@ class MssProtocol(Protocol):
         exact enumeration of tests/channel.py) drives the device code itself."""
         if not isinstance(rng, ByteRng):
             return self.encoder.encode(self.randomiser.privatise(x, rng, self.mark), self.mark, 0, 0)
-        cfg = self.cfg
-        j = rng.below(len(cfg.moduli))
-        m, omega, r = cfg.moduli[j], cfg.omegas[j], x % cfg.moduli[j]
-        keep = rng.chance(cfg.thresholds[j])
-        subset = floyd(rng, m, omega - keep, r, keep)
-        head, nbits, pad, size = self.layout[j]
-        return head + (((j << nbits) | self.ranker(subset)) << pad).to_bytes(size, "big")
+        blocks = self.blocks
+        client, m, head, block, pad, size = blocks[rng.below(len(blocks)) if len(blocks) > 1 else 0]  # below(1) reads nothing
+        return head + ((block | client(rng, x % m)) << pad).to_bytes(size, "big")
 
     def sample_counts(self, values, rng):
         """:class:`~.counts.Counts` of reports for ``values`` (an array, or an
