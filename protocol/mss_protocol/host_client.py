@@ -311,7 +311,8 @@ def floyd(rng, m, s, r, keep=False):
     (:func:`_floyd_run`); more are decoded in bulk (:func:`_belows`) and the hits found
     without a loop over the steps: as u_t <= t < every later step, step t hits exactly
     when u_t repeats an earlier draw or is itself an earlier step that hit
-    (u_t >= m - 1 - s: about s/m of the steps, followed to the end of the chains).  The
+    (u_t >= m - 1 - s: about s/m of the steps, looped over in order, so that a chain of
+    such steps is settled from its start).  The
     chosen set is the drawn values and the steps that hit.  Where s is a large part of
     m (``FLOYD_DENSE``) the repeats and the set are read off arrays over [0, m) (no sort),
     else the draws are sorted."""
@@ -323,15 +324,13 @@ def floyd(rng, m, s, r, keep=False):
     u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     dense = m <= FLOYD_DENSE * s
     hit = _repeats(u, m) if dense else _repeats_sorted(u)
-    chain = np.flatnonzero(u >= t[0])
-    at_step = u[chain] - t[0]  # the step each of these draws is (itself included: u_t = t is new)
-    earlier = at_step < chain
-    chain, at_step = chain[earlier], at_step[earlier]
-    while True:  # a hit makes the steps that drew it hits: to the end of the chains
-        more = hit[at_step] & ~hit[chain]
-        if not more.any():
-            break
-        hit[chain[more]] = True
+    chain = (u >= t[0]).nonzero()[0]  # draws that are a step: about s/m of them
+    if len(chain):
+        hits = bytearray(hit.tobytes())
+        for i, j in zip(chain.tolist(), (u[chain] - t[0]).tolist()):
+            if j < i and hits[j]:  # step i drew step j's t (an earlier step), and j hit: i hits
+                hits[i] = 1  # in order of i, so j's own chain is settled first
+        hit = np.frombuffer(hits, dtype=bool)
     if dense:  # the drawn values and the steps that hit, off a mask of [0, m), past r
         mark = np.zeros(m, dtype=bool)
         mark[u] = True
