@@ -245,6 +245,30 @@ def test_a_reset_after_a_deep_sleep_credits_no_time(tmp_path, compact):
     assert len(b.arrivals) == 3 and b.arrivals[2][0] - b.arrivals[1][0] >= 2 * (PERIOD_S + MARGIN_MS / 1000) - 5, b.arrivals
 
 
+# A board whose awake time is nil: its clock moves only through its sleeps.
+FROZEN = r"""
+import sys, machine
+from mss_node import app
+app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=lambda: %r + machine._slept[0] / 1000,
+        ticks=int(sys.argv[3]))
+"""
+
+
+def test_a_sleep_ends_in_the_next_epoch_not_before_it(tmp_path, compact):
+    """A 9 s period (a wake phase of 0 s) from 3.2345 s into an epoch: the sleep to the next
+    is 5765.5 ms, and a board that slept 5765 ms would wake 0.5 ms early, find nothing due,
+    and lose its poll (with a clock this still, every poll); rounded up, each of the four
+    ticks reports its own epoch."""
+    t0 = (int(time.time()) // 9) * 9 + 3.2345
+    b = Board(tmp_path / "b", compact, "rak3172", "light", period_s=9)
+    b.script = FROZEN % t0
+    b.run()
+    lights = [ms for kind, ms, _ in board_sleeps(b.log) if kind == "light"]
+    assert lights[0] == 5766 and len(b.modem.uplinks) == EPOCHS, (lights, b.output)
+    st = b.state()
+    assert st["seq"] == EPOCHS and list(st["last"].values()) == [int(t0) // 9 + EPOCHS - 1], (st, b.output)
+
+
 def test_no_sleep_outlasts_half_the_watchdog(tmp_path, compact):
     """device.watchdog_ms 8000 (about the RP2040's maximum): the board sleeps in slices of at
     most 4 s, fed between them (the emulated WDT would reset it otherwise), while its modem

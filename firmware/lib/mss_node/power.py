@@ -68,7 +68,7 @@ class Rest:
             self.light = self._wait
 
     def due_ms(self):
-        """ms until the board has something to do, 0 if it has now: the next epoch's
+        """ms (rounded up) until the board has something to do, 0 if it has now: the next epoch's
         report, ``phase`` s into it, or a queued report at the end of the link's back-off
         (``link.next_try``); without a clock, the next paced uplink (0 for dated frames)."""
         n = self.node
@@ -85,7 +85,10 @@ class Rest:
                 return 0
         elif st.due(n.s.config_id, e):
             return 0  # no report this epoch yet (the sensor failed): the next tick tries again
-        return int((wake - now) * 1000)
+        ms = (wake - now) * 1000
+        # rounded up: a board that woke a fraction of a ms before its epoch began would find
+        # nothing due and lose a poll (every poll, were its awake time nil)
+        return int(ms) + (ms > int(ms))
 
     def _wait(self, ms):
         self.wait(ms / 1000)
