@@ -17,7 +17,7 @@ import pytest
 from mss_device.frame import HEADER
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_protocol import host_client, registry
+from mss_protocol import draw_ahead, host_client, registry
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.protocol import MssProtocol
 from mss_protocol.oracle_config import OracleConfig
@@ -128,3 +128,32 @@ def test_colex_rank_is_the_binomial_sum(m, w):
         assert host_client.colex_rank(c) == want
         assert table.rank(c) == want
     assert table.rank(list(range(m - w, m))) == math.comb(m, w) - 1
+
+
+@pytest.mark.parametrize("words", [None, 137], ids=["batches", "short-peek"])
+@pytest.mark.parametrize("cfg", [MssConfig.subset_selection(1024, 1.0), MssConfig.subset_selection(700, 0.3)],
+                         ids=lambda c: f"k{c.k}-w{c.omegas[0]}")
+def test_draws_read_ahead_are_the_device_reports(cfg, words):
+    """A one-block client followed report after report reads the next reports' draws
+    ahead (draw_ahead.DrawAhead): still the device's report and stream position after
+    every report, across batches, when something else draws from the rng in between,
+    when two rngs take turns, and (``short-peek``: 137 words a report looked at, about
+    half of one) when the bytes looked at end inside a report."""
+    proto = MssProtocol(cfg)
+    ahead = proto.blocks[0][0].ahead
+    assert ahead is not None
+    if words:
+        ahead.words = words
+    batches = []
+    draw = ahead._draw
+    ahead._draw = lambda rng: batches.append(draw(rng)) or batches[-1]
+    pairs = [_pair(), (ByteRng(stream_reader(STREAM[1:])), ByteRng(stream_reader(STREAM[1:])))]
+    for i in range(300):
+        host_rng, device_rng = pairs[1 if 200 <= i < 240 and i % 3 == 0 else 0]  # turns from 200 to 240
+        if i % 37 == 36:  # another draw between two reports
+            assert host_rng.below(1000) == device_rng.below(1000)
+        x = (7 * i) % cfg.k
+        assert proto.randomise(x, host_rng) == proto.randomise(x, _DeviceDraws(device_rng)), i
+        assert host_rng.consumed == device_rng.consumed, i
+    used = [len(b[0]) for b in batches if b]
+    assert sum(used) > 200 and (max(used) == draw_ahead.AHEAD_MAX) == (words is None), used

@@ -211,8 +211,9 @@ class BlockClient:
     the draws are read in one pass over the pool, from steps worked out once; with a
     bitmask of few elements the rank is summed off its bits (no sorted list)."""
 
-    def __init__(self, m, omega, threshold, rank):
+    def __init__(self, m, omega, threshold, rank, ahead=None):
         self.m, self.omega, self.threshold, self.rank = m, omega, threshold, rank
+        self.ahead = ahead  # a :class:`.draw_ahead.DrawAhead` for the NumPy path, or None
         self.loops = _loops(m, omega)
         self.bits = m <= FLOYD_BITS_MAX
         self.run = _floyd_bits if self.bits else _floyd_set
@@ -221,8 +222,7 @@ class BlockClient:
 
     def __call__(self, rng, r):
         if not self.loops:
-            keep = rng.chance(self.threshold)
-            return self.rank(floyd(rng, self.m, self.omega - keep, r, keep))
+            return self.ahead(rng, r, self._one) if self.ahead else self._one(rng, r)
         need = self.need
         while True:  # _on_pool's loop, inlined with the coin: the hot path of small blocks
             pool, at = rng.pooled(need)
@@ -247,6 +247,10 @@ class BlockClient:
             rank += math.comb(low.bit_length() - 1, i)
             out ^= low
         return rank
+
+    def _one(self, rng, r):
+        keep = rng.chance(self.threshold)
+        return self.rank(floyd(rng, self.m, self.omega - keep, r, keep))
 
 
 def _words(buf, b):
@@ -429,8 +433,11 @@ class RankTable:
         self.shifts = [LIMB_BITS * j for j in range(self.limbs)]
 
     def rank(self, c):
-        rows = self.start[:len(c)] + c
-        sums = self.table.take(rows, axis=0).sum(axis=0).tolist()
+        return self.rank_rows(self.start[:len(c)] + c)
+
+    def rank_rows(self, rows):
+        """The sum of the table's ``rows`` (any order), as one Python int."""
+        sums = np.einsum("ij->j", self.table.take(rows, axis=0)).tolist()  # 275 rows: 0.7x .sum(axis=0)'s time
         return sum(v << s for v, s in zip(sums, self.shifts))
 
 

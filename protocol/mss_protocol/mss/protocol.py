@@ -16,6 +16,7 @@ from mss_device.frame import HEADER, start
 from mss_device.randomiser import Randomiser
 from mss_device.rng import ByteRng
 from mss_protocol.base import Protocol
+from mss_protocol.draw_ahead import DrawAhead
 from mss_protocol.host_client import BlockClient, ranker
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
@@ -65,7 +66,9 @@ class MssProtocol(Protocol):
         """Per block j: (the host client's rank draw (:class:`.host_client.BlockClient`),
         m_j, the report's header, j shifted past the rank bits, padding bits, body bytes)."""
         cfg = self.cfg
-        return [(BlockClient(m, w, t, self.ranker), m, head, j << nbits, pad, size)
+        one = len(cfg.moduli) == 1  # no block draw between reports: the draws can be read ahead
+        return [(BlockClient(m, w, t, self.ranker, DrawAhead.make(m, w, t, self.ranker) if one else None),
+                 m, head, j << nbits, pad, size)
                 for j, (m, w, t, (head, nbits, pad, size)) in
                 enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds, self.layout))]
 

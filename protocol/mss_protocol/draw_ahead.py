@@ -1,0 +1,159 @@
+"""Draw-ahead for the host client of a one-block SS/MSS configuration.
+
+An SS report's randomness, the keep coin and Floyd's fillers on [0, m - 1), does not
+depend on the value: only where r = x mod m lands among the fillers does
+(:func:`.host_client.floyd`: v -> v + (v >= r), and r added when kept).  So when one
+rng feeds one client report after report, the next ``AHEAD_MAX`` reports' draws are
+decoded from the pooled bytes at once, each report starting where the last one's
+draws ended, exactly as the device reads them; a call then only places its r and
+ranks, and moves the stream on by that report's bytes (``rng.consumed`` is the
+device's after every report).  If anything else drew from the rng in between, the
+draws ahead are dropped and the call takes the one-report path.
+
+Ranking without sorting r in: with the fillers f_1 < ... < f_S (0-based d = i - 1),
+q of them below r, the report's colex rank is (SPEC.md section 4)
+
+    sum_(d < q) C(f_d, d + 1) + keep C(r, q + 1) + sum_(d >= q) C(f_d + 1, d + 1 + keep),
+
+the sum of :class:`.host_client.RankTable` rows base_d = d (width - 1) + f_d below q,
+base_d + (width if keep else 1) from q on, and q (width - 1) + r when kept.
+"""
+import threading
+import weakref
+from bisect import bisect_left
+
+import numpy as np
+
+from mss_protocol.host_client import COIN_MASK, FLOYD_DENSE, RankTable, _floyd_steps, _repeats, _repeats_sorted
+
+AHEAD_MAX = 64  # reports decoded at once (about 36 KB of bytes at m = 1024, s = 275)
+AHEAD_AFTER = 2  # calls in a row on one rng before drawing ahead: a fresh rng a report never does
+
+
+class DrawAhead:
+    """``ahead(rng, r, one)``: the colex rank of the next report's subset for residue r,
+    from draws decoded ahead, or ``one(rng, r)``'s (the one-report path) when the rng
+    was not followed report after report.  For a block whose Floyd draws all take
+    2-byte words (so that the 4-byte coin is two of them and the stream is a sequence
+    of words) and whose rank is a :class:`.host_client.RankTable`'s (:meth:`make`)."""
+
+    def __init__(self, m, s, threshold, table):
+        self.m, self.s, self.threshold, self.table = m, s, threshold, table
+        _, ((_, _, lim, low, high),), _ = _floyd_steps(m, s)
+        self.lim, self.low, self.high = lim.tolist(), low, high
+        self.width = table.start[1] - table.start[0] + 1 if len(table.start) > 1 else m
+        # words a report takes at most, rejections expected included (each word is
+        # rejected with chance at most 1 - low / 2**16)
+        self.words = 2 + int(s * 65536 / low) + 8
+        # which rng a thread follows: its calls in a row, the draws ahead and the next of them
+        self.follow = threading.local()
+
+    @classmethod
+    def make(cls, m, s, threshold, rank):
+        """A DrawAhead for the block, or None where it does not apply."""
+        table = getattr(rank, "__self__", None)
+        if not isinstance(table, RankTable) or s < 2:
+            return None
+        _, runs, _ = _floyd_steps(m, s)
+        if len(runs) != 1 or runs[0][0] != 2:  # then keep's s - 1 steps (the last s - 1) too
+            return None
+        return cls(m, s, threshold, table)
+
+    def __call__(self, rng, r, one):
+        c, st = rng.consumed, self.follow
+        if getattr(st, "next", None) != c or st.rng() is not rng:  # another rng, or it drew meanwhile
+            st.rng, st.calls, st.batch, st.i = weakref.ref(rng), 0, None, 0
+        st.calls += 1
+        if st.batch is not None and st.i == len(st.batch[0]):
+            st.batch = None
+        if st.batch is None and st.calls > AHEAD_AFTER:
+            st.batch, st.i = self._draw(rng), 0
+        rank = one(rng, r) if st.batch is None else self._place(st, rng, r)
+        st.next = rng.consumed
+        return rank
+
+    def _place(self, st, rng, r):
+        """The rank of the next report drawn ahead, for residue r; the stream moves past it."""
+        size, keep, off, f, base, shifted = st.batch
+        i = st.i
+        st.i += 1
+        _, at = rng.pooled(size[i])
+        at[0] += size[i]
+        lo, hi = off[i], off[i + 1]
+        q = int(f[lo:hi].searchsorted(r))
+        parts = [base[lo:lo + q], shifted[lo + q:hi]]
+        if keep[i]:
+            parts.append([q * (self.width - 1) + r])
+        return self.table.rank_rows(np.concatenate(parts))
+
+    def _draw(self, rng):
+        """Up to AHEAD_MAX reports from the pooled bytes, in stream order: (bytes of each,
+        keep of each, offsets of each's fillers, the fillers f sorted within each, their
+        rows base and shifted), or None if not one report fitted."""
+        m, s, lim = self.m, self.s, self.lim
+        pool, at = rng.pooled(2 * AHEAD_MAX * self.words)
+        x = np.frombuffer(pool, dtype=">u2", count=AHEAD_MAX * self.words, offset=at[0]).astype(np.int64)
+        out = x >= self.high  # rejected whatever draw the word serves
+        ok = np.flatnonzero(~out)
+        before = np.concatenate(([0], np.cumsum(~out)))  # words not out before each position
+        between = np.flatnonzero((x >= self.low) & ~out)  # rejected or not by their draw
+        at_b, x_b, before_b = between.tolist(), x[between].tolist(), before[between].tolist()
+        starts, keeps, rejected, p, n_ok, n_b = [], [], [], 0, len(ok), len(between)
+        while len(starts) < AHEAD_MAX and p + 2 <= len(x):
+            keep = ((int(x[p]) << 16 | int(x[p + 1])) & COIN_MASK) < self.threshold  # ByteRng.chance
+            first = int(before[p + 2])  # the report's draws: ok[first], ok[first + 1], ...
+            last = first + s - keep - 1  # ... ok[last] the last one, unless a word in between is rejected
+            if last >= n_ok:
+                break  # the report runs past the bytes looked at: the next batch starts there
+            end, b, mine = int(ok[last]), bisect_left(at_b, p + 2), []
+            while b < n_b and at_b[b] <= end:
+                if x_b[b] >= lim[before_b[b] - first - len(mine) + keep]:  # its draw's limit
+                    mine.append(at_b[b])
+                    last += 1
+                    if last >= n_ok:
+                        break
+                    end = int(ok[last])
+                b += 1
+            if last >= n_ok:
+                break
+            starts.append(p)
+            keeps.append(keep)
+            rejected += mine
+            p = end + 1
+        if not starts:
+            return None
+        starts, keeps = np.array(starts + [p]), np.array(keeps, dtype=bool)
+        n_rep, sizes = len(keeps), s - keeps
+        taken = ~out[:p]
+        taken[rejected] = False
+        taken[starts[:-1]] = taken[starts[:-1] + 1] = False  # the coins
+        words = x[:p][taken]
+        rep = np.repeat(np.arange(n_rep), sizes)
+        off = np.concatenate(([0], np.cumsum(sizes)))
+        d = np.arange(len(words)) - off[rep]  # the draw's index in its report
+        t = m - 1 - sizes[rep] + d  # Floyd's step: below(t + 1)
+        u = words % (t + 1)
+        key = rep * m + u
+        hit = _repeats(key, n_rep * m) if m <= FLOYD_DENSE * s else _repeats_sorted(key)
+        # a draw equal to an earlier step of its report hits when that step hit:
+        # pointer jumping along such chains, each round doubling the steps looked back
+        step = u - (t - d)  # the step index u would be (>= 0 for a step of the report)
+        link = np.where((step >= 0) & (step < d), off[rep] + step, -1)
+        idx = np.flatnonzero(link >= 0)
+        while len(idx):
+            up = link[idx]
+            hit[idx] |= hit[up]
+            link[idx] = link[up]
+            idx = idx[link[idx] >= 0]
+        chosen = rep * m + np.where(hit, t, u)  # distinct within a report
+        if m <= FLOYD_DENSE * s:
+            mark = np.zeros(n_rep * m, dtype=bool)
+            mark[chosen] = True
+            chosen = np.flatnonzero(mark)
+        else:
+            chosen.sort()
+        f = chosen - rep * m
+        base = self.table.start[d] + f
+        shifted = base + np.where(keeps, self.width, 1)[rep]
+        size = (2 * np.diff(starts)).tolist()
+        return size, keeps.tolist(), off.tolist(), f, base, shifted
