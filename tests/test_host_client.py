@@ -137,8 +137,9 @@ def test_draws_read_ahead_are_the_device_reports(cfg, words):
     """A one-block client followed report after report reads the next reports' draws
     ahead (draw_ahead.DrawAhead): still the device's report and stream position after
     every report, across batches, when something else draws from the rng in between,
-    when two rngs take turns, and (``short-peek``: 137 words a report looked at, about
-    half of one) when the bytes looked at end inside a report."""
+    when two rngs take turns, when the pool ends inside a report (every ~115 reports), and
+    (``short-peek``: at most 137 words a report looked at, about half of one) when the
+    words looked at end inside a report."""
     proto = MssProtocol(cfg)
     ahead = proto.blocks[0][0].ahead
     assert ahead is not None
@@ -147,7 +148,8 @@ def test_draws_read_ahead_are_the_device_reports(cfg, words):
     batches = []
     draw = ahead._draw
     ahead._draw = lambda rng: batches.append(draw(rng)) or batches[-1]
-    pairs = [_pair(), (ByteRng(stream_reader(STREAM[1:])), ByteRng(stream_reader(STREAM[1:])))]
+    # draw-ahead decodes only the bytes pooled: a host rng's 64 KB reads (ByteRng's default 64 B: never)
+    pairs = [[ByteRng(stream_reader(STREAM[skip:]), chunk=1 << 16) for _ in range(2)] for skip in (0, 1)]
     for i in range(300):
         host_rng, device_rng = pairs[1 if 200 <= i < 240 and i % 3 == 0 else 0]  # turns from 200 to 240
         if i % 37 == 36:  # another draw between two reports

@@ -4,11 +4,12 @@ An SS report's randomness, the keep coin and Floyd's fillers on [0, m - 1), does
 depend on the value: only where r = x mod m lands among the fillers does
 (:func:`.host_client.floyd`: v -> v + (v >= r), and r added when kept).  So when one
 rng feeds one client report after report, the next ``AHEAD_MAX`` reports' draws are
-decoded from the pooled bytes at once, each report starting where the last one's
-draws ended, exactly as the device reads them; a call then only places its r and
-ranks, and moves the stream on by that report's bytes (``rng.consumed`` is the
-device's after every report).  If anything else drew from the rng in between, the
-draws ahead are dropped and the call takes the one-report path.
+decoded at once from the bytes already pooled (the source is read no further than
+without draw-ahead), each report starting where the last one's draws ended, exactly
+as the device reads them; a call then only places its r and ranks, and moves the
+stream on by that report's bytes (``rng.consumed`` is the device's after every
+report).  If anything else drew from the rng in between, the draws ahead are dropped
+and the call takes the one-report path.
 
 Ranking without sorting r in: with the fillers f_1 < ... < f_S (0-based d = i - 1),
 q of them below r, the report's colex rank is (SPEC.md section 4)
@@ -87,12 +88,14 @@ class DrawAhead:
         return self.table.rank_rows(np.concatenate(parts))
 
     def _draw(self, rng):
-        """Up to AHEAD_MAX reports from the pooled bytes, in stream order: (bytes of each,
+        """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
         keep of each, offsets of each's fillers, the fillers f sorted within each, their
-        rows base and shifted), or None if not one report fitted."""
+        rows base and shifted), or None if not one report fitted (the one-report path then
+        reads more: a host rng reads 64 KB at a time, ~115 reports here)."""
         m, s, lim = self.m, self.s, self.lim
-        pool, at = rng.pooled(2 * AHEAD_MAX * self.words)
-        x = np.frombuffer(pool, dtype=">u2", count=AHEAD_MAX * self.words, offset=at[0]).astype(np.int64)
+        pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
+        count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
+        x = np.frombuffer(pool, dtype=">u2", count=count, offset=at[0]).astype(np.int64)
         out = x >= self.high  # rejected whatever draw the word serves
         ok = np.flatnonzero(~out)
         before = np.concatenate(([0], np.cumsum(~out)))  # words not out before each position
