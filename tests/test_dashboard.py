@@ -56,6 +56,7 @@ def dashboard(tmp_path, mosquitto):
                             extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
     url = f"http://127.0.0.1:{port}/"
     serving(url, agg)
+    agg.ready()  # subscribed: the HTTP server may answer before, and reports published then find no one
     yield url, broker, store
     agg.stop()
 
