@@ -209,11 +209,13 @@ class BlockClient:
     ``client(rng, r)`` keeps r with ``rng.chance(T_j)``, adds ``floyd``'s omega - keep
     fillers and ranks them (``rank``: :func:`ranker`'s).  Where floyd loops, the coin and
     the draws are read in one pass over the pool, from steps worked out once; with a
-    bitmask of few elements the rank is summed off its bits (no sorted list)."""
+    bitmask of few elements the rank is summed off its bits (no sorted list).  Where it
+    does not loop, ``ahead`` (a one-block configuration's :class:`.draw_ahead.DrawAhead`)
+    may read the next reports' draws at once."""
 
     def __init__(self, m, omega, threshold, rank, ahead=None):
         self.m, self.omega, self.threshold, self.rank = m, omega, threshold, rank
-        self.ahead = ahead  # a :class:`.draw_ahead.DrawAhead` for the NumPy path, or None
+        self.ahead = ahead
         self.loops = _loops(m, omega)
         self.bits = m <= FLOYD_BITS_MAX
         self.run = _floyd_bits if self.bits else _floyd_set
