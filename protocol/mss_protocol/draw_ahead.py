@@ -95,6 +95,8 @@ class DrawAhead:
         m, s, lim = self.m, self.s, self.lim
         pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
         count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
+        if count < self.words:  # not a report's worth (an rng reading 64 B at a time, as a board's)
+            return None
         x = np.frombuffer(pool, dtype=">u2", count=count, offset=at[0]).astype(np.int64)
         out = x >= self.high  # rejected whatever draw the word serves
         ok = np.flatnonzero(~out)
