@@ -42,7 +42,7 @@ class DrawAhead:
         self.m, self.s, self.threshold, self.table = m, s, threshold, table
         _, ((_, _, lim, low, high),), _ = _floyd_steps(m, s)
         self.lim, self.low, self.high = lim.tolist(), low, high
-        self.width = table.start[1] - table.start[0] + 1 if len(table.start) > 1 else m
+        self.width = table.width
         # words a report takes at most, rejections expected included (each word is
         # rejected with chance at most 1 - low / 2**16)
         self.words = 2 + int(s * 65536 / low) + 8

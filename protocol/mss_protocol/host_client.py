@@ -421,7 +421,7 @@ class RankTable:
     the largest entry is the last, C(w + width - 2, w)."""
 
     def __init__(self, w, width):
-        self.limbs = limbs(w, width)
+        self.width, self.limbs = width, limbs(w, width)
         size = self.limbs * LIMB_BITS // 8
         row, rows = list(range(width)), []
         for _ in range(w):
