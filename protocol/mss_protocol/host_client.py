@@ -407,45 +407,77 @@ def colex_rank(c):
     return total
 
 
-LIMB_BITS = 48  # a sum of < 2**16 limbs stays below 2**64
-TABLE_BYTES = 64 << 20  # the largest binomial table kept (SS at k = 1024, eps = 1: 27 MB)
+BYTE_LIMB = 48  # the limbs the table is built in (6 bytes each) before it is cut into its own
+TABLE_BYTES = 64 << 20  # the largest binomial table kept (SS at k = 1024, eps = 1: 26 MB)
 
 
 class RankTable:
-    """C(i - 1 + d, i) for i = 1 .. w, d = 0 .. width - 1 in ``LIMB_BITS``-bit limbs:
-    the colex rank of c_1 < ... < c_w is then a gather and a column sum,
+    """C(i - 1 + d, i) for i = 1 .. w, d = 0 .. width - 1 in :func:`limb_bits` (w)-bit
+    limbs: the colex rank of c_1 < ... < c_w is then a gather and a column sum,
     sum_i T[i, c_i - i + 1] (c_i >= i - 1, and c_i - i + 1 <= m - w < width).
 
     Rows by Pascal's rule in the window: T[1, d] = d and
     T[i, d] = T[i, d - 1] + T[i - 1, d] = sum_(e <= d) T[i - 1, e] (T[i, 0] = 0);
-    the largest entry is the last, C(w + width - 2, w)."""
+    the largest entry is the last, C(w + width - 2, w).  A row is :func:`limbs` long and
+    the table starts on a 64-byte line, so that a row takes as few cache lines as it
+    fills: a gather's cost is its cache misses (SS at k = 1024, eps = 1: 275 rows of
+    16 limbs, 2 lines each, against 3 for the 18 byte-aligned 48-bit limbs of before:
+    7.3-7.6 against 9.5-11.2 us a rank in cache, 10.5-12.0 against 14.8-19.5 us out)."""
 
     def __init__(self, w, width):
         self.width, self.limbs = width, limbs(w, width)
-        size = self.limbs * LIMB_BITS // 8
+        top = math.comb(w + width - 2, w).bit_length()
+        built = max(1, -(-top // BYTE_LIMB))
+        size = built * BYTE_LIMB // 8
         row, rows = list(range(width)), []
         for _ in range(w):
             rows.append(b"".join(v.to_bytes(size, "little") for v in row))
             row = [0, *itertools.accumulate(row[1:])]
-        raw = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(w, width, self.limbs, LIMB_BITS // 8)
-        wide = np.zeros((w, width, self.limbs, 8), dtype=np.uint8)
-        wide[..., :LIMB_BITS // 8] = raw
-        self.table = wide.view("<u8").reshape(w * width, self.limbs)  # row (i - 1) * width + d
+        raw = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(w, width, built, BYTE_LIMB // 8)
+        wide = np.zeros((w, width, built, 8), dtype=np.uint8)
+        wide[..., :BYTE_LIMB // 8] = raw
+        old = wide.view("<u8").reshape(w * width, built)
+        bits = limb_bits(w)
+        self.table = _aligned(w * width, self.limbs)  # row (i - 1) * width + d
+        for k in range(-(-top // bits)):  # limb k: bits [bits k, bits (k + 1)) of the old limbs'
+            lo, limb = bits * k, self.table[:, k]
+            for j in range(lo // BYTE_LIMB, min(built, (lo + bits - 1) // BYTE_LIMB + 1)):
+                shift = BYTE_LIMB * j - lo
+                limb |= old[:, j] << np.uint64(shift) if shift >= 0 else old[:, j] >> np.uint64(-shift)
+            limb &= np.uint64((1 << bits) - 1)
         self.start = np.arange(w) * (width - 1)  # row of c_i is start[i - 1] + c_i
-        self.shifts = [LIMB_BITS * j for j in range(self.limbs)]
+        self.shifts = [bits * j for j in range(self.limbs)]
 
     def rank(self, c):
         return self.rank_rows(self.start[:len(c)] + c)
 
     def rank_rows(self, rows):
-        """The sum of the table's ``rows`` (any order), as one Python int."""
+        """The sum of the table's ``rows`` (any order, at most w of them), as one Python int."""
         sums = np.einsum("ij->j", self.table.take(rows, axis=0)).tolist()  # 275 rows: 0.7x .sum(axis=0)'s time
         return sum(v << s for v, s in zip(sums, self.shifts))
 
 
+def limb_bits(w):
+    """Bits a limb of :class:`RankTable` holds: a sum of w of them stays below 2**64."""
+    return 64 - w.bit_length()
+
+
 def limbs(w, width):
-    """Limbs of :class:`RankTable`'s largest entry C(w + width - 2, w)."""
-    return max(1, -(-math.comb(w + width - 2, w).bit_length() // LIMB_BITS))
+    """Limbs of a :class:`RankTable` row: its largest entry C(w + width - 2, w) in
+    ``limb_bits(w)``-bit limbs, padded to 1, 2, 4 or 8, and beyond 8 to whole 64-byte lines
+    where that adds at most one limb in eight."""
+    n = max(1, -(-math.comb(w + width - 2, w).bit_length() // limb_bits(w)))
+    if n <= 8:
+        return 1 << (n - 1).bit_length()
+    lines = -(-n // 8) * 8
+    return lines if lines <= n + n // 8 else n
+
+
+def _aligned(rows, cols):
+    """A zeroed (rows, cols) uint64 array whose data start on a 64-byte line."""
+    buf = np.zeros(rows * cols + 8, dtype=np.uint64)
+    skip = (-buf.ctypes.data % 64) // 8
+    return buf[skip:skip + rows * cols].reshape(rows, cols)
 
 
 @functools.lru_cache(maxsize=8)
