@@ -75,23 +75,23 @@ class DrawAhead:
 
     def _place(self, st, rng, r):
         """The rank of the next report drawn ahead, for residue r; the stream moves past it."""
-        size, keep, off, f, base, shifted = st.batch
+        size, keep, off, chosen, rows = st.batch
         i = st.i
         st.i += 1
         _, at = rng.pooled(size[i])
         at[0] += size[i]
         lo, hi = off[i], off[i + 1]
-        q = int(f[lo:hi].searchsorted(r))
-        parts = [base[lo:lo + q], shifted[lo + q:hi]]
-        if keep[i]:
-            parts.append([q * (self.width - 1) + r])
-        return self.table.rank_rows(np.concatenate(parts))
+        q = int(chosen.searchsorted(i * self.m + r)) - lo  # fillers below r
+        # report i's rows are shifted_0 .. shifted_(S-1), base_0 .. base_(S-1): the S from q on
+        # are shifted_q .. shifted_(S-1), base_0 .. base_(q-1)
+        return self.table.rank_rows(rows[2 * lo + q:lo + hi + q], q * (self.width - 1) + r if keep[i] else None)
 
     def _draw(self, rng):
         """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
-        keep of each, offsets of each's fillers, the fillers f sorted within each, their
-        rows base and shifted), or None if not one report fitted (the one-report path then
-        reads more: a host rng reads 64 KB at a time, ~115 reports here)."""
+        keep of each, offsets of each's fillers, the fillers (report i's as i m + f, sorted),
+        each report's table rows shifted then base, at twice its offset), or None if not one
+        report fitted (the one-report path then reads more: a host rng reads 64 KB at a
+        time, ~115 reports here)."""
         m, s, lim = self.m, self.s, self.lim
         pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
         count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
@@ -157,8 +157,9 @@ class DrawAhead:
             chosen = np.flatnonzero(mark)
         else:
             chosen.sort()
-        f = chosen - rep * m
-        base = self.table.start[d] + f
-        shifted = base + np.where(keeps, self.width, 1)[rep]
+        base = self.table.start[d] + chosen - rep * m
+        rows = np.empty(2 * len(base), dtype=np.int64)
+        rows[off[rep] + d + off[:-1][rep]] = base + np.where(keeps, self.width, 1)[rep]  # shifted
+        rows[off[rep] + d + off[1:][rep]] = base
         size = (2 * np.diff(starts)).tolist()
-        return size, keeps.tolist(), off.tolist(), f, base, shifted
+        return size, keeps.tolist(), off.tolist(), chosen, rows
