@@ -42,7 +42,7 @@ class DrawAhead:
         self.m, self.s, self.threshold, self.table = m, s, threshold, table
         _, ((_, _, lim, low, high),), _ = _floyd_steps(m, s)
         self.lim, self.low, self.high = lim.tolist(), low, high
-        self.width = table.width
+        self.width, self.start = table.width, table.start.astype(np.int32)
         # words a report takes at most, rejections expected included (each word is
         # rejected with chance at most 1 - low / 2**16)
         self.words = 2 + int(s * 65536 / low) + 8
@@ -75,29 +75,27 @@ class DrawAhead:
 
     def _place(self, st, rng, r):
         """The rank of the next report drawn ahead, for residue r; the stream moves past it."""
-        size, keep, off, chosen, rows = st.batch
+        size, keep, off, chosen, base, shifted = st.batch
         i = st.i
         st.i += 1
         _, at = rng.pooled(size[i])
         at[0] += size[i]
         lo, hi = off[i], off[i + 1]
-        q = int(chosen.searchsorted(i * self.m + r)) - lo  # fillers below r
-        # report i's rows are shifted_0 .. shifted_(S-1), base_0 .. base_(S-1): the S from q on
-        # are shifted_q .. shifted_(S-1), base_0 .. base_(q-1)
-        return self.table.rank_rows(rows[2 * lo + q:lo + hi + q], q * (self.width - 1) + r if keep[i] else None)
+        q = int(chosen.searchsorted(i * self.m + r))  # report i's fillers below r end at q
+        return self.table.rank_rows(np.concatenate((base[lo:q], shifted[q:hi])),
+                                    (q - lo) * (self.width - 1) + r if keep[i] else None)
 
     def _draw(self, rng):
         """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
         keep of each, offsets of each's fillers, the fillers (report i's as i m + f, sorted),
-        each report's table rows shifted then base, at twice its offset), or None if not one
-        report fitted (the one-report path then reads more: a host rng reads 64 KB at a
-        time, ~115 reports here)."""
+        their table rows base and shifted), or None if not one report fitted (the one-report
+        path then reads more: a host rng reads 64 KB at a time, ~115 reports here)."""
         m, s, lim = self.m, self.s, self.lim
         pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
         count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
         if count < self.words:  # not a report's worth (an rng reading 64 B at a time, as a board's)
             return None
-        x = np.frombuffer(pool, dtype=">u2", count=count, offset=at[0]).astype(np.int64)
+        x = np.frombuffer(pool, dtype=">u2", count=count, offset=at[0]).astype(np.int32)
         out = x >= self.high  # rejected whatever draw the word serves
         ok = np.flatnonzero(~out)
         before = np.concatenate(([0], np.cumsum(~out)))  # words not out before each position
@@ -128,38 +126,38 @@ class DrawAhead:
         if not starts:
             return None
         starts, keeps = np.array(starts + [p]), np.array(keeps, dtype=bool)
-        n_rep, sizes = len(keeps), s - keeps
+        n_rep, sizes = len(keeps), (s - keeps).astype(np.int32)
         taken = ~out[:p]
         taken[rejected] = False
         taken[starts[:-1]] = taken[starts[:-1] + 1] = False  # the coins
-        words = x[:p][taken]
-        rep = np.repeat(np.arange(n_rep), sizes)
-        off = np.concatenate(([0], np.cumsum(sizes)))
-        d = np.arange(len(words)) - off[rep]  # the draw's index in its report
-        t = m - 1 - sizes[rep] + d  # Floyd's step: below(t + 1)
+        words = x[:p][taken]  # int32 throughout: half the memory, and no temporary over 128 KB
+        off = np.concatenate(([0], np.cumsum(sizes, dtype=np.int32)))
+        first, size = np.repeat(off[:-1], sizes), np.repeat(sizes, sizes)  # of each draw's report
+        d = np.arange(len(words), dtype=np.int32) - first  # the draw's index in its report
+        t0 = m - 1 - size  # the report's first step
+        t = t0 + d  # Floyd's step: below(t + 1)
         u = words % (t + 1)
-        key = rep * m + u
-        hit = _repeats(key, n_rep * m) if m <= FLOYD_DENSE * s else _repeats_sorted(key)
+        rep_m = np.repeat(np.arange(0, n_rep * m, m, dtype=np.int32), sizes)  # m times the draw's report
+        hit = _repeats(rep_m + u, n_rep * m) if m <= FLOYD_DENSE * s else _repeats_sorted(rep_m + u)
         # a draw equal to an earlier step of its report hits when that step hit:
         # pointer jumping along such chains, each round doubling the steps looked back
-        step = u - (t - d)  # the step index u would be (>= 0 for a step of the report)
-        link = np.where((step >= 0) & (step < d), off[rep] + step, -1)
-        idx = np.flatnonzero(link >= 0)
+        step = u - t0  # the step index u would be (>= 0 for a step of the report)
+        idx = np.flatnonzero(step >= 0)  # about s / m of the draws
+        idx = idx[step[idx] < d[idx]]
+        link = np.full(len(u), -1, dtype=np.int32)
+        link[idx] = first[idx] + step[idx]
         while len(idx):
             up = link[idx]
             hit[idx] |= hit[up]
             link[idx] = link[up]
             idx = idx[link[idx] >= 0]
-        chosen = rep * m + np.where(hit, t, u)  # distinct within a report
+        chosen = rep_m + np.where(hit, t, u)  # distinct within a report
         if m <= FLOYD_DENSE * s:
             mark = np.zeros(n_rep * m, dtype=bool)
             mark[chosen] = True
             chosen = np.flatnonzero(mark)
         else:
             chosen.sort()
-        base = self.table.start[d] + chosen - rep * m
-        rows = np.empty(2 * len(base), dtype=np.int64)
-        rows[off[rep] + d + off[:-1][rep]] = base + np.where(keeps, self.width, 1)[rep]  # shifted
-        rows[off[rep] + d + off[1:][rep]] = base
-        size = (2 * np.diff(starts)).tolist()
-        return size, keeps.tolist(), off.tolist(), chosen, rows
+        base = self.start[d] + (chosen - rep_m)
+        shifted = base + np.repeat(np.where(keeps, self.width, 1), sizes)
+        return (2 * np.diff(starts)).tolist(), keeps.tolist(), off.tolist(), chosen, base, shifted

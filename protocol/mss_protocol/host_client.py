@@ -363,8 +363,8 @@ FLOYD_DENSE = 32
 
 def _repeats(u, m):
     """(len(u),) bool: u_i equals an earlier u_j, from each value's first index over [0, m)."""
-    step = np.arange(len(u))
-    first = np.full(m, len(u))
+    step = np.arange(len(u), dtype=u.dtype)
+    first = np.full(m, len(u), dtype=u.dtype)
     np.minimum.at(first, u, step)
     return first[u] < step
 
