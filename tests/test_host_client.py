@@ -130,7 +130,6 @@ def test_colex_rank_is_the_binomial_sum(m, w):
     assert table.rank(list(range(m - w, m))) == math.comb(m, w) - 1
 
 
-
 def test_rank_table_limbs_cannot_overflow_and_rows_fill_whole_lines():
     """A rank sums at most w rows of limb_bits(w)-bit limbs in uint64: w (2**b - 1) < 2**64
     for every w; SS at k = 1024, eps = 1 (w = 275, width 750) has rows of 16 limbs, two
@@ -139,6 +138,7 @@ def test_rank_table_limbs_cannot_overflow_and_rows_fill_whole_lines():
         assert w * ((1 << host_client.limb_bits(w)) - 1) < 1 << 64, w
     table = host_client.RankTable(275, 750)
     assert table.table.shape[1] == 16 and table.table.ctypes.data % 64 == 0
+
 
 @pytest.mark.parametrize("words", [None, 137], ids=["batches", "short-peek"])
 @pytest.mark.parametrize("cfg", [MssConfig.subset_selection(1024, 1.0), MssConfig.subset_selection(700, 0.3)],

@@ -25,7 +25,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from mss_protocol.host_client import COIN_MASK, FLOYD_DENSE, RankTable, _floyd_steps, _repeats, _repeats_sorted
+from mss_protocol.host_client import COIN_MASK, FLOYD_DENSE, RankTable, _floyd_steps, floyd_hits
 
 AHEAD_MAX = 64  # reports decoded at once (about 36 KB of bytes at m = 1024, s = 275)
 AHEAD_AFTER = 2  # calls in a row on one rng before drawing ahead: a fresh rng a report never does
@@ -132,27 +132,15 @@ class DrawAhead:
         taken[starts[:-1]] = taken[starts[:-1] + 1] = False  # the coins
         words = x[:p][taken]  # int32 throughout: half the memory, and no temporary over 128 KB
         off = np.concatenate(([0], np.cumsum(sizes, dtype=np.int32)))
-        first, size = np.repeat(off[:-1], sizes), np.repeat(sizes, sizes)  # of each draw's report
-        d = np.arange(len(words), dtype=np.int32) - first  # the draw's index in its report
-        t0 = m - 1 - size  # the report's first step
+        d = np.arange(len(words), dtype=np.int32) - np.repeat(off[:-1], sizes)  # the draw's index in its report
+        t0 = m - 1 - np.repeat(sizes, sizes)  # its report's first step
         t = t0 + d  # Floyd's step: below(t + 1)
         u = words % (t + 1)
         rep_m = np.repeat(np.arange(0, n_rep * m, m, dtype=np.int32), sizes)  # m times the draw's report
-        hit = _repeats(rep_m + u, n_rep * m) if m <= FLOYD_DENSE * s else _repeats_sorted(rep_m + u)
-        # a draw equal to an earlier step of its report hits when that step hit:
-        # pointer jumping along such chains, each round doubling the steps looked back
-        step = u - t0  # the step index u would be (>= 0 for a step of the report)
-        idx = np.flatnonzero(step >= 0)  # about s / m of the draws
-        idx = idx[step[idx] < d[idx]]
-        link = np.full(len(u), -1, dtype=np.int32)
-        link[idx] = first[idx] + step[idx]
-        while len(idx):
-            up = link[idx]
-            hit[idx] |= hit[up]
-            link[idx] = link[up]
-            idx = idx[link[idx] >= 0]
+        dense = m <= FLOYD_DENSE * s
+        hit = floyd_hits(u, t0, d, rep_m + u, n_rep * m, dense)
         chosen = rep_m + np.where(hit, t, u)  # distinct within a report
-        if m <= FLOYD_DENSE * s:
+        if dense:
             mark = np.zeros(n_rep * m, dtype=bool)
             mark[chosen] = True
             chosen = np.flatnonzero(mark)

@@ -314,14 +314,10 @@ def floyd(rng, m, s, r, keep=False):
     Floyd's algorithm on [0, m - 1): for t = m - 1 - s, ..., m - 2 draw
     u_t = below(t + 1) and add u_t, or t when u_t is already chosen (a "hit");
     then map v -> v + (v >= r).  Few steps (:func:`_loops`) run step by step
-    (:func:`_floyd_run`); more are decoded in bulk (:func:`_belows`) and the hits found
-    without a loop over the steps: as u_t <= t < every later step, step t hits exactly
-    when u_t repeats an earlier draw or is itself an earlier step that hit
-    (u_t >= m - 1 - s: about s/m of the steps, looped over in order, so that a chain of
-    such steps is settled from its start).  The
-    chosen set is the drawn values and the steps that hit.  Where s is a large part of
-    m (``FLOYD_DENSE``) the repeats and the set are read off arrays over [0, m) (no sort),
-    else the draws are sorted."""
+    (:func:`_floyd_bits`, :func:`_floyd_set`); more are decoded in bulk (:func:`_belows`)
+    and the hits found by :func:`floyd_hits`.  The chosen set is the drawn values and the
+    steps that hit.  Where s is a large part of m (``FLOYD_DENSE``) the repeats and the set
+    are read off arrays over [0, m) (no sort), else the draws are sorted."""
     t, runs, steps = _floyd_steps(m, s)
     if _loops(m, s):
         if m <= FLOYD_BITS_MAX:
@@ -329,14 +325,7 @@ def floyd(rng, m, s, r, keep=False):
         return _on_pool(rng, _loop_bytes(steps), _floyd_set, steps, r, keep)
     u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     dense = m <= FLOYD_DENSE * s
-    hit = _repeats(u, m) if dense else _repeats_sorted(u)
-    chain = (u >= t[0]).nonzero()[0]  # draws that are a step: about s/m of them
-    if len(chain):
-        hits = bytearray(hit.tobytes())
-        for i, j in zip(chain.tolist(), (u[chain] - t[0]).tolist()):
-            if j < i and hits[j]:  # step i drew step j's t (an earlier step), and j hit: i hits
-                hits[i] = 1  # in order of i, so j's own chain is settled first
-        hit = np.frombuffer(hits, dtype=bool)
+    hit = floyd_hits(u, t[0], None, u, m, dense)
     if dense:  # the drawn values and the steps that hit, off a mask of [0, m), past r
         mark = np.zeros(m, dtype=bool)
         mark[u] = True
@@ -353,6 +342,45 @@ def floyd(rng, m, s, r, keep=False):
         chosen[-1] = r
     chosen.sort()
     return chosen
+
+
+# more draws that are steps than this: pointer jumping, else one ordered loop over them (a report
+# of 1024, 275 has ~74, of 70000, 5000 ~360: the loop as fast as before it was shared; a draw-ahead
+# batch of 64 reports of 1024, 275: ~4,700, 0.1 us each in the loop against ~1.5 us a report jumping)
+CHAIN_LOOP_MAX = 512
+
+
+def floyd_hits(u, t0, d, key, span, dense):
+    """(len(u),) bool: which of Floyd's draws hit, for one report or several laid end to end.
+
+    Draw i is its report's step d_i (t_i = t0_i + d_i, u_i = below(t_i + 1); ``d`` None:
+    one report, d_i = i); ``key`` is u offset by report so that two reports' values never
+    meet, in [0, span).  As
+    u_t <= t < every later step, step t hits exactly when u_t repeats an earlier draw of
+    its report (:func:`_repeats` over [0, span) when ``dense``, else by a sort) or is an
+    earlier step of it that hit (u_i - t0_i = j < d_i: about s/m of the draws): a chain.
+    Up to ``CHAIN_LOOP_MAX`` draws that are steps are settled in one ordered loop (an
+    earlier step first), more by pointer jumping, each round doubling the steps looked back."""
+    hit = _repeats(key, span) if dense else _repeats_sorted(key)
+    step = u - t0  # the step index u would be (>= 0 for a step of the report)
+    idx = np.flatnonzero(step >= 0)
+    to = step[idx] if d is None else idx - d[idx] + step[idx]  # the draw of that step
+    if len(idx) <= CHAIN_LOOP_MAX:
+        hits = bytearray(hit.tobytes())
+        for i, j in zip(idx.tolist(), to.tolist()):
+            if j < i and hits[j]:
+                hits[i] = 1
+        return np.frombuffer(hits, dtype=bool)
+    earlier = to < idx
+    idx, to = idx[earlier], to[earlier]
+    link = np.full(len(u), -1, dtype=idx.dtype)
+    link[idx] = to
+    while len(idx):
+        up = link[idx]
+        hit[idx] |= hit[up]
+        link[idx] = link[up]
+        idx = idx[link[idx] >= 0]
+    return hit
 
 
 # m <= this many times s: work on arrays over [0, m) (O(m)), else sort the draws (O(s log s));
