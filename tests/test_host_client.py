@@ -140,21 +140,22 @@ def test_rank_table_limbs_cannot_overflow_and_rows_fill_whole_lines():
     assert table.table.shape[1] == 16 and table.table.ctypes.data % 64 == 0
 
 
-@pytest.mark.parametrize("words", [None, 137], ids=["batches", "short-peek"])
-@pytest.mark.parametrize("cfg", [MssConfig.subset_selection(1024, 1.0), MssConfig.subset_selection(700, 0.3)],
+@pytest.mark.parametrize("short", [False, True], ids=["batches", "short-peek"])
+@pytest.mark.parametrize("cfg", [MssConfig.subset_selection(1024, 1.0), MssConfig.subset_selection(700, 0.3),
+                                 MssConfig.subset_selection(4096, 4.0)],  # the last sorts (m > FLOYD_DENSE s)
                          ids=lambda c: f"k{c.k}-w{c.omegas[0]}")
-def test_draws_read_ahead_are_the_device_reports(cfg, words):
+def test_draws_read_ahead_are_the_device_reports(cfg, short):
     """A one-block client followed report after report reads the next reports' draws
     ahead (draw_ahead.DrawAhead): still the device's report and stream position after
     every report, across batches, when something else draws from the rng in between,
     when two rngs take turns, when the pool ends inside a report (every ~115 reports), and
-    (``short-peek``: at most 137 words a report looked at, about half of one) when the
-    words looked at end inside a report."""
+    (``short-peek``: at most omega / 2 words a report looked at, about half of one) when
+    the words looked at end inside a report."""
     proto = MssProtocol(cfg)
     ahead = proto.blocks[0][0].ahead
     assert ahead is not None
-    if words:
-        ahead.words = words
+    if short:
+        ahead.words = cfg.omegas[0] // 2
     batches = []
     draw = ahead._draw
     ahead._draw = lambda rng: batches.append(draw(rng)) or batches[-1]
@@ -168,4 +169,4 @@ def test_draws_read_ahead_are_the_device_reports(cfg, words):
         assert proto.randomise(x, host_rng) == proto.randomise(x, _DeviceDraws(device_rng)), i
         assert host_rng.consumed == device_rng.consumed, i
     used = [len(b[0]) for b in batches if b]
-    assert sum(used) > 200 and (max(used) == draw_ahead.AHEAD_MAX) == (words is None), used
+    assert sum(used) > 200 and (max(used) == draw_ahead.AHEAD_MAX) == (not short), used

@@ -17,7 +17,9 @@ q of them below r, the report's colex rank is (SPEC.md section 4)
     sum_(d < q) C(f_d, d + 1) + keep C(r, q + 1) + sum_(d >= q) C(f_d + 1, d + 1 + keep),
 
 the sum of :class:`.host_client.RankTable` rows base_d = d (width - 1) + f_d below q,
-base_d + (width if keep else 1) from q on, and q (width - 1) + r when kept.
+base_d + (width if keep else 1) from q on, and q (width - 1) + r when kept.  Laid out
+per report as the shifted rows then the base rows, those are the s rows from q on: one
+slice, gathered and summed at once.
 """
 import threading
 import weakref
@@ -75,21 +77,30 @@ class DrawAhead:
 
     def _place(self, st, rng, r):
         """The rank of the next report drawn ahead, for residue r; the stream moves past it."""
-        size, keep, off, chosen, base, shifted = st.batch
+        size, keep, chosen, window = st.batch
         i = st.i
         st.i += 1
         _, at = rng.pooled(size[i])
         at[0] += size[i]
-        lo, hi = off[i], off[i + 1]
-        q = int(chosen.searchsorted(i * self.m + r))  # report i's fillers below r end at q
-        return self.table.rank_rows(np.concatenate((base[lo:q], shifted[q:hi])),
-                                    (q - lo) * (self.width - 1) + r if keep[i] else None)
+        q = int(chosen.searchsorted(i * self.m + r)) - i * self.s  # report i's fillers below r
+        rows = window[i]
+        if keep[i]:  # r's row in the pad, the last of the shifted rows: always in the window
+            rows[self.s - 1] = q * (self.width - 1) + r
+        return self.table.rank_rows(rows[q:q + self.s])
 
     def _draw(self, rng):
         """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
-        keep of each, offsets of each's fillers, the fillers (report i's as i m + f, sorted),
-        their table rows base and shifted), or None if not one report fitted (the one-report
-        path then reads more: a host rng reads 64 KB at a time, ~115 reports here)."""
+        keep of each, the fillers (report i's as i m + f, sorted, s a report: a kept
+        report's last is a pad, i m + m - 1), each report's window of table rows), or None
+        if not one report fitted (the one-report path then reads more: a host rng reads
+        64 KB at a time, ~115 reports here).
+
+        Every report is laid out as s draws: a kept report, one filler short, has its
+        second coin word stand in as a first draw (d = 0, step m - 1 - s, not one of its
+        steps) whose value is set to m - 1, which no draw takes (they are below m - 1): no
+        draw repeats it, no draw's value is its step, and it sorts last.  Then the draws
+        are an (n, s) array, draw d of every report is step m - 1 - s + d, and the rows
+        need no scatter."""
         m, s, lim = self.m, self.s, self.lim
         pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
         count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
@@ -101,21 +112,22 @@ class DrawAhead:
         before = np.concatenate(([0], np.cumsum(~out)))  # words not out before each position
         between = np.flatnonzero((x >= self.low) & ~out)  # rejected or not by their draw
         at_b, x_b, before_b = between.tolist(), x[between].tolist(), before[between].tolist()
+        xs, oks, befores = memoryview(x), memoryview(ok), memoryview(before)  # Python ints, fast
         starts, keeps, rejected, p, n_ok, n_b = [], [], [], 0, len(ok), len(between)
         while len(starts) < AHEAD_MAX and p + 2 <= len(x):
-            keep = ((int(x[p]) << 16 | int(x[p + 1])) & COIN_MASK) < self.threshold  # ByteRng.chance
-            first = int(before[p + 2])  # the report's draws: ok[first], ok[first + 1], ...
+            keep = ((xs[p] << 16 | xs[p + 1]) & COIN_MASK) < self.threshold  # ByteRng.chance
+            first = befores[p + 2]  # the report's draws: ok[first], ok[first + 1], ...
             last = first + s - keep - 1  # ... ok[last] the last one, unless a word in between is rejected
             if last >= n_ok:
                 break  # the report runs past the bytes looked at: the next batch starts there
-            end, b, mine = int(ok[last]), bisect_left(at_b, p + 2), []
+            end, b, mine = oks[last], bisect_left(at_b, p + 2), []
             while b < n_b and at_b[b] <= end:
                 if x_b[b] >= lim[before_b[b] - first - len(mine) + keep]:  # its draw's limit
                     mine.append(at_b[b])
                     last += 1
                     if last >= n_ok:
                         break
-                    end = int(ok[last])
+                    end = oks[last]
                 b += 1
             if last >= n_ok:
                 break
@@ -126,26 +138,31 @@ class DrawAhead:
         if not starts:
             return None
         starts, keeps = np.array(starts + [p]), np.array(keeps, dtype=bool)
-        n_rep, sizes = len(keeps), (s - keeps).astype(np.int32)
+        n_rep = len(keeps)
         taken = ~out[:p]
         taken[rejected] = False
-        taken[starts[:-1]] = taken[starts[:-1] + 1] = False  # the coins
-        words = x[:p][taken]  # int32 throughout: half the memory, and no temporary over 128 KB
-        off = np.concatenate(([0], np.cumsum(sizes, dtype=np.int32)))
-        d = np.arange(len(words), dtype=np.int32) - np.repeat(off[:-1], sizes)  # the draw's index in its report
-        t0 = m - 1 - np.repeat(sizes, sizes)  # its report's first step
-        t = t0 + d  # Floyd's step: below(t + 1)
-        u = words % (t + 1)
-        rep_m = np.repeat(np.arange(0, n_rep * m, m, dtype=np.int32), sizes)  # m times the draw's report
+        taken[starts[:-1]] = False  # the first coin word; the second too unless kept (the pad draw)
+        taken[starts[:-1][~keeps] + 1] = False
+        t = np.arange(m - 1 - s, m - 1, dtype=np.int32)  # draw d's step: below(t + 1)
+        u = x[:p][taken].reshape(n_rep, s) % (t + 1)  # int32: half the memory
+        u[keeps, 0] = m - 1
+        rep_m = np.arange(0, n_rep * m, m, dtype=np.int32)[:, None]  # m times the report
         dense = m <= FLOYD_DENSE * s
-        hit = floyd_hits(u, t0, d, rep_m + u, n_rep * m, dense)
-        chosen = rep_m + np.where(hit, t, u)  # distinct within a report
+        flat = u.reshape(-1)
+        hit = floyd_hits(flat, m - 1 - s, np.tile(np.arange(s, dtype=np.int32), n_rep),
+                         (u + rep_m).reshape(-1), n_rep * m, dense).reshape(n_rep, s)
+        chosen = np.where(hit, t, u)  # distinct within a report
         if dense:
             mark = np.zeros(n_rep * m, dtype=bool)
-            mark[chosen] = True
-            chosen = np.flatnonzero(mark)
+            mark[(chosen + rep_m).reshape(-1)] = True
+            everyone = np.flatnonzero(mark)
+            chosen = everyone.reshape(n_rep, s) - rep_m
         else:
-            chosen.sort()
-        base = self.start[d] + (chosen - rep_m)
-        shifted = base + np.repeat(np.where(keeps, self.width, 1), sizes)
-        return (2 * np.diff(starts)).tolist(), keeps.tolist(), off.tolist(), chosen, base, shifted
+            chosen.sort(axis=1)
+            everyone = (chosen + rep_m).reshape(-1)
+        # report i's row of the window: its s shifted rows then its s base rows, a kept
+        # report's pad (its last) the table's zero row in both
+        base = self.start[:s] + chosen
+        window = np.concatenate((base + np.where(keeps, self.width, 1)[:, None], base), axis=1)
+        window[keeps, s - 1] = window[keeps, 2 * s - 1] = self.table.zero
+        return (2 * np.diff(starts)).tolist(), keeps.tolist(), everyone, window

@@ -466,15 +466,16 @@ class RankTable:
         wide[..., :BYTE_LIMB // 8] = raw
         old = wide.view("<u8").reshape(w * width, built)
         bits = limb_bits(w)
-        self.table = _aligned(w * width, self.limbs)  # row (i - 1) * width + d
+        # row (i - 1) * width + d, and a last row of zeros (``zero``) that pads a sum
+        self.table, self.zero = _aligned(w * width + 1, self.limbs), w * width
         for k in range(-(-top // bits)):  # limb k: bits [bits k, bits (k + 1)) of the old limbs'
-            lo, limb = bits * k, self.table[:, k]
+            lo, limb = bits * k, self.table[:-1, k]
             for j in range(lo // BYTE_LIMB, min(built, (lo + bits - 1) // BYTE_LIMB + 1)):
                 shift = BYTE_LIMB * j - lo
                 limb |= old[:, j] << np.uint64(shift) if shift >= 0 else old[:, j] >> np.uint64(-shift)
             limb &= np.uint64((1 << bits) - 1)
         self.start = np.arange(w) * (width - 1)  # row of c_i is start[i - 1] + c_i
-        self.shifts = [bits * j for j in range(self.limbs)]
+        self.bits, self.ones = bits, np.ones(w, dtype=np.uint64)
 
     def rank(self, c):
         return self.rank_rows(self.start[:len(c)] + c)
@@ -482,10 +483,15 @@ class RankTable:
     def rank_rows(self, rows, plus=None):
         """The sum of the table's ``rows`` (any order), and of row ``plus`` if given (at most
         w rows in all), as one Python int."""
-        sums = np.einsum("ij->j", self.table.take(rows, axis=0))  # 275 rows: 0.7x .sum(axis=0)'s time
+        # a dot with ones: the lightest call that sums the gathered rows (interleaved with
+        # other clients, 275 rows: 4.0 us against einsum's 6.9 and .sum(axis=0)'s 7.0)
+        sums = self.ones[:len(rows)].dot(self.table.take(rows, axis=0))
         if plus is not None:
             sums += self.table[plus]
-        return sum(v << s for v, s in zip(sums.tolist(), self.shifts))
+        value = 0
+        for limb in reversed(sums.tolist()):  # Horner: 1.4 us for 16 limbs, a sum of shifts 1.9
+            value = (value << self.bits) + limb
+        return value
 
 
 def limb_bits(w):
