@@ -42,8 +42,8 @@ class DrawAhead:
 
     def __init__(self, m, s, threshold, table):
         self.m, self.s, self.threshold, self.table = m, s, threshold, table
-        _, ((_, _, lim, low, high),), _ = _floyd_steps(m, s)
-        self.lim, self.low, self.high = lim.tolist(), low, high
+        _, ((_, _, lim, low, _),), _ = _floyd_steps(m, s)
+        self.lim, self.low = lim.tolist(), low
         self.width, self.start = table.width, table.start.astype(np.int32)
         # words a report takes at most, rejections expected included (each word is
         # rejected with chance at most 1 - low / 2**16)
@@ -107,30 +107,24 @@ class DrawAhead:
         if count < self.words:  # not a report's worth (an rng reading 64 B at a time, as a board's)
             return None
         x = np.frombuffer(pool, dtype=">u2", count=count, offset=at[0]).astype(np.int32)
-        out = x >= self.high  # rejected whatever draw the word serves
-        ok = np.flatnonzero(~out)
-        before = np.concatenate(([0], np.cumsum(~out)))  # words not out before each position
-        between = np.flatnonzero((x >= self.low) & ~out)  # rejected or not by their draw
-        at_b, x_b, before_b = between.tolist(), x[between].tolist(), before[between].tolist()
-        xs, oks, befores = memoryview(x), memoryview(ok), memoryview(before)  # Python ints, fast
-        starts, keeps, rejected, p, n_ok, n_b = [], [], [], 0, len(ok), len(between)
-        while len(starts) < AHEAD_MAX and p + 2 <= len(x):
+        # the words a draw may reject (x >= lim of its draw, lim >= low): ~1.5% at m = 1024;
+        # a report's draws are its words after the coin but those
+        at_b = np.flatnonzero(x >= self.low)
+        x_b, at_b = x[at_b].tolist(), at_b.tolist()
+        xs, top = memoryview(x), len(x) - 1  # Python ints off x, fast
+        starts, keeps, rejected, p, n_b = [], [], [], 0, len(at_b)
+        while len(starts) < AHEAD_MAX and p + 2 <= top:
             keep = ((xs[p] << 16 | xs[p + 1]) & COIN_MASK) < self.threshold  # ByteRng.chance
-            first = befores[p + 2]  # the report's draws: ok[first], ok[first + 1], ...
-            last = first + s - keep - 1  # ... ok[last] the last one, unless a word in between is rejected
-            if last >= n_ok:
-                break  # the report runs past the bytes looked at: the next batch starts there
-            end, b, mine = oks[last], bisect_left(at_b, p + 2), []
+            first = p + 2 - keep  # where draw 0 would be: a kept report's draws are 1 ... s - 1
+            end, b, mine = first + s - 1, bisect_left(at_b, p + 2), []  # its last draw's word, none rejected
             while b < n_b and at_b[b] <= end:
-                if x_b[b] >= lim[before_b[b] - first - len(mine) + keep]:  # its draw's limit
+                if x_b[b] >= lim[at_b[b] - first]:  # the limit of the draw it serves
                     mine.append(at_b[b])
-                    last += 1
-                    if last >= n_ok:
-                        break
-                    end = oks[last]
+                    first += 1
+                    end += 1
                 b += 1
-            if last >= n_ok:
-                break
+            if end > top:
+                break  # the report runs past the words looked at: the next batch starts there
             starts.append(p)
             keeps.append(keep)
             rejected += mine
@@ -139,7 +133,7 @@ class DrawAhead:
             return None
         starts, keeps = np.array(starts + [p]), np.array(keeps, dtype=bool)
         n_rep = len(keeps)
-        taken = ~out[:p]
+        taken = np.ones(p, dtype=bool)
         taken[rejected] = False
         taken[starts[:-1]] = False  # the first coin word; the second too unless kept (the pad draw)
         taken[starts[:-1][~keeps] + 1] = False
