@@ -63,23 +63,24 @@ class DrawAhead:
         return cls(m, s, threshold, table)
 
     def __call__(self, rng, r, one):
-        c, st = rng.consumed, self.follow
-        if getattr(st, "next", None) != c or st.rng() is not rng:  # another rng, or it drew meanwhile
+        st = self.follow
+        if getattr(st, "next", None) != rng.consumed or st.rng() is not rng:  # another rng, or it drew meanwhile
             st.rng, st.calls, st.batch, st.i = weakref.ref(rng), 0, None, 0
         st.calls += 1
-        if st.batch is not None and st.i == len(st.batch[0]):
-            st.batch = None
-        if st.batch is None and st.calls > AHEAD_AFTER:
-            st.batch, st.i = self._draw(rng), 0
-        rank = one(rng, r) if st.batch is None else self._place(st, rng, r)
+        batch, i = st.batch, st.i
+        if (batch is None or i == len(batch[0])) and st.calls > AHEAD_AFTER:
+            batch, i = st.batch, st.i = self._draw(rng), 0
+        if batch is None:
+            rank = one(rng, r)
+        else:
+            st.i = i + 1
+            rank = self._place(batch, i, rng, r)
         st.next = rng.consumed
         return rank
 
-    def _place(self, st, rng, r):
-        """The rank of the next report drawn ahead, for residue r; the stream moves past it."""
-        size, keep, chosen, window = st.batch
-        i = st.i
-        st.i += 1
+    def _place(self, batch, i, rng, r):
+        """The rank of report i of the batch for residue r; the stream moves past it."""
+        size, keep, chosen, window = batch
         _, at = rng.pooled(size[i])
         at[0] += size[i]
         q = int(chosen[i].searchsorted(r))  # report i's fillers below r
