@@ -221,6 +221,7 @@ class BlockClient:
         self.run = _floyd_bits if self.bits else _floyd_set
         self.steps = (_floyd_steps(m, omega)[2], _floyd_steps(m, omega - 1)[2])  # by keep
         self.need = 4 + _loop_bytes(self.steps[0])
+        self.ranks = mask_ranks(m, omega) if self.bits and math.comb(m, omega) <= MASK_RANKS_MAX else None
 
     def __call__(self, rng, r):
         if not self.loops:
@@ -240,6 +241,8 @@ class BlockClient:
             need *= 2
         if not self.bits:
             return self.rank(out)
+        if self.ranks is not None:
+            return self.ranks[out]
         if self.omega > COMB_RANK_MAX:
             return self.rank(_bits_list(out))
         rank = i = 0
@@ -253,6 +256,17 @@ class BlockClient:
     def _one(self, rng, r):
         keep = rng.chance(self.threshold)
         return self.rank(floyd(rng, self.m, self.omega - keep, r, keep))
+
+
+MASK_RANKS_MAX = 4096  # subsets up to which a block's ranks are looked up by bitmask (at most ~0.5 MB)
+
+
+@functools.lru_cache(maxsize=16)
+def mask_ranks(m, w):
+    """{bitmask of c: colex rank of c} for every w-subset c of [0, m): a lookup where the
+    rank summed off the bits costs more (SS at k = 16, eps = 1, C(16, 4) = 1820 subsets:
+    0.48 us a rank summed, a lookup ~0.05)."""
+    return {sum(1 << v for v in c): colex_rank(c) for c in itertools.combinations(range(m), w)}
 
 
 def _words(buf, b):
