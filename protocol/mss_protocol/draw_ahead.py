@@ -83,11 +83,12 @@ class DrawAhead:
         size, keep, chosen, window = batch
         _, at = rng.pooled(size[i])
         at[0] += size[i]
-        q = int(chosen[i].searchsorted(r))  # report i's fillers below r
-        rows = window[i]
+        s = self.s
+        q = bisect_left(chosen, r, i * s, i * s + s) - i * s  # report i's fillers below r
+        lo = 2 * s * i  # report i's window
         if keep[i]:  # r's row in the pad, the last of the shifted rows: always in the window
-            rows[self.s - 1] = q * (self.width - 1) + r
-        return self.table.rank_rows(rows[q:q + self.s])
+            window[lo + s - 1] = q * (self.width - 1) + r
+        return self.table.rank_rows(window[lo + q:lo + q + s])
 
     def _draw(self, rng):
         """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
@@ -152,4 +153,5 @@ class DrawAhead:
         base = np.add(self.start[:s], u, out=window[:, s:])
         np.add(base, np.where(keeps, self.width, 1)[:, None], out=window[:, :s])
         window[keeps, s - 1] = window[keeps, 2 * s - 1] = self.table.zero
-        return (2 * np.diff(starts)).tolist(), keeps.tolist(), u, window
+        # flat, the fillers through a memoryview: a call bisects and slices them as Python sequences
+        return (2 * np.diff(starts)).tolist(), keeps.tolist(), memoryview(u.reshape(-1)), window.reshape(-1)
