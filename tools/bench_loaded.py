@@ -16,7 +16,9 @@ at epsilon = 2 in four conditions:
 
 each with the decoders' BLAS limit (``mss_protocol.mss.linalg.BLAS_THREADS = 1``,
 "after") and without it (``None``: OpenBLAS's own pool of one thread per core,
-"before"), and a control, a pure-Python loop as long as the quiet decode (:func:`measure`).
+"before"), and a control, a pure-Python loop as long as the quiet decode (:func:`measure`);
+then, "after" and for the control, the same ratio sustained: decodes back to back for a
+second in each condition, twice (:func:`sustained`), the decoder's throughput on a busy host.
 Target: loaded / quiet <= 1.5 "after" for every row.  No
 decoder on one thread beats its fair share of the cores: the closed-form
 decoders (grr, rappor, sue, olh, hr: elementwise NumPy; pgr: an FFT; no
@@ -49,6 +51,7 @@ SKIP = {("pgr", 1 << 20): "decode ~17 s a run (DFT over 11^7 cells, single-threa
                           "20 runs would exceed the tool's 10-minute budget"}
 MODES = {"after": 1, "before": None}  # BLAS threads while decoding
 SETTLE = 0.05  # seconds the hogs run before a loaded decode is timed
+SUSTAIN = 1.0  # seconds of back-to-back decodes in a sustained window
 
 
 def _spin():
@@ -161,6 +164,8 @@ def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
     hog.run(False)
     linalg.BLAS_THREADS = MODES["after"]
     out = {f"{phase}_{mode}": statistics.median(t) for (phase, mode), t in times.items()}
+    out["sustained_after"] = sustained(lambda: proto.decode(counts, n, "none"), hog)
+    out["sustained_control"] = sustained(lambda: busy(iterations), hog)
     for mode in (*MODES, "control"):
         out[f"ratio_{mode}"] = out[f"loaded_{mode}"] / out[f"quiet_{mode}"]
     out["runs"] = rounds
@@ -168,10 +173,31 @@ def measure(proto, counts, n, hog, min_runs, min_total=0.3, max_runs=50):
     return out
 
 
+def sustained(run, hog, windows=2):
+    """loaded / quiet of the mean time of ``run()`` called back to back for ``SUSTAIN`` seconds
+    (at least once), ``windows`` windows a condition in the order quiet, loaded, loaded, quiet.
+
+    One decode of 5-200 ms beside the hogs mostly shares one core with one of them, which is 2x
+    (the control: 1.9x at 20 ms, 1.6x at 200 ms, 1.46x at 1 s, measured on the 2-core machine);
+    over a second the scheduler's balancing gives it its fair 2/3 of a core.  This is the
+    decoder's throughput on a busy host, where the single decode is its latency."""
+    took = {"quiet": [0.0, 0], "loaded": [0.0, 0]}
+    for phase in ("quiet", "loaded", "loaded", "quiet") * (windows // 2):
+        hog.run(phase == "loaded")
+        t0, calls = time.perf_counter(), 0
+        while not calls or time.perf_counter() - t0 < SUSTAIN:
+            run()
+            calls += 1
+        took[phase][0] += time.perf_counter() - t0
+        took[phase][1] += calls
+    hog.run(False)
+    return (took["loaded"][0] / took["loaded"][1]) / (took["quiet"][0] / took["quiet"][1])
+
+
 def table(args, ks, hog):
     """Measure and print every (protocol, k) row; (rows, skipped)."""
     print(f"{'protocol':>8} {'k':>8} | {'quiet':>8} {'loaded':>8} {'ratio':>5} | {'before: quiet':>13} "
-          f"{'loaded':>8} {'ratio':>5} | control ratio | runs loadavg")
+          f"{'loaded':>8} {'ratio':>5} | control ratio | sustained: ratio control | runs loadavg")
     rng = np.random.default_rng(0)
     rows, skipped = [], []
     for k in ks:
@@ -189,7 +215,8 @@ def table(args, ks, hog):
             rows.append(row)
             print(f"{name:>8} {k:>8} | {row['quiet_after']:8.4f} {row['loaded_after']:8.4f} "
                   f"{row['ratio_after']:5.2f} | {row['quiet_before']:13.4f} {row['loaded_before']:8.4f} "
-                  f"{row['ratio_before']:5.2f} | {row['ratio_control']:13.2f} | {row['runs']:4} "
+                  f"{row['ratio_before']:5.2f} | {row['ratio_control']:13.2f} | {row['sustained_after']:16.2f} "
+                  f"{row['sustained_control']:7.2f} | {row['runs']:4} "
                   f"{row['loadavg']:7.1f}", flush=True)
     return rows, skipped
 
@@ -222,6 +249,11 @@ def main():
     print(f"worst loaded/quiet with the limit: {worst['ratio_after']:.2f} ({worst['protocol']}, k={worst['k']}; "
           f"target <= 1.5: {'OK' if worst['ratio_after'] <= 1.5 else 'MISSED'}); without it: "
           f"{max(r['ratio_before'] for r in rows):.2f}")
+    held = max(rows, key=lambda r: r["sustained_after"])
+    print(f"sustained (>= {SUSTAIN:g} s of back-to-back decodes a window, 2 windows a condition): worst "
+          f"{held['sustained_after']:.2f} ({held['protocol']}, k={held['k']}; target <= 1.5: "
+          f"{'OK' if held['sustained_after'] <= 1.5 else 'MISSED'}); control "
+          f"{min(r['sustained_control'] for r in rows):.2f}-{max(r['sustained_control'] for r in rows):.2f}")
     excess = max(rows, key=lambda r: r["ratio_after"] / r["ratio_control"])
     print(f"control (a pure-Python loop as long as the quiet decode, in the same alternation): ratios "
           f"{min(r['ratio_control'] for r in rows):.2f}-{max(r['ratio_control'] for r in rows):.2f}; the largest "

@@ -203,25 +203,32 @@ def peers_summary(data):
 
 def render_loaded(data):
     """tools/bench_loaded.py's table: decode seconds quiet and beside the CPU hog, with and without the BLAS
-    limit, and the control's ratio (a pure-Python loop as long as the quiet decode)."""
+    limit, the control's ratio (a pure-Python loop as long as the quiet decode), and both ratios sustained
+    (decodes back to back for a second in each condition)."""
     out = ["| protocol | k | quiet | loaded | loaded / quiet | without the limit: quiet | loaded | loaded / quiet "
-           "| control: loaded / quiet |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| control: loaded / quiet | sustained: loaded / quiet | sustained control |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         out.append(f"| {r['protocol']} | {r['k']:,} | {r['quiet_after']:.3g} s | {r['loaded_after']:.3g} s | "
                    f"{r['ratio_after']:.2f} | {r['quiet_before']:.3g} s | {r['loaded_before']:.3g} s | "
-                   f"{r['ratio_before']:.2f} | {r['ratio_control']:.2f} |")
-    worst = max(data["rows"], key=lambda r: r["ratio_after"])
-    excess = max(data["rows"], key=lambda r: r["ratio_after"] / r["ratio_control"])
-    met = sum(r["ratio_after"] <= 1.5 for r in data["rows"])
+                   f"{r['ratio_before']:.2f} | {r['ratio_control']:.2f} | {r['sustained_after']:.2f} | "
+                   f"{r['sustained_control']:.2f} |")
+    rows = data["rows"]
+    worst = max(rows, key=lambda r: r["ratio_after"])
+    held = max(rows, key=lambda r: r["sustained_after"])
+    excess = max(rows, key=lambda r: r["ratio_after"] / r["ratio_control"])
+    met = sum(r["ratio_after"] <= 1.5 for r in rows)
+    kept = sum(r["sustained_after"] <= 1.5 for r in rows)
+    span = lambda key: f"{min(r[key] for r in rows):.2f}-{max(r[key] for r in rows):.2f}"  # noqa: E731
     return ("\n".join(out) + f"\n\n{data['hogs']} busy processes held {data['hog_cores']:.2f} cores while running; "
             f"n = {data['n']:,} reports, ε = {data['epsilon']:g}. Target loaded / quiet <= 1.5: **met in {met} of "
-            f"{len(data['rows'])} rows**; the largest {worst['ratio_after']:.2f} ({worst['protocol']}, k = "
+            f"{len(rows)} rows** for one decode; the largest {worst['ratio_after']:.2f} ({worst['protocol']}, k = "
             f"{worst['k']:,}); without the BLAS limit the largest is "
-            f"{max(r['ratio_before'] for r in data['rows']):.2f}. The control's ratios span "
-            f"{min(r['ratio_control'] for r in data['rows']):.2f}-{max(r['ratio_control'] for r in data['rows']):.2f}; "
+            f"{max(r['ratio_before'] for r in rows):.2f}. The control's ratios span {span('ratio_control')}; "
             f"the largest decode ratio over its control is {excess['ratio_after'] / excess['ratio_control']:.2f} "
-            f"({excess['protocol']}, k = {excess['k']:,})."
+            f"({excess['protocol']}, k = {excess['k']:,}). Sustained (a second of decodes back to back, twice in "
+            f"each condition): **<= 1.5 in {kept} of {len(rows)} rows**, {span('sustained_after')} (the largest: "
+            f"{held['protocol']}, k = {held['k']:,}); the control's {span('sustained_control')}."
             + "".join(f" Skipped: {x['protocol']} at k = {x['k']:,} ({x['reason']})." for x in data["skipped"]))
 
 
