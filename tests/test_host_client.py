@@ -140,10 +140,10 @@ def test_rank_table_limbs_cannot_overflow_and_rows_fill_whole_lines():
     assert table.table.shape[1] == 16 and table.table.ctypes.data % 64 == 0
 
 
-@pytest.mark.parametrize("short", [False, True], ids=["batches", "short-peek"])
-@pytest.mark.parametrize("cfg", [MssConfig.subset_selection(1024, 1.0), MssConfig.subset_selection(700, 0.3),
-                                 MssConfig.subset_selection(4096, 4.0)],  # the last sorts (m > FLOYD_DENSE s)
-                         ids=lambda c: f"k{c.k}-w{c.omegas[0]}")
+@pytest.mark.parametrize("cfg,short", [
+    *((MssConfig.subset_selection(k, eps), short) for k, eps in ((1024, 1.0), (700, 0.3)) for short in (False, True)),
+    (MssConfig.subset_selection(4096, 4.0), False),  # m > FLOYD_DENSE s: repeats by a sort (the device's rank: 5 s)
+], ids=lambda p: f"k{p.k}-w{p.omegas[0]}" if isinstance(p, MssConfig) else ("short-peek" if p else "batches"))
 def test_draws_read_ahead_are_the_device_reports(cfg, short):
     """A one-block client followed report after report reads the next reports' draws
     ahead (draw_ahead.DrawAhead): still the device's report and stream position after
