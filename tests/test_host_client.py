@@ -140,27 +140,32 @@ def test_rank_table_limbs_cannot_overflow_and_rows_fill_whole_lines():
     assert table.table.shape[1] == 16 and table.table.ctypes.data % 64 == 0
 
 
-@pytest.mark.parametrize("cfg,short", [
-    *((MssConfig.subset_selection(k, eps), short) for k, eps in ((1024, 1.0), (700, 0.3)) for short in (False, True)),
-    (MssConfig.subset_selection(4096, 4.0), False),  # m > FLOYD_DENSE s: repeats by a sort (the device's rank: 5 s)
-], ids=lambda p: f"k{p.k}-w{p.omegas[0]}" if isinstance(p, MssConfig) else ("short-peek" if p else "batches"))
-def test_draws_read_ahead_are_the_device_reports(cfg, short):
+@pytest.mark.parametrize("cfg,mode", [
+    *((MssConfig.subset_selection(k, eps), mode) for k, eps in ((1024, 1.0), (700, 0.3))
+      for mode in ("batches", "short-peek")),
+    (MssConfig.subset_selection(1024, 1.0), "endless"),
+    (MssConfig.subset_selection(4096, 4.0), "batches"),  # m > FLOYD_DENSE s: repeats by a sort (the device's rank: 5 s)
+], ids=lambda p: f"k{p.k}-w{p.omegas[0]}" if isinstance(p, MssConfig) else p)
+def test_draws_read_ahead_are_the_device_reports(cfg, mode):
     """A one-block client followed report after report reads the next reports' draws
     ahead (draw_ahead.DrawAhead): still the device's report and stream position after
     every report, across batches, when something else draws from the rng in between,
-    when two rngs take turns, when the pool ends inside a report (every ~115 reports), and
+    when two rngs take turns, when the pool ends inside a report (every ~115 reports),
     (``short-peek``: at most omega / 2 words a report looked at, about half of one) when
-    the words looked at end inside a report."""
+    the words looked at end inside a report, and (``endless``: a host_client.HostRng, topped
+    up before its pool runs short) with no report left to the one-report path at a pool's end."""
     proto = MssProtocol(cfg)
     ahead = proto.blocks[0][0].ahead
     assert ahead is not None
-    if short:
+    if mode == "short-peek":
         ahead.words = cfg.omegas[0] // 2
     batches = []
     draw = ahead._draw
     ahead._draw = lambda rng: batches.append(draw(rng)) or batches[-1]
     # draw-ahead decodes only the bytes pooled: a host rng's 64 KB reads (ByteRng's default 64 B: never)
-    pairs = [[ByteRng(stream_reader(STREAM[skip:]), chunk=1 << 16) for _ in range(2)] for skip in (0, 1)]
+    host = host_client.HostRng if mode == "endless" else ByteRng
+    pairs = [[host(stream_reader(STREAM[skip:]), chunk=1 << 16), ByteRng(stream_reader(STREAM[skip:]), chunk=1 << 16)]
+             for skip in (0, 1)]
     for i in range(300):
         host_rng, device_rng = pairs[1 if 200 <= i < 240 and i % 3 == 0 else 0]  # turns from 200 to 240
         if i % 37 == 36:  # another draw between two reports
@@ -169,4 +174,6 @@ def test_draws_read_ahead_are_the_device_reports(cfg, short):
         assert proto.randomise(x, host_rng) == proto.randomise(x, _DeviceDraws(device_rng)), i
         assert host_rng.consumed == device_rng.consumed, i
     used = [len(b[0]) for b in batches if b]
-    assert sum(used) > 200 and (max(used) == draw_ahead.AHEAD_MAX) == (not short), used
+    assert sum(used) > 200 and (max(used) == draw_ahead.AHEAD_MAX) == (mode != "short-peek"), used
+    if mode == "endless":  # 300 reports of ~580 bytes cross two 64-KB pools' ends
+        assert all(batches), [len(b[0]) if b else None for b in batches]

@@ -5,7 +5,7 @@ depend on the value: only where r = x mod m lands among the fillers does
 (:func:`.host_client.floyd`: v -> v + (v >= r), and r added when kept).  So when one
 rng feeds one client report after report, the next ``AHEAD_MAX`` reports' draws are
 decoded at once from the bytes already pooled (the source is read no further than
-without draw-ahead), each report starting where the last one's draws ended, exactly
+without draw-ahead, but for an endless one), each report starting where the last one's draws ended, exactly
 as the device reads them; a call then only places its r and ranks, and moves the
 stream on by that report's bytes (``rng.consumed`` is the device's after every
 report).  If anything else drew from the rng in between, the draws ahead are dropped
@@ -94,8 +94,8 @@ class DrawAhead:
         """Up to AHEAD_MAX reports from the bytes pooled, in stream order: (bytes of each,
         keep of each, the fillers (report i's in row i, sorted, s a report: a kept report's
         last is a pad, m - 1), each report's window of table rows), or None
-        if not one report fitted (the one-report path then reads more: a host rng reads
-        64 KB at a time, ~115 reports here).
+        if not one report fitted (the one-report path then reads more; a host rng reads 64 KB
+        at a time, ~115 reports here, and is read before that happens).
 
         Every report is laid out as s draws: a kept report, one filler short, has its
         second coin word stand in as a first draw (d = 0, step m - 1 - s, not one of its
@@ -104,7 +104,10 @@ class DrawAhead:
         are an (n, s) array, draw d of every report is step m - 1 - s + d, and the rows
         need no scatter."""
         m, s, lim = self.m, self.s, self.lim
-        pool, at = rng.pooled(0)  # only bytes already pooled: the source is read as without draw-ahead
+        # only bytes already pooled, so that a stream is read no further than without draw-ahead;
+        # an endless one (host_client.HostRng) is first topped up to two reports' worth: at a
+        # pool's end, the read the one-report path would make, made here
+        pool, at = rng.pooled(2 * self.words if getattr(rng, "endless", False) else 0)
         count = min(AHEAD_MAX * self.words, (at[1] - at[0]) // 2)
         if count < self.words:  # not a report's worth (an rng reading 64 B at a time, as a board's)
             return None

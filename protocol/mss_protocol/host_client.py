@@ -38,11 +38,19 @@ COIN_MASK = (1 << 30) - 1
 HOST_CHUNK = 65536
 
 
+class HostRng(ByteRng):
+    """A ByteRng whose source never ends (``os.urandom``): a client may pool bytes before it
+    needs them (:class:`.draw_ahead.DrawAhead` at a pool's end) without reading past what a
+    finite stream holds."""
+
+    endless = True
+
+
 def host_rng():
-    """A ByteRng on ``os.urandom`` for clients run on a host: 64 KB a read, one system call
-    per ~1,000 reports of 64 random bytes where 64-byte reads would make one a report.
+    """A :class:`HostRng` on ``os.urandom`` for clients run on a host: 64 KB a read, one system
+    call per ~1,000 reports of 64 random bytes where 64-byte reads would make one a report.
     The reports are the device's for any read size (ByteRng reads the stream in order)."""
-    return ByteRng(chunk=HOST_CHUNK)
+    return HostRng(chunk=HOST_CHUNK)
 
 
 def _peek(rng, n):
