@@ -16,7 +16,7 @@ import numpy as np
 from mss_device.rng import ByteRng
 from mss_protocol import privacy
 from mss_protocol.channel import Channel
-from mss_protocol.host_client import UnaryClient
+from mss_protocol.host_client import unary_client
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
@@ -80,7 +80,7 @@ class UnaryEncoding(SupportOracle):
 
         Bit v is ``rng.chance(tp if v == x else tq)``, drawn for v = 0 .. k-1.  From a
         :class:`~mss_device.rng.ByteRng` the k coins are read at once
-        (:class:`~mss_protocol.host_client.UnaryClient`: the device's bytes and report);
+        (:func:`~mss_protocol.host_client.unary_client`: the device's bytes and report);
         any other rng (the exact enumeration of tests/channel.py) draws them one by one."""
         if isinstance(rng, ByteRng):
             return self.host(rng, x)
@@ -92,8 +92,8 @@ class UnaryEncoding(SupportOracle):
 
     @cached_property
     def host(self):
-        """The host client (:class:`~mss_protocol.host_client.UnaryClient`)."""
-        return UnaryClient(self.k, self.tp, self.tq)
+        """The host client ``client(rng, x)`` (:func:`~mss_protocol.host_client.unary_client`)."""
+        return unary_client(self.k, self.tp, self.tq)
 
     def sample_chunk(self, values, rng):
         """Support counts: Binomial(n_v, p) + Binomial(n - n_v, q) per item, exactly."""
