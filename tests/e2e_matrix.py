@@ -56,6 +56,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,7 @@ OLH_FLEETS = 3  # OLH cells run 3 x 10 boards: the seed bugs are OLH's, so its z
 TENANT = "mss"
 DIALECTS = ("rak3172", "rak3172-old", "wio-e5", "rn2483")
 GOLDEN = 0.6180339887
+ID_AXIS = ("absent", "equal", "different", "case")  # device.device_id of board i: id_axis()
 
 
 @dataclass(frozen=True)
@@ -280,16 +282,34 @@ class CellRun:
     slept: int = 0  # wakes slept through, too late in their epoch
 
 
+def unique_id(b):
+    """Board ``b``'s machine.unique_id() in hex (mp_fleet.py gives it to the board's loader)."""
+    return f"{zlib.crc32(b.cell.id.encode()):08x}{b.index:04x}"  # distinct client ids on the one broker
+
+
+def id_axis(b):
+    """The ``device.device_id`` of board ``b`` (SPEC.md section 4, "Device ids"), by its index:
+    absent; equal to the id its link delivers; a different id; that id in another case.  On MQTT
+    and serial the board writes its id onto the link, so each is accepted as it stands (absent:
+    its unique_id); on LoRaWAN the link's id is the modem's DevEUI, and a different id is refused
+    (test_a_lorawan_board_seeds_with_its_dev_eui), so that board gets the DevEUI in capitals."""
+    kind = ID_AXIS[b.index % len(ID_AXIS)]
+    if b.cell.link in LORAWAN:
+        return {"absent": None, "equal": b.device_id}.get(kind, b.device_id.upper())
+    return {"absent": None, "equal": unique_id(b), "different": f"{b.cell.id}-{b.index}",
+            "case": f"{b.cell.id}-{b.index}".upper()}[kind]
+
+
 def _device_section(cell, b, run, networks):
     d = {"campaign": run.campaign, "period_s": PERIOD_S, "epoch_origin": 0, "poll_s": 1}
+    if id_axis(b) is not None:
+        d["device_id"] = id_axis(b)
     if cell.link == "mqtt":
-        d.update(transport="mqtt", device_id=f"{cell.id}-{b.index}",
-                 mqtt={"host": "127.0.0.1", "port": networks["mqtt"].info["proxy_port"], "timeout_s": 2,
-                       "backoff_max_s": 1})
+        d.update(transport="mqtt", mqtt={"host": "127.0.0.1", "port": networks["mqtt"].info["proxy_port"],
+                                         "timeout_s": 2, "backoff_max_s": 1})
     elif cell.link == "serial":
-        d.update(transport="serial", device_id=f"{cell.id}-{b.index}",
-                 serial={"path": str(run.serial_ports[b.index // run.per_port][0])})
-    else:  # no device_id: the board reports under its modem's DevEUI
+        d.update(transport="serial", serial={"path": str(run.serial_ports[b.index // run.per_port][0])})
+    else:
         d.update(transport="lorawan", lorawan={"modem": b.dialect.replace("-old", ""),
                                                "path": networks[cell.link].info["paths"][b.device_id],
                                                "retry_s": 1, "backoff_max_s": 1, "join_timeout_s": 2,
@@ -510,7 +530,7 @@ def run_matrix(cells, workdir, boards_per_port=5, log=lambda m: None, configs=No
                 continue
             plan = {"period_s": PERIOD_S, "epoch_origin": 0, "go": str(go), "late_s": LATE * PERIOD_S,
                     "boards": [{"dir": str(b.folder), "value": b.value, "skew": b.skew, "phase": b.phase,
-                                "seed": f"{b.cell.id}/{b.index}"} for b in boards]}
+                                "seed": f"{b.cell.id}/{b.index}", "unique_id": unique_id(b)} for b in boards]}
             plan_path, outs[link] = workdir / f"fleet-{link}.json", workdir / f"fleet-{link}.out"
             plan_path.write_text(json.dumps(plan))
             argv, env = command(source, [str(plan_path)], heapsize="64M")

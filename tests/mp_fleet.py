@@ -3,7 +3,7 @@
 # own config.json/state.json folder, device id, clock and byte stream.
 #
 # argv[1]: a plan (JSON): {"period_s", "epoch_origin", "late_s", "go",
-# "boards": [{"dir", "value", "skew", "phase", "seed"}]}; the "go" file,
+# "boards": [{"dir", "value", "skew", "phase", "seed", "unique_id"}]}; the "go" file,
 # written once every fleet is up: {"t0", "t_end", "uart_outage": [t0, t1] or
 # null}.  Board i wakes once a period of its own clock (as a board waking
 # from deep sleep), at board time epoch_origin + e * period_s + phase, its
@@ -28,6 +28,7 @@ import sys
 import time
 
 from mss_device.rng import ByteRng
+from mss_node import settings
 from mss_node.app import Node
 
 plan = json.load(open(sys.argv[1]))
@@ -59,6 +60,7 @@ def stream(seed):
 
 def board(i, b):
     skew, value = b["skew"], b["value"]
+    settings._unique_id = lambda: b["unique_id"]  # the unix port has no machine.unique_id
     node = Node(b["dir"] + "/config.json", b["dir"] + "/state.json", lambda: None if DRAINING else value,
                 ByteRng(stream(b["seed"].encode())), lambda: time.time() - skew)
     report, send = node.reporter.report, node.link.send

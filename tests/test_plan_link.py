@@ -190,8 +190,8 @@ def test_device_config_gets_the_boards_sleep(tmp_path):
         d = plan_json("--k", 16, "--epsilon", 2, *args, "--device-config", path)
         written = json.loads(path.read_text())
         assert written["device"]["sleep"] == d["device_sleep"] == sleep, args
-        dev = dict(written["device"], device_id="b1", transport="lorawan" if args else "serial",
-                   lorawan={"path": "/dev/x"})
+        dev = dict(written["device"], transport="lorawan" if args else "serial", lorawan={"path": "/dev/x"},
+                   **({} if args else {"device_id": "b1"}))  # a LoRaWAN board takes its modem's DevEUI
         assert Settings(dict(written, device=dev)).device["sleep"] == sleep
     out = plan("--k", 16, "--epsilon", 2, "--link", "lorawan:eu868:0", "--device-config", tmp_path / "h.json")
     assert "device.sleep light" in " ".join(out.stdout.split())

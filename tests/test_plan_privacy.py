@@ -122,7 +122,7 @@ def test_the_issues_example_writes_memoize_and_a_budget_and_prints_the_table(tmp
     written = json.loads(path.read_text())
     assert written["device"]["memoize"] is True and written["device"]["period_s"] == 3456
     assert written["device"]["budget"] == budget.budget_section(8.0, 30)
-    dev = dict(written["device"], device_id="b1", transport="lorawan", lorawan={"path": "/dev/x"})
+    dev = dict(written["device"], transport="lorawan", lorawan={"path": "/dev/x"})
     s = Settings(dict(written, device=dev))
     assert s.budget["draws"] == 4 and s.device["memoize"] is True
     text = flat(out.stdout)

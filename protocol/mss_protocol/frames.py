@@ -22,11 +22,13 @@ link gives (``epoch``), and for ``compact-epoch`` the epoch nearest to it
 with the frame's low 16 bits is taken, within [0, 2**32).  Their sequence
 is 0.
 """
+import re
 from dataclasses import dataclass
 
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.gateway import DEVICE_ID  # the host's one definition of a device id
 
+DEV_EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")  # either case; read as lowercase
 EPOCHS = 1 << 32  # epochs are u32: a full frame's field, OLH's seed input
 
 
@@ -72,6 +74,15 @@ def check_device(device_id):
     1 to 64 characters from A-Z a-z 0-9 _ . : -)."""
     if not isinstance(device_id, str) or not DEVICE_ID.match(device_id):
         raise WireError("device", f"{device_id!r} is not a device id (1-64 of A-Z a-z 0-9 _ . : -)")
+
+
+def dev_eui(value):
+    """A DevEUI as 16 lowercase hex digits, or ValueError: the one form of a LoRaWAN board's
+    device id, on the wire and in OLH's seed (SPEC.md section 4, "Device ids")."""
+    if not isinstance(value, str) or not DEV_EUI.match(value):
+        shown = repr(value)[:40] if isinstance(value, (str, int, float, type(None))) else type(value).__name__
+        raise ValueError(f"a DevEUI is 16 hex digits, got {shown}")
+    return value.lower()
 
 
 def split(data, config_id, body_lengths, kind, epoch=None):

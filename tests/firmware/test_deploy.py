@@ -290,3 +290,29 @@ def test_the_probe_reads_the_board():
         merge.for_board(no_network, "e661", True)
     assert "wifi.ssid" in str(no_ssid.value)
     assert merge.for_board(no_network, "e661", False)["device"]["device_id"] == "e661"  # a board without Wi-Fi
+
+
+
+def test_a_lorawan_id_that_is_not_the_dev_eui_is_refused_before_flashing(tmp_path):
+    """SPEC.md section 4, "Device ids": a LoRaWAN board seeds with its modem's DevEUI, so mss deploy
+    and mss device-sim --check-only (the board's own loader, under MicroPython) refuse any other
+    device.device_id, and take the DevEUI in capitals as lowercase."""
+    from click.testing import CliRunner
+
+    from mss_cli.main import main
+
+    for device_id, refused in (("board-07", True), ("70b3d57e-d000-0001", True), ("70B3D57ED0000001", False),
+                               (None, False)):
+        device = {"budget": BUDGET, "period_s": 3600, "transport": "lorawan", "lorawan": {"uart": 1}}
+        if device_id is not None:
+            device["device_id"] = device_id
+        cfg = str(_config(tmp_path, device))
+        out = CliRunner().invoke(main, ["deploy", "--config", cfg, "--dry-run"])
+        check = CliRunner().invoke(main, ["device-sim", "--check-only", "--config", cfg])
+        if refused:
+            assert out.exit_code != 0 and "device.device_id" in out.output and "mpremote" not in out.output, out.output
+            assert check.exit_code == 1 and "device.device_id" in check.output, check.output
+        else:
+            assert out.exit_code == 0, out.output
+            assert check.exit_code == 0 and "accepted by the board" in check.output, check.output
+            assert f"device id {'70b3d57ed0000001' if device_id else 'None'}," in check.output, check.output

@@ -147,8 +147,9 @@ def device_refusals(tmp_path_factory):
     for n, cell in enumerate(REFUSED):
         d = refused_config(cell)
         link = "lorawan" if cell.link in ("chirpstack", "tts") else cell.link
-        d["device"] = {"device_id": f"d{n}", "period_s": PERIOD_S, "transport": link,
-                       link: {"path": "/dev/null"} if link != "mqtt" else {}}
+        d["device"] = {"period_s": PERIOD_S, "transport": link, link: {"path": "/dev/null"} if link != "mqtt" else {}}
+        if link != "lorawan":  # a LoRaWAN board takes its modem's DevEUI
+            d["device"]["device_id"] = f"d{n}"
         path = folder / f"{n}.json"
         path.write_text(json.dumps(d))
         paths.append(str(path))

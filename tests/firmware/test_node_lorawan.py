@@ -218,3 +218,75 @@ def test_olh_reports_decode_with_their_drawing_seed_across_a_reboot_and_a_rejoin
         assert r.epoch == drawn_in and r.subset[:2] == seed(cfg.config_id, r.epoch, EUI, cfg.protocol.P)
         late += sent_at != drawn_in
     assert late >= 6  # the queued ones left epochs after they were drawn
+
+
+OTHER_EUI = "70b3d57ed0000002"
+
+
+@pytest.mark.parametrize("given", [None, EUI, EUI.upper(), OTHER_EUI], ids=["absent", "equal", "case", "different"])
+def test_a_lorawan_board_seeds_with_its_dev_eui(tmp_path, modem, given):
+    """SPEC.md section 4, "Device ids": the board seeds OLH with the id its uplinks arrive under,
+    the modem's DevEUI in lowercase; device.device_id may only name that DevEUI, in either case,
+    and a board whose modem reports another refuses to start (ids that are no DevEUI at all are
+    refused at load: test_lorawan_device_ids_at_load)."""
+    cfg = load_dict(choose(16, 2.0, "olh", frame="compact", olh_seed="device")["config"])
+    m = modem("rak3172")
+    write_config(tmp_path, cfg, m, "rak3172", **({} if given is None else {"device_id": given}))
+    out = run(NODE, cwd=tmp_path, args=["config.json", "state.json", "3", str(T0)], timeout=180)
+    if given == OTHER_EUI:
+        assert not m.uplinks  # the board stays idle, saying why (mss_node.settings)
+        assert f"device.device_id {OTHER_EUI} is not the modem's DevEUI {EUI}" in out.stdout + out.stderr
+        return
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"device {EUI} reporting" in out.stdout  # the id its reporter seeds with
+    assert m.uplinks
+
+
+LOAD = r"""
+import sys
+from mss_node import settings
+for p in sys.argv[1:]:
+    try:
+        print('LOADED', settings.load(p).device_id)
+    except ValueError as exc:
+        print('REFUSED', exc)
+"""
+
+
+def test_lorawan_device_ids_at_load(tmp_path):
+    """The board's loader keeps MQTT and serial ids as given (the board writes them onto its link)
+    and takes on LoRaWAN only a DevEUI, read as lowercase; the host's checks agree: mss aggregate
+    and mss shuffle collecting uplinks refuse such a config, naming device.device_id."""
+    from mss_aggregator.collect.lorawan import parse_spec
+    from mss_aggregator.collect.service import Aggregator
+    from mss_aggregator.shuffle.service import Shuffler
+    from mss_protocol.mss.config import ConfigError
+
+    cfg = load_dict(choose(16, 2.0, "ss", frame="compact-epoch")["config"]).to_dict()  # any protocol: the link's id
+    cases = [("lorawan", None, "LOADED None"), ("lorawan", EUI, f"LOADED {EUI}"),
+             ("lorawan", EUI.upper(), f"LOADED {EUI}"), ("lorawan", "board-07", "REFUSED device.device_id"),
+             ("lorawan", "70b3d57e-d000-0001", "REFUSED device.device_id"),
+             ("lorawan", EUI[:15], "REFUSED device.device_id"),
+             ("mqtt", "board-07", "LOADED board-07"), ("mqtt", "BOARD-07", "LOADED BOARD-07"),
+             ("serial", "Board-07", "LOADED Board-07")]
+    paths = []
+    for n, (link, given, _) in enumerate(cases):
+        device = {"period_s": 60, "transport": link, link: {"path": "/dev/null"} if link != "mqtt" else {}}
+        if given is not None:
+            device["device_id"] = given
+        path = tmp_path / f"{n}.json"
+        path.write_text(json.dumps(dict(cfg, device=device)))
+        paths.append(str(path))
+    out = run(LOAD, args=paths)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for line, (link, given, expected) in zip(out.stdout.strip().splitlines(), cases):
+        assert line.startswith(expected), (link, given, line)
+        if link != "lorawan" or given is None or "LOADED" in expected:
+            continue
+        path, spec = paths[cases.index((link, given, expected))], parse_spec("chirpstack:app")
+        with pytest.raises(ConfigError, match="device.device_id"):
+            Aggregator(path, tmp_path / "s.sqlite", "t", lorawan=spec, broker="mqtt://127.0.0.1:1", log=lambda m: None)
+        with pytest.raises(ConfigError, match="device.device_id"):
+            Shuffler(path, tmp_path / "q.sqlite", b"k" * 32, "t", broker="mqtt://127.0.0.1:1", lorawan=spec,
+                     forward_broker="mqtt://127.0.0.1:1")
+        assert not (tmp_path / "s.sqlite").exists() and not (tmp_path / "q.sqlite").exists()

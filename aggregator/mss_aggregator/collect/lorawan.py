@@ -41,10 +41,11 @@ from typing import NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory, timestamp_pb2
 
+from mss_protocol.frames import dev_eui
+
 MAX_DOCUMENT = 64 * 1024  # an uplink event is 1-2 KiB, even heard by tens of gateways
 APP_PORTS = range(1, 224)  # FPort 0 carries MAC commands only, 224 is the certification test port
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # ids that are safe as MQTT topic levels
-DEV_EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)\Z", re.IGNORECASE)
 _F = descriptor_pb2.FieldDescriptorProto
 # The fields of ChirpStack v4's integration.UplinkEvent (and its DeviceInfo) the
@@ -91,13 +92,6 @@ def config_port(device, key, default):
 def _show(value):
     """A short text of a JSON value for a detail (no repr of nested junk: it may recurse deeply)."""
     return repr(value)[:40] if isinstance(value, (str, int, float, type(None))) else type(value).__name__
-
-
-def dev_eui(value):
-    """A DevEUI as 16 lowercase hex digits (the device id of its reports), or ValueError."""
-    if not isinstance(value, str) or not DEV_EUI.match(value):
-        raise ValueError(f"a DevEUI is 16 hex digits, got {_show(value)}")
-    return value.lower()
 
 
 def unix_time(value):

@@ -18,6 +18,7 @@ from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, QUARANTINE_MAX_ROWS, SHUFFLER, StoreError, open_store
 from mss_protocol import categories, shuffled_batch
 from mss_protocol.budget import check_device
+from mss_protocol.frames import dev_eui
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
 from mss_protocol.sealed import seal
@@ -90,6 +91,22 @@ def check_compact_link(cfg, config_path, off_lorawan):
                           f"or plan the boards with compact-epoch")
 
 
+def check_lorawan_id(raw, config_path):
+    """ConfigError if config file ``raw`` sets a ``device.device_id`` other than a DevEUI while its
+    reports come as LoRaWAN uplinks: they arrive under the DevEUI, which is also what a LoRaWAN board
+    seeds OLH with, so a board that seeded with another id would be decoded with another seed
+    (SPEC.md section 4, "Device ids"; the board refuses such a config too)."""
+    given = (raw.get("device") or {}).get("device_id")
+    if given is None:
+        return
+    try:
+        dev_eui(given)
+    except ValueError:
+        raise ConfigError(f"{config_path}: device.device_id {str(given)[:64]!r} is not a DevEUI: a LoRaWAN board "
+                          "reports under its modem's DevEUI and seeds with it; leave device.device_id out "
+                          "(or set it to the DevEUI, 16 hex digits)") from None
+
+
 class Aggregator:
     """Collect one campaign's reports into ``store_path``.
 
@@ -144,6 +161,8 @@ class Aggregator:
             raise ValueError("--lorawan needs --broker, the network server's MQTT broker")
         # SPEC.md section 4 (a shuffler's bodies are compact frames, dated by the batch: see .shuffled)
         check_compact_link(self.cfg, config_path, not shuffled and (serial_ports or (broker and not lorawan)))
+        if lorawan:
+            check_lorawan_id(raw, config_path)
         fport = config_port(raw.get("device") or {}, "fport", 1) if lorawan else None
         time_fport = config_port(raw.get("device") or {}, "time_fport", 3) if lorawan else None
         quarantine_max = _count(raw.get("aggregator") or {}, "quarantine_max_rows", QUARANTINE_MAX_ROWS,

@@ -83,7 +83,7 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
     Settings = firmware_settings()
     try:
         # without a device_id the board's own (machine.unique_id, read at flashing) is checked later
-        Settings(cfg if "device_id" in device else dict(cfg, device=dict(device, device_id="check")))
+        Settings(cfg if "device_id" in device else dict(cfg, device=with_probe_id(device)))
     except ValueError as exc:
         raise DeployError(f"{config_path}: {exc}", CONFIG) from None
     check_held(config_path, cfg, held, Settings)
@@ -110,13 +110,21 @@ def firmware_settings():
     return Settings
 
 
+def with_probe_id(device):
+    """``device`` with a stand-in id where the board will have one of its own: a LoRaWAN board
+    takes its modem's DevEUI at boot and refuses any id but that (SPEC.md section 4)."""
+    if "device_id" in device or device.get("transport") == "lorawan":
+        return device
+    return dict(device, device_id="check")
+
+
 def check_held(config_path, cfg, held, Settings):
     device = cfg["device"]
     prefixes = {cfg["config_id"][:4]: config_path}
     for path in held:
         d = read(path)
         try:
-            Settings(dict(d, device=dict(device, device_id="check")))
+            Settings(dict(d, device=with_probe_id(device)))
         except ValueError as exc:
             raise DeployError(f"held config {path}: {exc}", CONFIG) from None
         if d["config_id"][:4] in prefixes:  # a 2-byte switch command must name one config

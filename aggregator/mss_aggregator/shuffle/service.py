@@ -20,7 +20,7 @@ from rich.live import Live
 from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCollector, Writer, check_topic_level
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import config_port
-from mss_aggregator.collect.service import check_compact_link, checked_clock, counters_table
+from mss_aggregator.collect.service import check_compact_link, check_lorawan_id, checked_clock, counters_table
 from mss_aggregator.shuffle.forward import Forwarder
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_protocol.mss.config import ConfigError, read_json
@@ -66,6 +66,8 @@ class Shuffler:
         clock = checked_clock(raw, self.cfg, config_path, "the shuffler needs it to close epochs and bound the "
                                                           "epochs it accepts")
         check_compact_link(self.cfg, config_path, serial_ports or not lorawan)
+        if lorawan:
+            check_lorawan_id(raw, config_path)
         device = raw.get("device") or {}
         self.ingest = Ingest(self.cfg, campaign, clock["period_s"], clock["epoch_origin"], lorawan=lorawan,
                              fport=config_port(device, "fport", 1) if lorawan else None,

@@ -65,10 +65,8 @@ class Node:
         if not self.s.device["memoize"]:
             self.state.forget_memos()
         self.link = link or self._make_link()
-        if self.s.device_id is None:  # LoRaWAN: the network server knows the board by its DevEUI
-            self.s.device_id = self.link.dev_eui()
-            if self.s.device_id is None:
-                raise ValueError("the modem gave no DevEUI; set device.device_id")
+        if self.s.device["transport"] == "lorawan":  # the network server knows the board by its DevEUI
+            self.s.device_id = self._dev_eui()
         self.reporter = Reporter(self.s.params, rng, self.s.device_id)
         self.ledger = None  # device.budget (mss_node.ledger): loaded only with one
         if self.s.budget is not None:
@@ -88,6 +86,17 @@ class Node:
 
     def clocked(self):
         return int(self.clock()) + _UNIX_OFFSET >= max(self.s.device["epoch_origin"], _CLOCK_SANE)
+
+    def _dev_eui(self):
+        """The id this LoRaWAN board seeds with: its modem's DevEUI, which ``device.device_id``
+        (lowercase by now), if set, must equal (SPEC.md section 4, "Device ids")."""
+        eui, given = self.link.dev_eui(), self.s.device_id
+        if given is not None and eui is not None and eui != given:
+            raise ValueError("device.device_id %s is not the modem's DevEUI %s: leave device.device_id out "
+                             "(the modem's is used) or set it to the modem's" % (given, eui))
+        if eui is None and given is None:
+            raise ValueError("the modem gave no DevEUI; set device.device_id to it")
+        return eui or given
 
     def _make_link(self):
         """The transport's link: ``make(node)`` of its module (settings.LINKS), loaded now."""

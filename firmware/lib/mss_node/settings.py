@@ -116,6 +116,11 @@ class Settings:
             raise ValueError("config field frame compact needs device.transport lorawan")
         link = __import__(LINKS[t], None, None, ["check"])
         dev[t] = link.check(_section(dev, t, link.DEFAULTS))
+        if t == "lorawan" and i is not None:  # SPEC.md section 4, "Device ids": the network server's id
+            if len(i) != 16 or i.strip("0123456789abcdefABCDEF"):
+                raise ValueError("device.device_id on lorawan must be the modem's DevEUI (16 hex digits) "
+                                 "or absent: the network server names the board by its DevEUI")
+            dev["device_id"] = i.lower()
         if not isinstance(dev["configs"], list) or not all(isinstance(p, str) for p in dev["configs"]):
             raise ValueError("device.configs must be a list of file names")
         self.fleet_key = None
