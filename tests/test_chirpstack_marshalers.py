@@ -1,17 +1,13 @@
 """The network servers' own definitions (issue 27 item 6): ChirpStack v4 uplink
 events made with the official ``chirpstack-api`` protobufs through both of its
 MQTT marshalers, read by the real ``mss aggregate --lorawan chirpstack:APP``
-from a real Mosquitto; The Things Stack events held to its documented shape;
-the sample events of docs/lorawan.md as tools/lorawan_samples.py prints them.
+from a real Mosquitto; The Things Stack events held to its documented shape.
+The sample events of docs/lorawan.md and tools/lorawan_samples.py: see
+tests/test_lorawan_samples.py.
 """
 import json
-import os
 import random
-import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +21,6 @@ from mss_protocol.mss.counts import Counts
 from mss_protocol.oracle_config import codec
 from test_collect_lorawan import APP, GRR, PERIOD, SPECS, TENANT, eui, run
 
-ROOT = Path(__file__).resolve().parents[1]
 CS = parse_spec(SPECS["chirpstack"])
 
 
@@ -129,19 +124,3 @@ def test_tts_events_have_the_documented_shape():
     del doc["uplink_message"]["frm_payload"]
     assert ingest.from_lorawan(topic.encode(), json.dumps(doc).encode())["reason"] == "wire_length"
 
-
-def test_the_docs_samples_are_what_the_script_prints():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    printed = subprocess.run([sys.executable, str(ROOT / "tools" / "lorawan_samples.py")], env=env,
-                             capture_output=True, text=True, check=True).stdout
-    doc = (ROOT / "docs" / "lorawan.md").read_text()
-    block = re.search(r"<!-- tools/lorawan_samples.py -->\n\n(.*?)\n<!-- end -->", doc, re.S)
-    assert block and block.group(1) == printed
-    cs_topic, cs_json = re.search(r"on `(application/\S+)`:\n\n```json\n(.*?)\n```", printed, re.S).groups()
-    hexed = re.search(r"```text\n(.*?)\n```", printed, re.S).group(1).replace("\n", "")
-    for document in (json.dumps(json.loads(cs_json)).encode(), bytes.fromhex(hexed)):
-        up = parse_spec(f"chirpstack:{cs_topic.split('/')[1]}").uplink(cs_topic, document, 1)
-        assert (up.dev_eui, up.fport, up.fcnt, up.frame) == ("70b3d57ed0000001", 1, 42, b"\x8b")
-    tts_topic, tts_json = re.search(r"on `(v3/\S+)`:\n\n```json\n(.*?)\n```", printed, re.S).groups()
-    up = parse_spec("tts:orchard@ttn").uplink(tts_topic, tts_json.encode(), 1)
-    assert (up.dev_eui, up.fcnt, up.frame, up.time) == ("70b3d57ed0000001", 42, b"\x8b", 1764590400.123456)
