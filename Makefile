@@ -61,6 +61,7 @@ bench-mcu: $(STAMP) system-deps
 
 vectors: $(STAMP)
 	$(BIN)/python -m mss_protocol.vectors --write protocol/vectors
+	$(BIN)/python -m mss_aggregator.collect.link_vectors --write protocol/vectors
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis demo.png

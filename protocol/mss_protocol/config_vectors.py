@@ -111,6 +111,15 @@ def _mss_one_modulus(k, label):
     return dict(mss(k, 2.0, [k], [1]), protocol=label)
 
 
+def _hr_block(k, eps, b):
+    """hr at (k, eps) with block size ``b`` (K and t as that b gives them), its id retagged."""
+    from mss_protocol.hr import layout
+
+    blocks, K = layout(k, b)
+    return retag({"format": "mss-config", "version": 1, "protocol": "hr", "k": k, "epsilon": eps, "K": K,
+                  "block": b, "t": threshold(2 * blocks, 1, eps), "threshold_bits": 30, "frame": "full"})
+
+
 # name -> (config, the host's message must match, the board refuses it too)
 TABLE = {
     "k-float": (_re("grr", k=64.0), r"k must be a JSON integer, got 64\.0", True),
@@ -233,6 +242,12 @@ CAPS = {
     "olh-compact-capped": (dict(_capped(_re("olh", frame="compact"), 2.0)), r"frame: olh cannot use compact",
                            True),
     "compact-on-mqtt": (dict(BASES["grr-compact"], device={"device_id": "x", "transport": "mqtt"}), None, True),
+    # device.transport defaults to serial whatever the frame: a compact config must say lorawan
+    "compact-default-transport": (dict(BASES["grr-compact"], device={"device_id": "x"}), None, True),
+    # hr: a block size whose p = q is no candidate (SPEC.md section 1): at eps = 1e-12, k = 5 the
+    # rule's b is 2 (b = 8 and 4 give t = 2**30 / (2B) exactly); the config with b = 8 is refused
+    "hr-p-equals-q-skipped": (OracleConfig("hr", 5, 1e-12).to_dict(), None, False),
+    "hr-p-equals-q-block": (_hr_block(5, 1e-12, 8), r"K = 8 is not hr's value", False),
     # memoize: olh only with its seed per device (an epoch seed changes every epoch)
     "memoize-olh-seed-epoch": (dict(BASES["olh"], device={"device_id": "x", "memoize": True}), None, True),
     "memoize-olh-seed-device": (dict(BASES["olh-seed-device"], device={"device_id": "x", "memoize": True}), None,

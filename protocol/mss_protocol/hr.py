@@ -88,21 +88,30 @@ def unit_variance(k, b, p, q):
 
 def block_size(k, epsilon):
     """The power-of-two block size b of least :func:`unit_variance` (ties: the
-    larger b), among those whose K fits a device draw (K <= 2**23).
-    Raises ValueError when none does."""
-    best = None
+    larger b), among those whose K fits a device draw (K <= 2**23) and whose
+    p != q.  p = q (t = 2**30 / (2B) exactly, which the threshold rule gives
+    only for an epsilon so small that E (2B - 1) rounds to 2B - 1 in t) is a
+    channel that says nothing about x: its variance is undefined (a division
+    by zero), so that b is no candidate (SPEC.md section 1).
+    Raises ValueError when no b is a candidate."""
+    best, fits = None, False
     b = 1 << k.bit_length()  # B = 1: the one-block form
     while b >= 2:
         blocks, K = layout(k, b)
         if K <= DEVICE_DRAW:
+            fits = True
             p = Fraction(privacy.threshold(2 * blocks, 1, epsilon), ONE)
             q = (p + (1 - p) / (2 * blocks - 1)) / 2
-            v = unit_variance(k, b, p, q)
-            if best is None or v < best[0]:
-                best = (v, b)
+            if p != q:
+                v = unit_variance(k, b, p, q)
+                if best is None or v < best[0]:
+                    best = (v, b)
         b >>= 1
     if best is None:
-        check_draw(1 << k.bit_length(), "K")
+        if not fits:
+            check_draw(1 << k.bit_length(), "K")
+        raise ValueError(f"hr: at k = {k}, epsilon = {epsilon!r} every block size gives p = q "
+                         "(a channel that says nothing about the value)")
     return best[1]
 
 

@@ -1,14 +1,24 @@
 """Test vectors of serial lines (SPEC.md section 8): ``protocol/vectors/serial/lines.json``.
 
-``{"name": "serial-lines", "lines": [{"line", "device_id", "report_hex"}],
-"rejected": [{"line", "reason"}], "ignored": [line]}``.  A writer given
+``{"name": "serial-lines", "lines": [{"line", "device_id", "report_hex"[, "vector"]}],
+"statuses": [{"line", "device_id", "word", "effect"[, "epoch"]}],
+"rejected": [{"line", "reason"}], "ignored": [line],
+"streams": [{"stream", "lines", "rest"}]}``.  A writer given
 ``device_id`` and ``report_hex`` must write ``line`` (the CRLF variant
 aside), and a reader must read each of ``lines`` to its device id and
-report, reject each of ``rejected`` with its ``reason`` (``frame`` or
-``checksum``) and ignore each of ``ignored`` (console output).
-:func:`write` makes the file with the board's writer
-(:func:`mss_device.framing.frame`) and :func:`check` verifies it against
-the writer and the host's reader (:func:`mss_device.gateway.parse`)::
+report (``vector``: the protocol vector file, under protocol/vectors/, one
+of whose vectors the report and device id are: every protocol and frame
+kind a serial link carries), read each of ``statuses`` as a status line of
+``device_id`` and ``word`` (a writer given both writes ``line``; ``effect``
+is what the aggregator makes of it: ``no_clock``, ``clock``, ``skipped``
+with the ``epoch`` counted, ``ignored``), reject each of ``rejected`` with
+its ``reason`` (``frame`` or ``checksum``), ignore each of ``ignored``
+(console output), and split each of ``streams`` (bytes as a port gives
+them) into exactly ``lines`` (their LF taken off) leaving ``rest``, no line
+until its LF comes.  :func:`write` makes the file with the board's writers
+(:func:`mss_device.framing.frame`, ``status_line``) and :func:`check`
+verifies it against the writers and the host's reader
+(:mod:`mss_device.gateway`: ``parse``, ``parse_status``, ``split_lines``)::
 
     python -m mss_protocol.serial_lines --write protocol/vectors/serial/lines.json
     python -m mss_protocol.serial_lines --check protocol/vectors/serial/lines.json
@@ -18,11 +28,15 @@ import json
 import sys
 from pathlib import Path
 
-from mss_device.framing import HEAD, crc16, frame
-from mss_device.gateway import LineError, parse
+from mss_device.framing import HEAD, crc16, frame, status_line
+from mss_device.gateway import LineError, parse, parse_status, split_lines
 
 PATH = Path(__file__).resolve().parents[1] / "vectors" / "serial" / "lines.json"
 DEVICE_ID = "board-07"
+# status words (SPEC.md section 8) -> what the aggregator makes of them
+STATUSES = [("no-clock", "no_clock"), ("skipped-70000", "skipped"), ("skipped-0", "skipped"),
+            ("online", "clock"), ("skipped", "ignored"), ("skipped-", "ignored"),
+            ("skipped-1234567890123", "ignored"), ("reboot-2", "ignored"), ("a", "ignored")]
 
 
 def _line(fields):
@@ -41,6 +55,22 @@ def _report():
     return report_from_stream(OracleConfig("grr", 5, 1.0).to_dict(), 2, bytes(range(256)), 70000, 45, DEVICE_ID)[0]
 
 
+def _protocol_lines():
+    """A line of the first vector of every protocol vector file whose frame kind a serial link
+    carries (full, compact-epoch: SPEC.md section 4), each naming its file."""
+    from mss_protocol.vectors import ROOT, files
+
+    out = []
+    for path in files(ROOT):
+        d = json.loads(path.read_text())
+        if d["config"].get("frame", "full") == "compact":
+            continue
+        v = d["vectors"][0]
+        out.append({"line": frame(v["device_id"], bytes.fromhex(v["report_hex"])), "device_id": v["device_id"],
+                    "report_hex": v["report_hex"], "vector": str(path.relative_to(ROOT))})
+    return out
+
+
 def make():
     """The document (see the module doc)."""
     r = _report().hex()
@@ -53,6 +83,12 @@ def make():
              {"line": good[:-1] + "\r\n", "device_id": DEVICE_ID, "report_hex": r},  # MicroPython's USB REPL
              {"line": frame("A_z.0:9-x", b"\x00"), "device_id": "A_z.0:9-x", "report_hex": "00"},
              {"line": frame("d" * 64, bytes.fromhex(r)), "device_id": "d" * 64, "report_hex": r}]
+    lines += _protocol_lines()
+    statuses = []
+    for word, effect in STATUSES:
+        entry = {"line": status_line(DEVICE_ID, word), "device_id": DEVICE_ID, "word": word, "effect": effect}
+        statuses.append(dict(entry, epoch=int(word[8:])) if effect == "skipped" else entry)
+    no_clock = status_line(DEVICE_ID, "no-clock")
     rejected = [
         (body + "," + other_crc + "\n", "checksum"),  # bad crc
         (good.replace(DEVICE_ID, "board-08"), "checksum"),  # the device id is under the CRC
@@ -78,11 +114,26 @@ def make():
         (_line([r]), "frame"),  # the device id missing
         ("$MSS2,%s,%s\n" % (DEVICE_ID, r), "frame"),  # the crc missing
         (_line([DEVICE_ID, r]).replace("$MSS2,", "$MSS3,"), "frame"),  # another format
+        # status lines (SPEC.md section 8): a status whose crc fails is no status and no line
+        (no_clock[:-5] + "%04x\n" % (int(no_clock[-5:-1], 16) ^ 1), "frame"),
+        (_line([DEVICE_ID, "!No-clock"]), "frame"),  # upper case
+        (_line([DEVICE_ID, "!" + "a" * 33]), "frame"),  # a word of 33 characters
+        (_line([DEVICE_ID, "!"]), "frame"),  # no word
+        (_line([DEVICE_ID, "!9-lives"]), "frame"),  # a word starts with a letter
+        (_line([DEVICE_ID, "!no_clock"]), "frame"),  # "_" is no word character
     ]
     ignored = ["boot: hello\n", "\n", "\r\n", " " + good, "$mss2" + good[5:], "MSS2" + good[5:],
                ">>> import main\r\n"]
-    return {"name": "serial-lines", "lines": lines,
-            "rejected": [{"line": line, "reason": reason} for line, reason in rejected], "ignored": ignored}
+    crlf = good[:-1] + "\r\n"
+    streams = [(good + good[:-1]), (good + crlf + "boot: hello"), (good[:20]), (crlf + no_clock + no_clock[:-1])]
+    return {"name": "serial-lines", "lines": lines, "statuses": statuses,
+            "rejected": [{"line": line, "reason": reason} for line, reason in rejected], "ignored": ignored,
+            "streams": [_split(text) for text in streams]}
+
+
+def _split(text):
+    lines, rest = split_lines(text.encode())
+    return {"stream": text, "lines": [line.decode() for line in lines], "rest": rest.decode()}
 
 
 def write(path=PATH):
@@ -126,6 +177,27 @@ def check(path=PATH):
         got = _read(line)
         if got != ("ok", None):
             errors.append(f"{path}: {line!r} read as {got}, not ignored")
+    for v in d["statuses"]:
+        if status_line(v["device_id"], v["word"]) != v["line"]:
+            errors.append(f"{path}: the writer wrote {status_line(v['device_id'], v['word'])!r}, not {v['line']!r}")
+        for given in (v["line"], v["line"].encode()):
+            if parse_status(given) != (v["device_id"], v["word"]):
+                errors.append(f"{path}: {given!r} read as status {parse_status(given)}")
+    for v in d["rejected"]:
+        if parse_status(v["line"]) is not None:
+            errors.append(f"{path}: {v['line']!r} read as a status, not rejected")
+    for v in d["streams"]:
+        if _split(v["stream"]) != v:
+            errors.append(f"{path}: stream {v['stream']!r} split as {_split(v['stream'])}")
+    if "vector" in str(d["lines"]):
+        from mss_protocol.vectors import ROOT
+
+        for v in d["lines"]:
+            if "vector" in v:
+                f = json.loads((ROOT / v["vector"]).read_text())
+                if not any((w["report_hex"], w["device_id"]) == (v["report_hex"], v["device_id"])
+                           for w in f["vectors"]):
+                    errors.append(f"{path}: {v['line']!r} is no vector of {v['vector']}")
     return errors
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_protocol import config_vectors, serial_lines
+from mss_protocol import config_vectors, serial_lines, shuffled_vectors
 from mss_protocol.frames import WireError
 from mss_protocol.oracle_config import OracleConfig, codec, load_dict
 
@@ -68,6 +68,23 @@ CASES += [("olh", "k64_eps2_seed_device_compact", 64, 2.0, None, "compact", [0, 
            {"seed": "device", "irr_epsilon": 1.5}),
           ("hr", "k16_eps2_irr1_compact", 16, 2.0, None, "compact", [0, 15], {"irr_epsilon": 1.0}),
           ("pgr", "k64_eps4_irr2", 64, 4.0, None, "full", [0, 33, 63], {"irr_epsilon": 2.0})]
+# olh's seed per device in the two other frame kinds (compact above), and the instantaneous
+# layer in every (protocol, frame kind) pair the config allows (olh compact: seed device only)
+CASES += [("olh", "k16_eps2_seed_device", 16, 2.0, None, "full", [0, 15], {"seed": "device"}),
+          ("olh", "k16_eps2_seed_device_compact_epoch", 16, 2.0, None, "compact-epoch", [0, 15],
+           {"seed": "device"})]
+for _name, _eps, _irr in (("grr", 3.0, 1.0), ("olh", 3.0, 1.0), ("hr", 2.0, 1.0), ("pgr", 4.0, 2.0)):
+    _stem = f"k16_eps{_eps:g}_irr{_irr:g}"
+    for _frame in ("full", "compact", "compact-epoch"):
+        if (_name, _frame) in (("grr", "full"), ("hr", "compact"), ("pgr", "full")):
+            continue  # k16_eps3_irr1, k16_eps2_irr1_compact and k64_eps4_irr2 above
+        _seeds = ["epoch", "device"] if _name == "olh" and _frame != "compact" else \
+            ["device"] if _name == "olh" else [None]
+        for _seed in _seeds:
+            _extras = {"irr_epsilon": _irr} if _seed is None else {"irr_epsilon": _irr, "seed": _seed}
+            _file = _stem + ("_seed_device" if _seed == "device" else "") + \
+                {"full": "", "compact": "_compact", "compact-epoch": "_compact_epoch"}[_frame]
+            CASES.append((_name, _file, 16, _eps, None, _frame, [0, 15], _extras))
 
 
 def stream_reader(data):
@@ -109,11 +126,15 @@ def replay_from_stream(config, body, stream, epoch, seq, device_id=DEVICE_ID):
 
 
 def memoized(config):
-    """A config whose vectors pin the memo (olh seed device, an instantaneous layer)."""
-    return "irr" in config or config.get("seed") == "device"
+    """A config whose vectors pin the memo: olh with seed device, and every other config with an
+    instantaneous layer (olh with its epoch seed never memoizes: the board refuses memoize)."""
+    if config.get("protocol") == "olh":
+        return config.get("seed") == "device"
+    return "irr" in config
 
 
-def _stream(label, nbytes):
+def label_stream(label, nbytes):
+    """``nbytes`` fixed bytes named by ``label`` (SHA-256 of ``label/0``, ``label/1``, ...): a vector's random bytes."""
     out = b""
     counter = 0
     while len(out) < nbytes:
@@ -239,7 +260,7 @@ def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
         draws += [(values[i % len(values)], e, link) for i, (e, link) in enumerate(EDGES)]
     vectors = []
     for i, (x, epoch, link) in enumerate(draws):
-        stream = _stream(f"{protocol}/{name}/{i}", 64 + 8 * max(getattr(cfg, "omegas", [k])) + 8 * k)
+        stream = label_stream(f"{protocol}/{name}/{i}", 64 + 8 * max(getattr(cfg, "omegas", [k])) + 8 * k)
         seq = 0 if cfg.frame else i  # compact kinds carry no sequence
         report, used = report_from_stream(d, x, stream, epoch, seq)
         r = c.decode(report, DEVICE_ID, link)
@@ -258,7 +279,7 @@ def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
         for i, v in enumerate(vectors):
             body = bytes.fromhex(v["memo_body_hex"])
             epoch, seq = (v["epoch"] + 1) & 0xFFFFFFFF, 0 if cfg.frame else v["seq"] + 1
-            stream = _stream(f"{protocol}/{name}/replay/{i}", 64)
+            stream = label_stream(f"{protocol}/{name}/replay/{i}", 64)
             report, used = replay_from_stream(d, body, stream, epoch, seq)
             replays.append({"memo_body_hex": body.hex(), "epoch": epoch, "seq": seq, "device_id": DEVICE_ID,
                             "random_hex": stream[:used].hex(), "bytes_consumed": used,
@@ -307,9 +328,15 @@ def check_file(path):
     return errors
 
 
+# directories of vectors that are not one protocol's: serial lines (mss_protocol.serial_lines), configs
+# (.config_vectors), shuffled batches (.shuffled_vectors); LoRaWAN uplinks and MQTT messages, the
+# aggregator's (mss_aggregator.collect.link_vectors, written and checked by its own --write, --check)
+OTHER_DIRS = ("serial", "configs", "shuffled", "lorawan", "mqtt")
+
+
 def files(root=ROOT):
-    """Every protocol's vector files (serial/ and configs/: mss_protocol.serial_lines and .config_vectors)."""
-    return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name not in ("serial", "configs"))
+    """Every protocol's vector files (not those of :data:`OTHER_DIRS`)."""
+    return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name not in OTHER_DIRS)
 
 
 def main(argv=None):
@@ -324,12 +351,14 @@ def main(argv=None):
             (out / f"{case[1]}.json").write_text(json.dumps(make_case(*case), indent=1) + "\n")
         serial_lines.write(Path(args.write) / "serial" / "lines.json")
         config_vectors.write(Path(args.write) / "configs" / "refused.json")
+        shuffled_vectors.write(Path(args.write) / "shuffled" / "batches.json")
     if args.check:
         errors = [e for p in files(args.check) for e in check_file(p)]
         errors += serial_lines.check(Path(args.check) / "serial" / "lines.json")
         errors += config_vectors.check(Path(args.check) / "configs" / "refused.json")
-        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files, the serial lines "
-                                    f"and the refused configs)")
+        errors += shuffled_vectors.check(Path(args.check) / "shuffled" / "batches.json")
+        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files, the serial lines, "
+                                    f"the refused configs and the shuffled batches)")
         return 1 if errors else 0
     return 0
 

@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 import serial
 
 from mss_aggregator.collect.link_health import Client, LinkHealth
-from mss_device.gateway import DEVICE_ID, MARK, parse_status
+from mss_device.gateway import DEVICE_ID, MARK, parse_status, split_lines
 
 BATCH = 500
 BATCH_SECONDS = 0.02
@@ -300,7 +300,7 @@ class SerialCollector(threading.Thread):
                     buf = b""
                     while not self.stopping.is_set():
                         buf += ser.read(4096)
-                        *lines, buf = buf.split(b"\n")
+                        lines, buf = split_lines(buf)
                         for line in lines:
                             self._line(line)
             except (serial.SerialException, OSError) as exc:

@@ -6,7 +6,8 @@ A batch arrives as one MQTT message on ``mss/v1/<campaign>/shuffled``
 (:mod:`mss_protocol.shuffled_batch`).  It is checked in this order, and the
 first failure quarantines the whole message with reason ``topic`` (another
 topic) or ``batch_<reason>`` of :class:`~mss_protocol.shuffled_batch.BatchError`:
-``batch_mac`` first (nothing of an unauthenticated message is parsed), then
+``batch_length`` for a message shorter than any batch (its length is all that is read), then
+``batch_mac`` (nothing of an unauthenticated message is parsed), then
 ``batch_magic``, ``batch_version``, ``batch_epoch``, ``batch_config`` (another
 config's batch), ``batch_count``, ``batch_body``, ``batch_length`` (malformed).
 

@@ -25,6 +25,14 @@ class LineError(ValueError):
         self.reason, self.detail = reason, detail
 
 
+def split_lines(buffer):
+    """(lines, rest) of ``buffer`` (bytes read from a port): each complete line, its LF
+    taken off, and the bytes after the last LF, which are no line yet (SPEC.md section 8:
+    they wait for their LF; a reader that stops or loses the port drops them)."""
+    *lines, rest = buffer.split(b"\n")
+    return lines, rest
+
+
 def parse_status(line):
     """(device id, word) of a good status line ``$MSS2,<device id>,!<word>,<crc>`` (SPEC.md
     section 8: ``no-clock``, the board has no clock; ``skipped-<epoch>``, its budget is spent), else None (:func:`parse` says why not)."""
