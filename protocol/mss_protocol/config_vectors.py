@@ -76,13 +76,13 @@ IRR = BASES["grr-irr"]["irr"]  # a layer to put where none may be
 
 def on_board(d):
     """``d`` with the device section a board needs to get to its protocol checks: an id
-    (the unix port has no machine.unique_id), LoRaWAN for compact frames (SPEC.md section 4)."""
+    (the unix port has no machine.unique_id), LoRaWAN for compact frames (SPEC.md section 4),
+    where the board takes its modem's DevEUI instead."""
     if not isinstance(d, dict) or "device" in d:
         return d
-    dev = {"device_id": "x"}
     if d.get("frame") == "compact":
-        dev.update(transport="lorawan", lorawan={"path": "/dev/null"})
-    return dict(d, device=dev)
+        return dict(d, device={"transport": "lorawan", "lorawan": {"path": "/dev/null"}})
+    return dict(d, device={"device_id": "x"})
 
 
 def _with(base, **fields):
