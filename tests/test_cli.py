@@ -201,7 +201,11 @@ def test_estimate_csv_plot_and_errors(tmp_path):
     out = mss("estimate", "--store", tmp_path / "s.sqlite", "--epoch", 1, "--all-epochs")
     assert out.returncode == 2 and "not both" in out.stderr
     out = mss("estimate", "--store", tmp_path / "s.sqlite")
-    assert out.returncode == 0 and "epoch 1: the epoch with the most devices (50;" in " ".join(out.stdout.split())
+    assert out.returncode == 0 and ("epoch 1: 50 reports from 50 devices; the epoch with the most devices (50;"
+                                    in " ".join(out.stdout.split()))
+    out = mss("estimate", "--store", tmp_path / "s.sqlite", "--all-epochs")  # no memoize recorded: widened as if
+    assert out.returncode == 0 and ("2 epochs pooled: 100 reports from 50 devices, standard errors widened x1.41 "
+                                    "for repeated reports" in " ".join(out.stdout.split())), out.stdout
     other = tmp_path / "other.json"
     MssConfig.build(64, 1.0, [59, 61, 63]).save(other, {"device": {"period_s": 3600}})
     out = mss("aggregate", "--config", other, "--store", tmp_path / "s.sqlite", "--broker",

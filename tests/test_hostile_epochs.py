@@ -15,7 +15,6 @@ SQLite, `mss estimate`): back-filled epochs and oversize payloads.
 import base64
 import hashlib
 import json
-import math
 import subprocess
 import sys
 import time
@@ -120,10 +119,15 @@ def test_back_filling_1000_epochs_moves_the_default_estimate_by_one_report(tmp_p
     assert f1 - f0 == pytest.approx(exact, abs=1e-12)  # exactly one report more
     assert np.max(np.abs(f1 - f0)) <= bound + 1e-12
 
-    pooled = estimate(hostile, "--all-epochs")  # every accepted report, and SEs widened for it
+    pooled = estimate(hostile, "--all-epochs")  # every accepted report
     assert pooled["pooled"] and pooled["epoch"] is None and pooled["n"] == HONEST + inside
     assert pooled["epochs"] == inside and pooled["devices"] == HONEST + 1
-    assert pooled["stderr_factor"] == pytest.approx(math.sqrt((HONEST + inside ** 2) / (HONEST + inside)), rel=1e-12)
+    # the config's boards draw afresh (no device.memoize): honest reports are independent, so the pooled
+    # errors are the decoder's own (a memoized fleet's widen by sqrt(sum R_d^2 / N), tests/test_pooled_scope.py);
+    # the attacker's 33 copies are a bias, which no widening bounds: below
+    assert pooled["memoized"] is False and pooled["stderr_factor"] == 1
+    assert pooled["decoded"] == (f"{inside} epochs pooled: {HONEST + inside} reports from {HONEST + 1} devices, "
+                                 f"fresh draws: standard errors not widened")
     fp = np.array([r["estimate"] for r in pooled["estimates"]])
     assert fp[ATTACKED_ITEM] - f0[ATTACKED_ITEM] > 10 * bound  # pooled, the 33 reports do move it: the bound bites
     se_one = np.array([r["stderr"] for r in estimate(hostile, "--epoch", current)["estimates"]])

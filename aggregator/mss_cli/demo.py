@@ -71,6 +71,27 @@ def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_cl
 
 def print_field(out, s, period, no_clock, resets):
     """The human tables of a field campaign (``summarize``'s ``s``) and its verdict."""
+def decoded_scope(store, epochs):
+    """The :class:`~mss_aggregator.collect.scope.Scope` the demo decodes, its ``selection``
+    saying why.  A field campaign (``epochs``): its last epoch, each device once; its boards
+    are memoized (as ``mss plan`` configures them), so the copies they re-sent in the other
+    epochs are the same draws, and pooling them as independent reports would give intervals
+    about sqrt(epochs + 1) too narrow.  An MQTT fleet reports once a device: every epoch
+    pooled (a run across an epoch's end keeps every device), each device once, nothing widened."""
+    from dataclasses import replace
+
+    from mss_aggregator.collect import scope as scopes
+
+    if not epochs:
+        return replace(scopes.select(store, all_epochs=True),
+                       selection="an MQTT fleet reports once a device (every epoch pooled: a run across an "
+                                 "epoch's end keeps every device)")
+    held, _, _, spanned = store.tally()
+    return replace(scopes.select(store, epoch=epochs),
+                   selection=f"the campaign's last epoch, each device once (the store's {held} reports in "
+                             f"{spanned} epochs are memoized copies of the same draws: not pooled)")
+
+
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -179,6 +200,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator import view as views
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
+    from mss_aggregator.collect import scope as scopes
     from mss_aggregator.collect.service import Aggregator, counters_table
     from mss_aggregator.collect.store import open_store
     from mss_aggregator.web.server import HttpError, check_bind
@@ -274,13 +296,14 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 if broker and not link:  # the user's broker keeps what is retained: the boards' statuses, the config
                     clear_demo(url, campaign, devices)
             store = open_store(store_path)
-            counts, counters = store.counts(), store.counters()
+            scope = decoded_scope(store, epochs)
+            counts, counters, accepted = scope.counts, store.counters(), store.tally()[0]
             rows = store.report_epochs() if epochs else None
             store.close()
-            est = registry.from_config(cfg).decode(counts)
+            est = scopes.decode(registry.from_config(cfg), scope)
             truth = np.bincount(values, minlength=k) / devices
-            title = (f"{counts.total} reports from {devices} devices in {epochs + 1} epochs" if epochs else
-                     f"{counts.total} reports from {sent} of {devices} devices")
+            out.print(f"decoded {scope.summary()}; {scope.selection}", highlight=False)
+            title = scope.summary() if epochs else f"{counts.total} reports from {sent} of {devices} devices"
             out.print(top_table(f"{title}: top categories", truth, est, 8))
             out.print(counters_table(counters, "counters"))
             with writing("--plot", plot):
@@ -289,7 +312,11 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
             out.print(f"plot: {plot}")
             doc = {"campaign": campaign, "config_id": cfg.config_id_hex, "protocol": result["protocol"],
                    "link": link and link.spec, "runtime": runtime, "period_s": period, "devices": devices,
-                   "sent": sent, "reports": counts.total, "counters": counters}
+                   "sent": sent, "reports": accepted, "counters": counters,
+                   # what the estimate decoded (mss estimate --json's scope fields) and every item's estimate,
+                   # interval and true frequency: the printed intervals' coverage (tests/test_field_demo.py)
+                   "estimate": dict(scope.document(), n=counts.total,
+                                    items=[dict(r, true=float(truth[r["item"]])) for r in est.rows()])}
             if epochs:
                 summary = summarize(boards, rows, counters, list(range(1, epochs + 1)), period, origin, resets)
                 print_field(out, summary, period, no_clock, resets)

@@ -28,8 +28,9 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--export-counts", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the estimates as JSON (n, config_id, epoch, counters, view, estimates; a shuffled "
-                   "store's also central: its eps, delta, n, eps0, method, epochs) instead of the table.")
+              help="Print the estimates as JSON (n, config_id, epoch, pooled, stderr_factor, decoded, counters, "
+                   "view, estimates; a shuffled store's also central: its eps, delta, n, eps0, method, epochs) "
+                   "instead of the table.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write every item's estimate as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
@@ -49,7 +50,8 @@ from mss_protocol.oracle_config import load_dict
               help="Only this epoch's reports (an epoch is a u32, SPEC.md section 4). Default: the fuller "
                    "of the last complete epoch and the current one (each device counts once).")
 @click.option("--all-epochs", is_flag=True,
-              help="Pool every epoch's reports; standard errors widened by the reports per device.")
+              help="Pool every epoch's reports; standard errors widened by the reports per device when they "
+                   "repeat a draw (device.memoize), not for fresh draws.")
 @click.option("--delta", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=centrals.DELTA,
               show_default=True,
               help="A shuffled store's (mss aggregate --shuffled) central delta per epoch: the (eps_c, delta) of "
@@ -112,12 +114,8 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         return
     out = make_console()
     out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
-    if scope is not None:
-        what = "every epoch" if scope.pooled else "no epoch" if scope.epoch is None else f"epoch {scope.epoch}"
-        widened = f", standard errors x{scope.stderr_factor:.3f}" if scope.stderr_factor != 1 else ""
-        devices = (f"{scope.devices} devices" if central is None else  # a shuffled store names none: a bound
-                   f"at least {scope.devices} devices (shuffled)")
-        out.print(f"{what}: {scope.selection}; {devices} in {scope.epochs} epochs{widened}")
+    if scope is not None:  # what was decoded (one epoch, or pooled and how widened), then why
+        out.print(f"{scope.summary()}; {scope.selection}", highlight=False)
     if central is not None:
         out.print(centrals.line(central), highlight=False)
     out.print(_table(view))

@@ -16,6 +16,7 @@ from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, QUARANTINE_MAX_ROWS, SHUFFLER, StoreError, open_store
+from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import categories, shuffled_batch
 from mss_protocol.budget import check_device
 from mss_protocol.frames import dev_eui
@@ -186,6 +187,8 @@ class Aggregator:
         self.seen = dict.fromkeys(("report", "quarantined"), 0)  # messages of this run (the idle warning)
         self.started = False
         self.store.set_clock(clock)
+        # memoized copies repeat a draw: pooled estimates widen their standard errors for them (scope)
+        self.store.record_memoize((raw.get("device") or {}).get("memoize", DEVICE_DEFAULTS["memoize"]))
         self.store.set_categories(self.categories)
         if shuffled:
             self.ingest = ShuffledIngest(self.cfg, campaign, shuffle_key)

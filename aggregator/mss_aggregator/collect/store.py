@@ -429,6 +429,19 @@ class Store:
         value = self._read_meta().get("clock")
         return json.loads(value) if value else None
 
+    def record_memoize(self, memoize):
+        """Record whether the boards memoize their reports (the config's ``device.memoize``)
+        for readers: pooled standard errors are widened for memoized copies only
+        (:mod:`.scope`).  Once an aggregator recorded true the store keeps it: the
+        copies sent then are still in it."""
+        self._set_meta("memoize", bool(memoize) or self.memoized() is True)
+
+    def memoized(self):
+        """True or False as the aggregators recorded it (:meth:`record_memoize`), or None
+        for a store written before they did (unknown: :mod:`.scope` widens as if memoized)."""
+        value = self._read_meta().get("memoize")
+        return None if value is None else bool(json.loads(value))
+
     def set_categories(self, categories):
         """Record the config's names and order of the items
         (:class:`mss_protocol.categories.Categories`) for the views."""

@@ -3,7 +3,9 @@
 A :class:`LiveView` owns its own store connection (never the writer's) and,
 every ``interval`` seconds when the counters or the campaign clock's epoch have moved, decodes the
 counts of the epoch ``mss estimate`` decodes by default (:mod:`~mss_aggregator.collect.scope`:
-each device once; estimates with SEs and 95% CIs), reads the counters and the devices per epoch,
+each device once, never memoized copies pooled as independent reports; estimates with SEs and
+95% CIs, and ``decoded``, the scope's phrase: "epoch 1234: 24 reports from 24 devices"), reads
+the counters and the devices per epoch,
 and appends the
 counters to a bounded history.  Requests read the latest snapshot, so a
 busy dashboard never slows collection.  The privacy audit summary (exact
@@ -196,7 +198,8 @@ class LiveView:
             for r in rows:
                 r["label"] = cats.name(r["item"])
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
-                                 "stderr_factor", "current_epoch", "selection", "decode_seconds")}
+                                 "stderr_factor", "current_epoch", "selection", "memoized", "decoded",
+                                 "decode_seconds")}
         return dict(doc, post=post, view=dict(view.document(), caption=view.caption()), estimates=rows,
                     error=s.get("error"))
 

@@ -338,9 +338,10 @@ async function refresh() {
     document.getElementById("campaign").textContent = campaign;
     document.getElementById("config-id").textContent = `config ${cfg.config_id}`;
     document.title = `${campaign} · mss-iot live fleet estimates`;
-    const epoch = est.epoch === null ? "" : ` of epoch ${est.epoch} (${est.selection})`;
+    // what was decoded (one epoch, each device once; or pooled, and how the errors were widened) and why
+    const decoded = est.decoded ? `decoded ${est.decoded} (${est.selection})` : `${est.n} reports decoded`;
     const down = ctr.brokers.filter(b => !b.connected);
-    status.textContent = `${est.n} reports decoded${epoch} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
+    status.textContent = `${decoded} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
       + (est.error ? ` · STALE: ${est.error}` : "")
       + down.map(b => ` · broker ${b.broker} NOT CONNECTED: ${b.last_error || "connecting"}`).join("");
     status.className = est.error || down.length ? "error" : "";
