@@ -54,7 +54,7 @@ Two figures are models:
 import math
 
 from mss_device.frame import HEADER, KINDS
-from mss_protocol import device_cost, energy, registry, resolution
+from mss_protocol import device_cost, energy, privacy, registry, resolution
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
@@ -145,6 +145,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call;
     ``exclude``: {protocol: why} left out of the plan (their row states why), e.g. OLH
     under a shuffler (its seed names the device)."""
+    for given in (eps, irr_epsilon):  # below MIN_PLAN_EPSILON a variance is a division by zero
+        if given is not None and (why := privacy.plan_epsilon_problem(given)):
+            raise PlanError(why)
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
     memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more

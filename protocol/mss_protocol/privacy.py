@@ -38,6 +38,13 @@ DIGITS = 60  # significant digits of E = e^eps (exp_decimal)
 # The double nearest ln(2**30 - 1) = 20.7944154158670367...: 0x1.4cb5ecf069650p+4,
 # 20.79441541586703579...; a budget is refused when eps > MAX_EPSILON as doubles.
 MAX_EPSILON = math.log(ONE - 1)
+# The smallest budget the planner plans for (choose, mss.planner.plan; every --epsilon of mss).  A
+# channel of m outcomes keeping omega has T = 2**30 omega / m at epsilon 0, and epsilon moves T by
+# about 2**30 epsilon omega (m - omega) / m**2, at least about 2**30 epsilon / m: below m / 2**30 (2**-7 for the
+# device's largest draw, m = 2**23) T may not move at all, p = q, eps_effective 0 and the variance
+# a division by zero (SubsetSelection's at k = 16 already at 1e-8).  0.01 keeps every channel a device
+# can draw at least one step of T above that.  Configs themselves are checked by epsilon_problem.
+MIN_PLAN_EPSILON = 0.01
 
 
 def epsilon_problem(eps):
@@ -48,6 +55,17 @@ def epsilon_problem(eps):
     if eps > MAX_EPSILON:
         return (f"epsilon {eps!r} is above {MAX_EPSILON:.4f} = ln(2**30 - 1), the largest a 30-bit "
                 f"threshold delivers (beyond it a report is the truth but for a 2**-30 chance)")
+    return None
+
+
+def plan_epsilon_problem(eps):
+    """Why the planner cannot plan for ``eps`` (:func:`epsilon_problem`, or below
+    MIN_PLAN_EPSILON), or None."""
+    if why := epsilon_problem(eps):
+        return why
+    if eps < MIN_PLAN_EPSILON:
+        return (f"epsilon {eps!r} is below {MIN_PLAN_EPSILON}, the smallest planned for (a 30-bit threshold "
+                f"hardly moves below it: no estimate would be possible)")
     return None
 
 

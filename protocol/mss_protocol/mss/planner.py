@@ -264,7 +264,7 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     """
     if not (2 if protocol == "ss" else 4) <= k < privacy.ONE:
         raise PlanError(f"k must be at least 4 (2 for SubsetSelection) and below 2**30, got {k}")
-    if why := privacy.epsilon_problem(eps):
+    if why := privacy.plan_epsilon_problem(eps):
         raise PlanError(why)
     digest = None if prior is None else hashlib.sha256(np.asarray(prior, dtype=float).tobytes()).hexdigest()
     key = json.dumps([PLANNER_VERSION, k, float(eps), max_bits, seed, digest, protocol]
