@@ -360,7 +360,8 @@ def serve(agg, quiet=False, http=None, token=None, refresh=2.0, hosts=(), warn_i
             from mss_aggregator.web.server import WebServer
 
             view = LiveView(agg.store.location, interval=refresh, brokers=agg.brokers, no_clock=agg.no_clock,
-                            device=agg.device if isinstance(agg.device, dict) else None)
+                            device=agg.device if isinstance(agg.device, dict) else None,
+                            on_death=agg.failures.report)
             web = WebServer(view, http, token, hosts=hosts, log=agg.log, on_death=agg.failures.report).start()
             view.start()
             console.print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, metrics: {web.url}metrics)")

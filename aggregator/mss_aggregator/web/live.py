@@ -55,8 +55,12 @@ def _audit(channel, prior, label, epsilon):
 
 
 class LiveView:
-    def __init__(self, location, interval=2.0, history=720, brokers=list, no_clock=list, device=None):
-        self.brokers, self.no_clock = brokers, no_clock
+    """``on_death(thread, exc)``: told if the refresh thread ends on an exception (a failed
+    refresh does not end it: the snapshot says why it is stale, and the next one retries)."""
+
+    def __init__(self, location, interval=2.0, history=720, brokers=list, no_clock=list, device=None,
+                 on_death=None):
+        self.brokers, self.no_clock, self.on_death = brokers, no_clock, on_death
         self.device = device  # the config's device section (period_s, memoize, budget), or None
         self._loss = {}  # (prior label, epochs, epoch) -> loss_so_far
         self.store = open_store(location)
@@ -70,7 +74,7 @@ class LiveView:
         self.snapshot = None
         self.stop_event = threading.Event()
         self.refresh()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, name="mss-dashboard", daemon=True)
 
     def _config(self):
         cfg = self.cfg
@@ -152,12 +156,17 @@ class LiveView:
         return doc
 
     def _run(self):
-        while not self.stop_event.wait(self.interval):
-            try:
-                self.refresh()
-            except Exception as exc:  # keep the last snapshot, and say why it is stale (API, page)
-                with self.lock:
-                    self.snapshot = dict(self.snapshot, error=f"refresh failed: {exc}")
+        try:
+            while not self.stop_event.wait(self.interval):
+                try:
+                    self.refresh()
+                except Exception as exc:  # keep the last snapshot, and say why it is stale (API, page)
+                    with self.lock:
+                        self.snapshot = dict(self.snapshot, error=f"refresh failed: {exc}")
+        except Exception as exc:  # no more refreshes: never a dashboard showing stale figures unsaid
+            if self.on_death is None:
+                raise
+            self.on_death("dashboard refresh", exc)
 
     def start(self):
         self.thread.start()
@@ -182,7 +191,10 @@ class LiveView:
         with self.lock:
             s = self.snapshot
         if top is not None:
-            top = int(top)
+            try:
+                top = int(top)
+            except ValueError:  # int's own message names int() and base 10
+                raise ValueError(f"top must be a whole number, got {top!r}") from None
             if top < 1:
                 raise ValueError("top must be at least 1")
         elif order is None:
