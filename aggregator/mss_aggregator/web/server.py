@@ -25,6 +25,7 @@ request is counted as ``errors`` and logged in one line.
 """
 import base64
 import hmac
+import inspect
 import ipaddress
 import socket
 import ssl
@@ -95,10 +96,10 @@ def check_bind(bind, token):
 
 def host_names(bind_host, hosts=()):
     """The test of a request's Host header (name, no port) for a server bound to
-    ``bind_host``: loopback names and ``hosts`` always; off loopback also IP
+    ``bind_host``: it (e.g. 127.0.0.2), loopback names and ``hosts`` always; off loopback also IP
     addresses, the bind name and this machine's name.  Never the token's business:
     a page on another name (DNS rebinding) is refused either way."""
-    names = {n.lower().rstrip(".") for n in (*LOOPBACK_NAMES, *hosts)}
+    names = {n.lower().rstrip(".") for n in (*LOOPBACK_NAMES, bind_host, *hosts)}  # its own address too
     anywhere = not is_loopback(bind_host)
     if anywhere:
         names |= {bind_host.lower(), socket.gethostname().lower()}
@@ -196,9 +197,16 @@ def broker_metrics(brokers):
     yield from (up, failures, last)
 
 
+def query_names(method):
+    """The query parameters a route takes: the keyword parameters of the LiveView method behind it."""
+    return [name for name, p in inspect.signature(method).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
 def make_handler(live, token, registry, host_ok, stats):
-    api = {"/api/estimates": live.estimates, "/api/config": live.config_doc,
-           "/api/counters": lambda **query: dict(live.counters(**query), http=stats())}
+    api = {"/api/estimates": (live.estimates, query_names(live.estimates)),
+           "/api/config": (live.config_doc, query_names(live.config_doc)),
+           "/api/counters": (lambda **query: dict(live.counters(**query), http=stats()),
+                             query_names(live.counters))}
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "mss-aggregate"
@@ -252,11 +260,16 @@ def make_handler(live, token, registry, host_ok, stats):
                 self._send(401, b'{"error": "unauthorised"}', "application/json",
                            [("WWW-Authenticate", 'Basic realm="mss-iot"')])
             elif path in api:
+                call, names = api[path]
+                params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+                unknown = next((name for name in params if name not in names), None)
                 try:
-                    doc = api[path](**dict(p.split("=", 1) for p in query.split("&") if "=" in p))
-                except (TypeError, ValueError) as exc:
-                    self._send(400, jsonout.dumps({"error": f"bad query {query!r}: {exc}"}).encode(),
-                               "application/json")
+                    if unknown is not None:  # by its name, never as the Python call it would make
+                        raise ValueError(f"unknown parameter {unknown[:40]!r}; {path} takes "
+                                         + (", ".join(names) if names else "none"))
+                    doc = call(**params)
+                except ValueError as exc:  # the message names the parameter (LiveView's checks)
+                    self._send(400, jsonout.dumps({"error": f"bad query: {exc}"}).encode(), "application/json")
                     return
                 self._send(200, jsonout.dumps(doc).encode(), "application/json")
             elif path == "/metrics":
