@@ -175,12 +175,17 @@ class Server:
                 want not in ("+", got) for want, got in zip(self._levels, levels)):
             raise UplinkError("topic", f"not an uplink topic of {self.name} application {self.app}")
         if len(document) > MAX_DOCUMENT:  # not parsed: parsing time and memory grow with it
-            raise UplinkError("lorawan_json", f"{len(document)} bytes is too long for an uplink event")
+            raise UplinkError(self.marshaler_reason(document), f"{len(document)} bytes is too long for an "
+                                                               "uplink event")
         eui, port, fcnt, frame, time = self.read(document)
         if port != fport and port not in also:
             raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
         self.check_device(levels[self.DEVICE_LEVEL], eui)
         return Uplink(eui, port, fcnt, frame, time)
+
+    def marshaler_reason(self, document):
+        """The quarantine reason of a malformed ``document``, named for the marshaler that reads it."""
+        return "lorawan_json"
 
     def read(self, document):
         """(DevEUI, FPort, FCnt, frame, time) of an event's bytes; UplinkError if it has none."""
@@ -220,8 +225,16 @@ class ChirpStack(Server):
     def __init__(self, app):
         super().__init__(app, f"application/{app}/device/+/event/up")
 
+    def marshaler_reason(self, document):
+        return "lorawan_json" if self.is_json(document) else "lorawan_protobuf"
+
+    @staticmethod
+    def is_json(document):
+        """The JSON marshaler's (an object), else the protobuf one's."""
+        return document[:1] == b"{"
+
     def read(self, document):
-        if document[:1] == b"{":
+        if self.is_json(document):
             return super().read(document)
         try:
             event = uplink_event_class().FromString(document)
