@@ -23,13 +23,13 @@ verifies it against the writers and the host's reader
     python -m mss_protocol.serial_lines --write protocol/vectors/serial/lines.json
     python -m mss_protocol.serial_lines --check protocol/vectors/serial/lines.json
 """
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from mss_device.framing import HEAD, crc16, frame, status_line
 from mss_device.gateway import LineError, parse, parse_status, split_lines
+from mss_protocol.vector_cli import vector_main
 
 PATH = Path(__file__).resolve().parents[1] / "vectors" / "serial" / "lines.json"
 DEVICE_ID = "board-07"
@@ -202,17 +202,7 @@ def check(path=PATH):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", metavar="FILE")
-    ap.add_argument("--check", metavar="FILE")
-    args = ap.parse_args(argv)
-    if args.write:
-        write(args.write)
-    if args.check:
-        errors = check(args.check)
-        print("\n".join(errors) or f"all serial lines read as stated ({args.check})")
-        return 1 if errors else 0
-    return 0
+    return vector_main(argv, __doc__, write, check, lambda path: f"all serial lines read as stated ({path})")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ the file against :mod:`mss_protocol.shuffled_batch` and the codecs::
     python -m mss_protocol.vectors --write protocol/vectors   # this file too
     python -m mss_protocol.shuffled_vectors --check protocol/vectors/shuffled/batches.json
 """
-import argparse
 import hashlib
 import hmac
 import json
@@ -41,6 +40,7 @@ from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import OracleConfig, codec, load_dict
 from mss_protocol.shuffled_batch import (BATCH_ID_BYTES, MAGIC, MIN_KEY_BYTES, VERSION, BatchError, compact_body,
                                          decode_batch, encode_batch)
+from mss_protocol.vector_cli import vector_main
 
 PATH = Path(__file__).resolve().parents[1] / "vectors" / "shuffled" / "batches.json"
 KEY = hashlib.sha256(b"mss-shuffle-vectors/key").digest()
@@ -232,17 +232,7 @@ def check(path=PATH):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", metavar="FILE")
-    ap.add_argument("--check", metavar="FILE")
-    args = ap.parse_args(argv)
-    if args.write:
-        write(args.write)
-    if args.check:
-        errors = check(args.check)
-        print("\n".join(errors) or f"all shuffled batches read as stated ({args.check})")
-        return 1 if errors else 0
-    return 0
+    return vector_main(argv, __doc__, write, check, lambda path: f"all shuffled batches read as stated ({path})")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ reasons)::
     python -m mss_aggregator.collect.link_vectors --write protocol/vectors
     python -m mss_aggregator.collect.link_vectors --check protocol/vectors
 """
-import argparse
 import base64
 import json
 import sys
@@ -38,6 +37,7 @@ from mss_protocol import shuffled_batch, shuffled_vectors
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import OracleConfig, load_dict
 from mss_protocol.shuffled_batch import BatchError
+from mss_protocol.vector_cli import vector_main
 from mss_protocol.vectors import ROOT, label_stream, report_from_stream
 
 CAMPAIGN = "vec-campaign"
@@ -334,18 +334,8 @@ def check(root=ROOT):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", metavar="DIR", help="write DIR/lorawan/uplinks.json and DIR/mqtt/messages.json")
-    ap.add_argument("--check", metavar="DIR")
-    args = ap.parse_args(argv)
-    if args.write:
-        write(args.write)
-    if args.check:
-        errors = check(args.check)
-        print("\n".join(errors) or f"the aggregator classifies every link vector as stated ({args.check}: "
-                                   f"{', '.join(PATHS)}, serial status lines, shuffled batch quarantines)")
-        return 1 if errors else 0
-    return 0
+    return vector_main(argv, __doc__, write, check, lambda path: (f"the aggregator classifies every link vector as stated ({path}: "
+                                                     f"{', '.join(PATHS)}, serial status lines, shuffled batch quarantines)"))
 
 
 if __name__ == "__main__":
