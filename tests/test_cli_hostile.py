@@ -18,11 +18,16 @@
   loopback served without auth to any Host; ``" "`` was accepted on 0.0.0.0.
 * Connection resets: counted (``/metrics``, ``/api/counters``), not logged.
   Before: 200 resets wrote 5,000 traceback lines to the aggregator's log.
+* Issue 49: every numeric option of every command has a range (inf, nan, 0, 1e-300, 1e300 refused
+  where out of it, exit 2 naming the flag), an empty --broker/--lorawan/--serial/--http is a usage
+  error, the dashboard's refresh thread that dies stops the process (exit 3), the dashboard answers
+  to its own address, API errors name the query parameter.
 * Secrets off the command line: ``--broker-password-file`` /
   ``$MSS_BROKER_PASSWORD`` and ``--http-token-file`` / ``$MSS_HTTP_TOKEN``;
   neither secret shows in ``/proc/<pid>/cmdline``.  Before: no such flags.
 """
 import json
+import math
 import os
 import re
 import socket
@@ -35,6 +40,7 @@ import urllib.request
 
 import numpy as np
 import paho.mqtt.client as mqtt
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -42,6 +48,7 @@ from brokers import Mosquitto, password_file
 from collect_helpers import AggregatorProcess, clocked
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.ports import free_port
+from mss_cli.common import FloatRange
 from mss_cli.main import main
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.counts import Counts
@@ -211,6 +218,11 @@ INJECTED = {  # thread -> (code run before `mss`, extra flags, the thread named 
                [], "writer"),
     "http": ("import http.server\nhttp.server.ThreadingHTTPServer.serve_forever = boom\n",
              ["--http", "127.0.0.1:{port}"], "http server"),
+    # issue 49: the dashboard's refresh loop itself (its wait; --refresh inf made it an OverflowError) kept
+    # the process running, exit 0 at the end, serving the start-up figures as if current
+    "dashboard": ("from mss_aggregator.web import live\n_init = live.LiveView.__init__\n"
+                  "def init(self, *a, **k):\n    _init(self, *a, **k)\n    self.stop_event.wait = boom\n"
+                  "live.LiveView.__init__ = init\n", ["--http", "127.0.0.1:{port}"], "dashboard refresh"),
 }
 
 
@@ -511,3 +523,170 @@ def test_switch_config_and_fleet_read_the_password_file(tmp_path, cfg_path, auth
     finally:
         sub.loop_stop()
         sub.disconnect()
+
+
+# -- issue 49: every number in range, empty modes refused, the dashboard's last misreadings ----------
+
+def commands(group=main, path=()):
+    """(path, command) of every command of ``group``, subcommands of subgroups too."""
+    for name in group.list_commands(None):
+        cmd = group.get_command(None, name)
+        if isinstance(cmd, click.Group):
+            yield from commands(cmd, (*path, name))
+        else:
+            yield (*path, name), cmd
+
+
+def number_type(param):
+    """The click number type of ``param`` (a list's item type for a NumberList), or None."""
+    kind = getattr(param.type, "item", param.type)
+    return kind if isinstance(kind, (click.types.IntParamType, click.types.FloatParamType)) else None
+
+
+NUMERIC = [(path, param) for path, cmd in commands() for param in cmd.params if number_type(param)]
+EXEMPT = {}  # (command, flag) -> why it has no upper or lower bound: none so far, keep it so
+
+
+def test_every_numeric_option_is_bounded():
+    """A new numeric option comes with its range (mss_cli.common.FloatRange, click.IntRange):
+    inf, nan and values whose memory or time cannot be had are refused at the edge."""
+    assert len(NUMERIC) > 50 and {"plan", "aggregate", "shuffle"} <= {p[0] for p, _ in NUMERIC}
+    unbounded = [(" ".join(path), param.opts[-1]) for path, param in NUMERIC
+                 if (getattr(number_type(param), "min", None) is None or getattr(number_type(param), "max", None)
+                     is None) and (" ".join(path), param.opts[-1]) not in EXEMPT]
+    assert not unbounded, f"numeric options without both bounds: {unbounded}"
+    floats = [(" ".join(path), param.opts[-1]) for path, param in NUMERIC
+              if isinstance(number_type(param), click.types.FloatParamType)
+              and not isinstance(number_type(param), FloatRange)]
+    assert not floats, f"float options that let nan through (not mss_cli.common.FloatRange): {floats}"
+
+
+def inside(kind, value):
+    low = kind.min is None or (value > kind.min if kind.min_open else value >= kind.min)
+    high = kind.max is None or (value < kind.max if kind.max_open else value <= kind.max)
+    return low and high
+
+
+def outside(kind):
+    """Values ``kind`` must refuse: its bounds' neighbours outside, non-finite and huge ones, and
+    0 and 1e-300 where the lower bound leaves them out."""
+    values = ["inf", "-inf", "nan", "1e300", "-1e300"]
+    if isinstance(kind, click.types.IntParamType):
+        values += [str(kind.min if kind.min_open else kind.min - 1), str(kind.max if kind.max_open else kind.max + 1),
+                   "1e-300"]  # not a whole number
+    else:
+        values += [repr(kind.min if kind.min_open else math.nextafter(kind.min, -math.inf)),
+                   repr(kind.max if kind.max_open else math.nextafter(kind.max, math.inf))]
+        values += [] if inside(kind, 1e-300) else ["1e-300"]
+    return values + ([] if inside(kind, 0) else ["0"])
+
+
+@pytest.fixture
+def never_run(monkeypatch):
+    """Every command's callback replaced: a value that passes validation must not start a job."""
+    ran = []
+    for path, cmd in commands():
+        monkeypatch.setattr(cmd, "callback", lambda *a, _path=path, **k: ran.append(_path))
+    return ran
+
+
+@pytest.mark.parametrize("path,param", NUMERIC, ids=[f"{' '.join(p)} {q.opts[-1]}" for p, q in NUMERIC])
+def test_numbers_out_of_range_are_usage_errors(never_run, path, param):
+    """Before: --refresh inf or 1e10 killed the dashboard's refresh (stale figures, exit 0), --refresh nan
+    spun a core, --epsilon 1e-300 (<= 1e-8) a ZeroDivisionError, bench --k 0 and audit --horizons
+    99999999999 tracebacks."""
+    flag = param.opts[-1]
+    for value in outside(number_type(param)):
+        code, err = invoke(*path, flag, value)
+        assert_refused(code, err, flag)
+    assert never_run == []
+
+
+MODES = ("--broker", "--lorawan", "--serial", "--http", "--forward-broker")
+EMPTY_MODES = [(path, flag) for path, cmd in commands() for param in cmd.params for flag in param.opts
+               if flag in MODES]
+
+
+@pytest.mark.parametrize("path,flag", EMPTY_MODES, ids=[f"{' '.join(p)} {f}" for p, f in EMPTY_MODES])
+def test_an_empty_mode_is_a_usage_error(never_run, path, flag):
+    """Before: --lorawan '' (an unset shell variable) was no --lorawan: mss aggregate and mss shuffle
+    collected MQTT device reports instead of uplinks, and --http '' served no dashboard, silently."""
+    assert len(EMPTY_MODES) >= 10
+    code, err = invoke(*path, flag, "")
+    assert_refused(code, err, flag)
+    assert never_run == []
+
+
+@pytest.mark.parametrize("eps", [1e-300, 1e-9, 1e-8, 1e-5, 0.009999])
+def test_the_planner_refuses_a_budget_too_small_to_plan(eps):
+    """Before: choose and plan ended in ZeroDivisionError at epsilon <= 1e-8 (a 30-bit threshold
+    that no longer moves); a clear ValueError now, and the CLI's --epsilon refuses the same."""
+    from mss_protocol.choose import choose
+    from mss_protocol.mss.planner import plan
+    from mss_protocol.privacy import MIN_PLAN_EPSILON
+
+    for call in (lambda: choose(16, eps, use_cache=False), lambda: plan(16, eps, use_cache=False),
+                 lambda: choose(16, 1.0, "grr", irr_epsilon=eps, use_cache=False)):
+        with pytest.raises(ValueError, match=rf"below {MIN_PLAN_EPSILON}, the smallest planned for"):
+            call()
+    assert math.isfinite(choose(16, MIN_PLAN_EPSILON, use_cache=False)["predicted_mse"])
+
+
+def test_the_dashboard_answers_to_its_own_loopback_address():
+    """Before: a dashboard on 127.0.0.2 refused Host 127.0.0.2 (403); other names still are."""
+    from mss_aggregator.web.server import WebServer
+
+    web = WebServer(StubLive(), "127.0.0.2:0").start()
+    try:
+        url = f"http://127.0.0.2:{web.httpd.server_address[1]}/api/config"
+        assert status(url) == 200
+        assert status(url, host="evil.example") == 403
+    finally:
+        web.stop()
+
+
+def api_error(url):
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url, timeout=10)
+    assert err.value.code == 400
+    return json.loads(err.value.read())["error"]
+
+
+def test_api_errors_name_the_query_parameter(tmp_path):
+    """Before: ?bogus=1 said "LiveView.estimates() got an unexpected keyword argument 'bogus'",
+    ?top=zero "invalid literal for int() with base 10"."""
+    from mss_aggregator.web.live import LiveView
+    from mss_aggregator.web.server import WebServer
+
+    open_store(tmp_path / "s.sqlite", CFG).close()
+    view = LiveView(tmp_path / "s.sqlite")
+    web = WebServer(view, "127.0.0.1:0").start()
+    try:
+        for query, want in [("api/estimates?bogus=1", "unknown parameter 'bogus'; /api/estimates takes top, order, "
+                                                        "simultaneous, post"),
+                            ("api/counters?top=1", "unknown parameter 'top'; /api/counters takes none"),
+                            ("api/estimates?top=zero", "top must be a whole number, got 'zero'"),
+                            ("api/estimates?order=size", "order must be one of"),
+                            ("api/estimates?simultaneous=yes", "simultaneous must be true or false")]:
+            error = api_error(web.url + query)
+            assert error.startswith("bad query: " + want), error
+            assert not re.search(r"\w\(\)|keyword argument|literal|base 10", error), error
+    finally:
+        web.stop()
+        view.close()
+
+
+def test_an_oversized_protobuf_uplink_is_quarantined_as_protobuf():
+    """Before: every event over 64 KiB was lorawan_json, whichever marshaler wrote it."""
+    from mss_aggregator.collect.lorawan import MAX_DOCUMENT, UplinkError, parse_spec
+
+    server, topic = parse_spec("chirpstack:app"), "application/app/device/70b3d57ed0000001/event/up"
+    for document, reason in [(b"\x0a" + b"\x00" * MAX_DOCUMENT, "lorawan_protobuf"),
+                             (b"{" + b" " * MAX_DOCUMENT, "lorawan_json")]:
+        with pytest.raises(UplinkError) as err:
+            server.uplink(topic, document, 1)
+        assert err.value.reason == reason and "too long" in err.value.detail
+    tts = parse_spec("tts:app@ttn")
+    with pytest.raises(UplinkError) as err:
+        tts.uplink("v3/app@ttn/devices/d1/up", b"{" + b" " * MAX_DOCUMENT, 1)
+    assert err.value.reason == "lorawan_json"

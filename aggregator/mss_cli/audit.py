@@ -6,12 +6,13 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import (AUDIT_FAILED, EPSILON, console, csv_list, epsilon_list, fail, make_console, output_file,
-                            progress, writing)
+from mss_cli.common import (AUDIT_FAILED, EPSILON, SEED, NumberList, console, csv_list, fail, make_console,
+                            output_file, progress, writing)
 from mss_protocol import registry
 from mss_protocol import oracle_config
 from mss_protocol.config_file import read_json
 from mss_protocol.mss.config import ConfigError
+from mss_protocol.limits import MAX_K
 from mss_protocol.privacy import MAX_EPSILON
 
 AUDIT_PROTOCOLS = ",".join(registry.AVAILABLE)  # every protocol
@@ -20,7 +21,7 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 
 
 @click.command("audit")
-@click.option("--k", "k", type=click.IntRange(min=2),
+@click.option("--k", "k", type=click.IntRange(2, MAX_K - 1),
               help="Domain size (or take it from --config); MSS needs k >= 4 and is left out below.")
 @click.option("--epsilon", type=EPSILON,
               help="Privacy budget (or take it from --config).")
@@ -34,26 +35,27 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 @click.option("--protocols", "names", default=None, callback=lambda c, p, v: None if v is None else csv_list(str)(c, p, v),
               help=f"Protocols to audit [default: the --config's, else {AUDIT_PROTOCOLS}; "
                    f"--longitudinal: the config's, else mss,grr].")
-@click.option("--trials", type=click.IntRange(min=0), default=10000, show_default=True,
+@click.option("--trials", type=click.IntRange(0, 10**7), default=10000, show_default=True,  # 10**6 takes 18 s
               help="Devices in the empirical attack run (0: exact values only).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulated devices and reports.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the simulated devices and reports.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help="PNG: success vs epsilon with the ceilings.")
-@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list,
+@click.option("--plot-epsilons", default="0.5,1,2,3,4,5", show_default=True, type=NumberList(EPSILON),
               help="The epsilons --plot's curves are drawn at (and --epsilon), comma-separated.")
 @click.option("--longitudinal", is_flag=True, help="Also attack T repeated reports (fresh and memoized).")
 @click.option("--horizons", default=AUDIT_HORIZONS, show_default=True,
-              callback=csv_list(int), help="Report counts T for --longitudinal.")
-@click.option("--long-trials", type=click.IntRange(min=1), default=100, show_default=True,
+              type=NumberList(click.IntRange(1, 10**6)),  # T bytes a trial and protocol
+              help="Report counts T for --longitudinal.")
+@click.option("--long-trials", type=click.IntRange(1, 10**6), default=100, show_default=True,
               help="Devices per protocol and mode for --longitudinal.")
-@click.option("--campaign-days", type=click.IntRange(min=1), default=365, show_default=True,
+@click.option("--campaign-days", type=click.IntRange(1, 36500), default=365, show_default=True,
               help="--longitudinal with --config: the campaign's length in days.")
-@click.option("--link-pairs", type=click.IntRange(min=10), default=1000, show_default=True,
+@click.option("--link-pairs", type=click.IntRange(10, 10**7), default=1000, show_default=True,
               help="--longitudinal: report pairs (same device, and two devices) for the linkability test.")
 @click.option("--empirical", is_flag=True,
               help="Also audit epsilon empirically on every client's wire output (ldp-audit).")
-@click.option("--audit-trials", type=click.IntRange(min=100), default=20000, show_default=True,
+@click.option("--audit-trials", type=click.IntRange(100, 10**8), default=20000, show_default=True,
               help="Reports per input for --empirical.")
 @click.option("--firmware/--no-firmware", default=True, show_default=True,
               help="Include the firmware under the MicroPython unix port in --empirical.")
@@ -87,8 +89,6 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     if unknown:
         raise click.BadParameter(f"unknown protocols {', '.join(unknown)} (available: "
                                  f"{', '.join(privacy_audit.PROTOCOLS)})", param_hint="--protocols")
-    if any(t < 1 for t in horizons):
-        raise click.BadParameter("report counts must be >= 1", param_hint="--horizons")
     try:
         prior = parse(prior_spec, k)
     except DistributionError as exc:

@@ -6,8 +6,9 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import (csv_list, epsilon_list, fail, figure, make_console, output_file, post_option, progress,
-                            writing)
+from mss_cli.common import (EPSILON, MAX_SIMULATED, SEED, NumberList, csv_list, fail, figure, make_console,
+                            output_file, post_option, progress, writing)
+from mss_protocol.limits import MAX_K
 from mss_protocol.mss.config import ConfigError
 
 PROTOCOLS = "mss,ss,pgr,grr,rappor,olh,hr"
@@ -21,20 +22,20 @@ def _plot_dir(ctx, param, value):
 
 
 @click.command("bench")
-@click.option("--k", "ks", default="1024", show_default=True, callback=csv_list(int),
+@click.option("--k", "ks", default="1024", show_default=True, type=NumberList(click.IntRange(2, MAX_K - 1)),
               help="Domain sizes, comma-separated.")
-@click.option("--epsilon", "epsilons", default="0.5,1,2,3,4,5", show_default=True, callback=epsilon_list,
+@click.option("--epsilon", "epsilons", default="0.5,1,2,3,4,5", show_default=True, type=NumberList(EPSILON),
               help="Privacy budgets, comma-separated.")
-@click.option("--n", "n", type=click.IntRange(min=1), default=10000, show_default=True,
+@click.option("--n", "n", type=click.IntRange(1, MAX_SIMULATED), default=10000, show_default=True,
               help="Simulated devices (one report each) a trial.")
 @click.option("--dist", "dists", default="zipf:1.1,spike", show_default=True, callback=csv_list(str),
               help="True value distributions, comma-separated: zipf:S, spike, uniform, file:counts.csv.")
-@click.option("--trials", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--trials", type=click.IntRange(1, 10**4), default=5, show_default=True,
               help="Independent populations per (k, distribution); MSE is their mean, ± their std.")
 @click.option("--protocols", "names", default=PROTOCOLS, show_default=True, callback=csv_list(str),
               help="Comma-separated: mss, ss, pgr, grr, rappor (OUE), sue, olh, hr.")
 @post_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the populations and the reports.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the populations and the reports.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} as JSON instead of the table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_file, metavar="FILE",
               help="Also write {\"rows\": [...]} to this JSON file.")

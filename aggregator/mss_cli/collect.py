@@ -3,8 +3,8 @@ serial ports into a store."""
 import click
 from click.core import ParameterSource
 
-from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, counters_line, fail,
-                            topic_level)
+from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
+                            counters_line, fail, topic_level)
 from rich.markup import escape
 
 from mss_protocol.budget import describe
@@ -16,6 +16,14 @@ def check_id(value, flag):
     from mss_aggregator.collect.collectors import check_client_id
 
     return check_client_id(value, flag)
+
+
+def http_spec(ctx, param, value):
+    """--http's HOST:PORT, checked with its token later; an empty value is refused, never taken
+    for no --http."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty: give HOST:PORT, e.g. 127.0.0.1:8080")
+    return value
 
 
 def broker_spec(value, flag):
@@ -33,11 +41,12 @@ def serial_spec(value, flag):
 
 
 def lorawan_spec(ctx, param, value):
-    """--lorawan's network-server application (None if not given)."""
+    """--lorawan's network-server application (None if not given; an empty value, e.g. an unset
+    shell variable, is refused as any bad one, never taken for no --lorawan)."""
     from mss_aggregator.collect.lorawan import parse_spec
 
     try:
-        return parse_spec(value) if value else None
+        return None if value is None else parse_spec(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc))
 
@@ -95,10 +104,11 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Print a line per message once stored, on stdout: its topic (or serial port), then "
                    "accepted/duplicate/extra with device, epoch, seq and length, or quarantined with "
                    "the reason (never a report's body).")
-@click.option("--warn-idle", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="MIN",
+@click.option("--warn-idle", type=FloatRange(0, 525600),  # a year of minutes
+              default=10.0, show_default=True, metavar="MIN",
               help="Warn once, naming the campaign and the topic subscribed, if no report has come "
                    "MIN minutes after the start (0: never).")
-@click.option("--http", "http_bind", metavar="HOST:PORT",
+@click.option("--http", "http_bind", metavar="HOST:PORT", callback=http_spec,
               help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
 @click.option("--http-token", envvar="MSS_HTTP_TOKEN",
               help="Token the dashboard/API require (Bearer, or basic-auth password; visible ASCII, "
@@ -110,14 +120,15 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Another name the dashboard is reached by (its Host header, e.g. through a "
                    "reverse proxy); repeat for several. Always served: loopback names, and off "
                    "loopback IP addresses and this machine's name.")
-@click.option("--refresh", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+@click.option("--refresh", type=FloatRange(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
                   client_id, serial_ports, fleet_key_file, quiet, verbose, warn_idle, http_bind, http_token,
                   http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
 
-    A thread that dies (a collector, the writer, the HTTP server) stops the command with exit 3
+    A thread that dies (a collector, the writer, the HTTP server, the dashboard's refresh) stops the
+    command with exit 3
     and "error: <thread>: <cause>"."""
     from mss_aggregator.collect.collectors import ThreadDied
     from mss_aggregator.collect.service import Aggregator, serve

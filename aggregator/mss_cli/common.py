@@ -1,12 +1,13 @@
 """What every command shares: the console, exit codes, errors and small helpers.
 
 Exit codes: 0 ok, 1 privacy audit failed (``mss audit``), 2 usage error (click;
-an --epsilon beyond ``privacy.MAX_EPSILON`` too), 3 data error (bad config or
+an --epsilon outside ``privacy.MIN_PLAN_EPSILON`` to ``MAX_EPSILON`` too), 3 data error (bad config or
 input file, a store that cannot be opened or fails a write, plan impossible);
 the message names what is wrong, in one style: ``error: ...`` on one line
 (:func:`fail` for data errors, :class:`Group` for click's usage errors, which add
 a ``Try 'mss CMD -h' for help.`` line).
 """
+import math
 import os
 import sys
 import threading
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mss_protocol.privacy import epsilon_problem
+from mss_protocol.privacy import MAX_EPSILON, MIN_PLAN_EPSILON, plan_epsilon_problem
 
 AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken control was not caught
 DATA_ERROR = 3
@@ -144,29 +145,68 @@ def progress(what, total=None):
         line(", done")
 
 
-class Epsilon(click.ParamType):
-    """A privacy budget: positive, finite, at most ``privacy.MAX_EPSILON`` (the
-    largest a 30-bit threshold delivers); anything else is a usage error that
-    says why."""
+class FloatRange(click.FloatRange):
+    """click.FloatRange refusing nan too: every comparison with nan is false, so click's lets it
+    through whatever the bounds.  Every float option of ``mss`` is one (tests/test_cli_hostile.py
+    reads the bounds)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
+SEED = click.IntRange(0, 2**32 - 1)  # any seed numpy and the planner take; 32 bits is every seed wanted
+# Upper bounds of the options whose memory or time follow from them (tests/test_cli_hostile.py: every numeric
+# option has both bounds)
+MAX_SIMULATED = 10**8  # simulated devices a run holds: mss simulate --n 10**7 takes 140 MB and 6 s
+MAX_BITS = 1 << 20  # a report body's bits, far beyond any link (LoRaWAN's 242 bytes, an MQTT report's 2 KiB)
+YEAR_S = 365 * 86400  # a report period's longest
+
+
+class Epsilon(FloatRange):
+    """A privacy budget: finite, from ``privacy.MIN_PLAN_EPSILON`` (the least the planner
+    plans for) to ``privacy.MAX_EPSILON`` (the largest a 30-bit threshold delivers);
+    anything else is a usage error that says why."""
 
     name = "float"
+
+    def __init__(self):
+        super().__init__(MIN_PLAN_EPSILON, MAX_EPSILON)
 
     def convert(self, value, param, ctx):
         try:
             eps = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
-        if why := epsilon_problem(eps):
+        if why := plan_epsilon_problem(eps):
             self.fail(why, param, ctx)
         return eps
+
+    def _describe_range(self):  # as -h shows it
+        return f"{MIN_PLAN_EPSILON}<=x<={MAX_EPSILON:.4f}"
 
 
 EPSILON = Epsilon()
 
 
-def epsilon_list(ctx, param, value):
-    """Comma-separated privacy budgets, each checked as :class:`Epsilon` checks one."""
-    return [EPSILON.convert(v, param, ctx) for v in value.split(",") if v]
+class NumberList(click.ParamType):
+    """Comma-separated numbers, at least one, each checked by ``item`` (a click number type,
+    e.g. :data:`EPSILON`); a bad one is a usage error naming the flag."""
+
+    name = "list"
+
+    def __init__(self, item):
+        self.item = item
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):  # a default already converted
+            return value
+        items = [v for v in str(value).split(",") if v.strip()]
+        if not items:
+            self.fail(f"{value!r}: give at least one value", param, ctx)
+        return [self.item.convert(v.strip(), param, ctx) for v in items]
 
 
 TOPIC_LEVEL = "one MQTT topic level: 1 to 64 printable characters, no '/', '+' or '#'"

@@ -8,11 +8,13 @@ import click
 import numpy as np
 
 from mss_aggregator.distributions import parse
-from mss_cli.common import (EPSILON, broker_password_option, broker_url, console, fail, make_console, output_file,
-                            progress, top_table, writing)
+from mss_cli.collect import broker_spec, http_spec
+from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broker_url, checked, console, fail,
+                            make_console, output_file, progress, top_table, writing)
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
+from mss_protocol.limits import MAX_K
 from mss_protocol.lorawan import budget, parse_link
 from mss_protocol.oracle_config import load_dict
 
@@ -146,21 +148,22 @@ def clear_demo(url, campaign, devices):
 
 
 @click.command("demo")
-@click.option("--broker", help="Use this broker instead of the embedded one (mqtt://[user@]host:port).")
+@click.option("--broker", callback=checked(broker_spec),
+              help="Use this broker instead of the embedded one (mqtt://[user@]host:port).")
 @broker_password_option
-@click.option("-n", "--devices", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("-n", "--devices", type=click.IntRange(1, 10**5), default=200, show_default=True,
               help="How many emulated devices report.")
-@click.option("--k", "k", type=click.IntRange(min=4), default=16, show_default=True,
+@click.option("--k", "k", type=click.IntRange(4, MAX_K - 1), default=16, show_default=True,
               help="Number of categories.")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="The protocol the fleet runs (auto: the most accurate for k and epsilon, as mss plan chooses).")
 @click.option("--epsilon", type=EPSILON, default=3.0, show_default=True, help="Each report's privacy budget.")
 @click.option("--dist", default="zipf:1.1", show_default=True,
               help="The distribution the devices' values are drawn from (as mss simulate --dist).")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the values (and of --resets).")
+@click.option("--seed", type=SEED, default=1, show_default=True, help="Seed of the values (and of --resets).")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help=f"Write the estimate's plot here (default {PLOTS[None]}; with --lorawan {PLOTS['chirpstack']}).")
-@click.option("--http", "http_bind", metavar="HOST:PORT",
+@click.option("--http", "http_bind", metavar="HOST:PORT", callback=http_spec,
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
 @click.option("--lorawan", type=click.Choice(["chirpstack"]),
               help="Report over LoRaWAN: emulated modems on ptys (RAK3172, Wio-E5, RN2483 in turn), uplinks "
@@ -170,17 +173,17 @@ def clear_demo(url, campaign, devices):
               help="Print the outcome as JSON on stdout (the rest goes to stderr); with --lorawan, per device "
                    "the MCU's and the modem's time awake and asleep and the radio's TX and RX time; with "
                    "--epochs also per_epoch, lost, duplicates and the checks.")
-@click.option("--epochs", type=click.IntRange(min=1),
+@click.option("--epochs", type=click.IntRange(1, 10**6),
               help="A field campaign (with --lorawan): every board runs the firmware's loop in real time for "
                    "a warm-up epoch (0) and then this many epochs (1..N), each of which must count every "
                    "device exactly once; exit status 1 when one does not.")
-@click.option("--period-s", "period_s", type=click.IntRange(min=1),
+@click.option("--period-s", "period_s", type=click.IntRange(1, YEAR_S),
               help=f"The boards' reporting period, s (default {PERIOD_S}; with --epochs {FIELD_PERIOD_S}, "
                    f"in real time: accelerated).")
 @click.option("--no-clock", is_flag=True,
               help="With --epochs: the boards' wall clock reads 2000-01-01 at every boot (no NTP): they "
                    "report by network time (DeviceTimeReq) or paced by their monotonic timer.")
-@click.option("--resets", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--resets", type=click.IntRange(0, 10**6), default=0, show_default=True,
               help="With --epochs: reset each board this many times at random moments (--seed): power "
                    "cycles (also mid-uplink), watchdog resets, machine.reset().")
 def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan,

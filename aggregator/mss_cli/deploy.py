@@ -19,7 +19,8 @@ import click
 from rich.markup import escape
 
 from mss_aggregator.deploy import ARCHS
-from mss_cli.common import console
+from mss_cli.common import FloatRange, console
+from mss_protocol.privacy import MAX_EPSILON
 
 HELP = {"help_option_names": ["-h", "--help"]}
 
@@ -84,7 +85,7 @@ def _check_sensor(path):
               help="Another config the board keeps, for a LoRaWAN downlink to switch to.")
 @click.option("--fleet-key-file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
               help="The fleet key (hex) pushed configs must be signed with, as given to mss aggregate.")
-@click.option("--max-epsilon", type=float, metavar="E",
+@click.option("--max-epsilon", type=FloatRange(0, MAX_EPSILON, min_open=True), metavar="E",
               help="The board refuses any config whose thresholds give more (default with a key: the largest "
                    "epsilon of --config and --hold).")
 @click.option("--budget", callback=_budget, metavar="EPS/DAYS",

@@ -9,20 +9,36 @@ import numpy as np
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, error_line, fail,
-                            output_file, progress, topic_level, writing)
+from mss_cli.collect import broker_spec
+from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
+                            error_line, fail, output_file, progress, topic_level, writing)
 from mss_protocol import oracle_config
+from mss_protocol.limits import MAX_K
 from mss_protocol.mss.config import ConfigError
+
+
+MAX_FLEET = 10**5  # --devices: a device id is --id-prefix and its index, at most 5 digits
+
+
+def _id_prefix(ctx, param, value):
+    """--id-prefix, such that it and every index (fewer than MAX_FLEET) is a device id."""
+    from mss_device.gateway import DEVICE_ID
+
+    if not DEVICE_ID.match(f"{value}{MAX_FLEET - 1}"):
+        raise click.BadParameter(f"{value!r}: device ids are it and their index, so it is 0 to "
+                                 f"{64 - len(str(MAX_FLEET - 1))} of A-Z a-z 0-9 _ . : -")
+    return value
 
 
 @click.command("device-sim")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Device config (from mss plan --device-config).")
-@click.option("--value", type=int, help="The device's true category (required unless --check-only).")
+@click.option("--value", type=click.IntRange(0, MAX_K - 2),
+              help="The device's true category (required unless --check-only).")
 @click.option("--check-only", is_flag=True,
               help="Only run the board's config checks (its own loader) and print what it accepts "
                    "or why not (exit 1).")
-@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--count", type=click.IntRange(1, 10**6), default=1, show_default=True,
               help="How many reports, each a fresh draw (sequence numbers 0, 1, ...).")
 @click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
               show_default=True, help="Where the firmware runs.")
@@ -107,7 +123,7 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
 
 
 @click.command("fleet")
-@click.option("--broker", required=True, metavar="URL",
+@click.option("--broker", required=True, metavar="URL", callback=checked(broker_spec),
               help="The broker the devices report to: mqtt://[user[:password]@]host[:port]; the user and "
                    "password every device logs in with, unless --user-template.")
 @broker_password_option
@@ -116,8 +132,8 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config); the devices date their reports by its "
                    "device.period_s and epoch_origin (default the firmware's 3600 and 0), as the aggregator does.")
-@click.option("-n", "--devices", type=click.IntRange(min=1), required=True, help="How many devices to run.")
-@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-n", "--devices", type=click.IntRange(1, MAX_FLEET), required=True, help="How many devices to run.")
+@click.option("--epochs", type=click.IntRange(1, 10**4), default=1, show_default=True,
               help="Each device reports once in each of this many consecutive epochs of the config's clock, "
                    "those ending with the current one (its clock set back a period at a time: dated reports, "
                    "as the firmware makes them); at most the aggregator's window, accept_past_epochs + 1.")
@@ -136,17 +152,17 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
               help="Count what the aggregator stored from its dashboard (mss aggregate --http; the token from "
                    "$MSS_HTTP_TOKEN): the rise of /api/counters' accepted during the run, so reports of "
                    "other devices meanwhile count too.")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=15, show_default=True,
+@click.option("--wait", "wait_s", type=FloatRange(0, 86400), default=15, show_default=True,
               help="With --store or --aggregator-url: seconds to wait for the aggregator to store what was "
                    "PUBACKed.")
 @click.option("--dist", default="zipf:1.1", show_default=True,
               help="The distribution the devices' values are drawn from (as mss simulate --dist).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the values drawn.")
-@click.option("--id-prefix", default="dev", show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the values drawn.")
+@click.option("--id-prefix", default="dev", show_default=True, callback=_id_prefix,
               help="Device ids are this plus the index (without --user-template).")
 @click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
               show_default=True, help="Where the firmware runs.")
-@click.option("--parallel", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--parallel", type=click.IntRange(1, 1024), default=8, show_default=True,
               help="Devices running at once.")
 @click.option("--truth", "truth_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write the devices' values.")

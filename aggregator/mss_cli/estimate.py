@@ -10,9 +10,10 @@ from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import StoreError, open_store
-from mss_cli.common import console, counters_line, fail, make_console, output_file, post_option, writing
+from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
 from mss_protocol import categories, registry
 from mss_protocol.config_file import read_json
+from mss_protocol.limits import MAX_K
 from mss_protocol.mss.config import ConfigError
 from mss_protocol.oracle_config import load_dict
 
@@ -36,7 +37,7 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
               help="Write a PNG of the items the table shows (same order, top and intervals).")
 @post_option
-@click.option("--top", type=click.IntRange(min=1), default=None,
+@click.option("--top", type=click.IntRange(1, MAX_K - 1), default=None,
               help=f"Show the N largest estimates, in table and plot (default: every item of an ordinal domain of "
                    f"at most {views.ALL_ITEMS_UP_TO}, else {views.DEFAULT_TOP}).")
 @click.option("--order", type=click.Choice(views.ORDERS), default=None,
@@ -52,7 +53,7 @@ from mss_protocol.oracle_config import load_dict
 @click.option("--all-epochs", is_flag=True,
               help="Pool every epoch's reports; standard errors widened by the reports per device when they "
                    "repeat a draw (device.memoize), not for fresh draws.")
-@click.option("--delta", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=centrals.DELTA,
+@click.option("--delta", type=FloatRange(0, 1, min_open=True, max_open=True), default=centrals.DELTA,
               show_default=True,
               help="A shuffled store's (mss aggregate --shuffled) central delta per epoch: the (eps_c, delta) of "
                    "the release is printed beside the estimate (JSON: central), over several epochs composed.")

@@ -32,7 +32,7 @@ def when(unix):
 @click.option("--reason", metavar="CODE",
               help="Only messages of this reason code (the reason column: topic, payload, epoch, "
                    "wire_config, wire_length, checksum, ...).")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N",
+@click.option("--limit", type=click.IntRange(1, 10**6), default=20, show_default=True, metavar="N",
               help="Show the newest N messages.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object on stdout: total, shown, quarantine_dropped, and messages "

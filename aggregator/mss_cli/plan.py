@@ -9,11 +9,12 @@ from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
-from mss_cli.common import EPSILON, fail, figure, make_console
+from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan, shuffling
 from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
+from mss_protocol.limits import MAX_K
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.progress import Reporter
 from mss_protocol.oracle_config import load_dict
@@ -63,16 +64,16 @@ def _writable_in(ctx, param, value):
 
 
 @click.command("plan")
-@click.option("--k", "k", type=click.IntRange(min=2), required=True, help="Domain size (categories).")
+@click.option("--k", "k", type=click.IntRange(2, MAX_K - 1), required=True, help="Domain size (categories).")
 @click.option("--epsilon", type=EPSILON, default=None,
               help="Privacy budget per report (epsilon-LDP).  Required unless --central-epsilon, which plans it.")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: of the protocols whose whole frame fits the budget, the fastest on the device among "
                    "the most accurate (--mse-slack; with --link the least energy per report); or one protocol "
                    "(mss: the best MSS configuration, compared honestly with SubsetSelection).")
-@click.option("--max-bytes", type=click.IntRange(min=1), default=None,
+@click.option("--max-bytes", type=click.IntRange(1, MAX_BITS // 8), default=None,
               help="Largest whole report (header + body) in bytes, e.g. 11 for LoRaWAN US915 DR0.")
-@click.option("--max-bits", type=click.IntRange(min=1), default=None, help="Largest report body in bits.")
+@click.option("--max-bits", type=click.IntRange(1, MAX_BITS), default=None, help="Largest report body in bits.")
 @click.option("--frame", type=click.Choice(KINDS), default="full", show_default=True,
               help="full: 11-byte header; compact: 1 byte, for links that carry the device id and "
                    "counter (LoRaWAN); compact-epoch: 3 bytes, the link carries the device id only.")
@@ -80,35 +81,35 @@ def _writable_in(ctx, param, value):
               help="LoRaWAN link (regions " + ", ".join(lorawan.REGIONS) + "): --max-bytes from the "
                    "region's payload table, a compact frame (olh: compact-epoch) unless --frame is given, "
                    "and the airtime and reports/day of the chosen report.")
-@click.option("--n", "n", type=click.IntRange(min=1), default=N_DEFAULT, show_default=True,
+@click.option("--n", "n", type=click.IntRange(1, 10**12), default=N_DEFAULT, show_default=True,
               help="Fleet size: reports the predicted MSE, the resolution (per-item standard error, 95% "
                    "half-width, detectable frequency) and the decode time are stated for.  With --detect or "
                    "--target-se and no --n: the devices the chosen protocol needs.")
-@click.option("--detect", type=click.FloatRange(0, 1, min_open=True), default=None, callback=_number, metavar="F",
+@click.option("--detect", type=FloatRange(0, 1, min_open=True), default=None, callback=_number, metavar="F",
               help="The smallest frequency the operator needs to see (one-sided 5% test, 80% power): each "
                    "candidate states the devices it needs, auto chooses the fewest (within --mse-slack) and, "
                    "without --n, states the plan at that fleet size.")
-@click.option("--target-se", type=click.FloatRange(min=0, min_open=True), default=None, callback=_number,
+@click.option("--target-se", type=FloatRange(0, 1, min_open=True), default=None, callback=_number,
               metavar="S", help="A per-item standard error to reach: as --detect, the devices needed for it.")
 @click.option("--prior", "prior_spec", default="uniform", show_default=True,
               help="Value distribution the MSE is predicted at: uniform, zipf:S, spike, "
                    "file:est.json (mss estimate --json) or file:counts.csv.")
-@click.option("--max-device-ms", type=click.FloatRange(min=0, min_open=True), default=MAX_DEVICE_MS,
+@click.option("--max-device-ms", type=FloatRange(0, 3.6e6, min_open=True), default=MAX_DEVICE_MS,
               show_default=True,
               help="Per-report device time budget on the --board (default an RP2040), from its instruction "
                    "counts: auto leaves out protocols above it; a protocol named with --protocol is warned about.")
-@click.option("--mse-slack", type=click.FloatRange(min=0), default=MSE_SLACK, show_default=True, callback=_slack,
+@click.option("--mse-slack", type=FloatRange(0, 10), default=MSE_SLACK, show_default=True, callback=_slack,
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
                    "fastest on the device wins, with --link the least energy per report "
                    "(0: the most accurate, whatever its device time).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of MSS's moduli search.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True), callback=_writable_in,
               help="Write the config file devices and the aggregator load (it names its protocol, "
                    "and its device.period_s is the campaign clock the aggregator needs; device.sleep: with "
                    "--link what the board sleeps best in between reports, light on an rp2040, deep on an "
                    "esp32/esp32c3, else none).")
-@click.option("--period", type=click.IntRange(min=1), default=None, metavar="S",
+@click.option("--period", type=click.IntRange(1, YEAR_S), default=None, metavar="S",
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
                    "Default: with --link the shortest its budget allows (a shorter one is refused), "
                    f"else the firmware's {DEFAULT_PERIOD_S}.")
@@ -118,7 +119,7 @@ def _writable_in(ctx, param, value):
                    + ", ".join(energy.BOARDS) + ").")
 @click.option("--modem", type=click.Choice(tuple(energy.MODEMS)), default=None,
               help=f"With --link: the LoRaWAN AT modem of the energy model (default {DEFAULT_MODEM}).")
-@click.option("--battery", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MAH",
+@click.option("--battery", type=FloatRange(0, 1e7, min_open=True), default=None, metavar="MAH",
               help="With --link: battery capacity in mAh; the plan states the days it lasts (docs/energy.md).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
 @click.option("--campaign-days", type=click.IntRange(min=1, max=36500), default=CAMPAIGN_DAYS, show_default=True,
@@ -132,11 +133,11 @@ def _writable_in(ctx, param, value):
 @click.option("--irr-epsilon", type=EPSILON, default=None, metavar="E1",
               help="An instantaneous layer (RAPPOR's IRR) at E1 per report over the memoized draw: grr, olh, hr "
                    "and pgr only (repeated reports are no longer identical).")
-@click.option("--shuffle-n", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--shuffle-n", type=click.IntRange(1, 10**12), default=None, metavar="N",
               help="Reports pass an anonymising shuffler (mss shuffle) in batches of N devices: the plan states "
                    "the central (eps_c, --delta) of a batch at its epsilon (docs/privacy.md), states the MSE at "
                    "n = N unless --n is given, and leaves out OLH (its hash seed names the device).")
-@click.option("--delta", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=shuffling.DEFAULT_DELTA,
+@click.option("--delta", type=FloatRange(0, 1, min_open=True, max_open=True), default=shuffling.DEFAULT_DELTA,
               callback=_number, show_default=True, metavar="D", help="With --shuffle-n: the central delta of each "
                                                                        "epoch's shuffled batch.")
 @click.option("--central-epsilon", type=EPSILON, default=None, metavar="C",

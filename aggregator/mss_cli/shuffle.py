@@ -2,8 +2,8 @@
 import click
 
 from mss_cli.collect import LORAWAN_SPEC, broker_spec, check_id, lorawan_spec, serial_spec
-from mss_cli.common import (TOPIC_LEVEL, broker_password_option, broker_url, checked, console, counters_line, fail,
-                            topic_level)
+from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
+                            counters_line, fail, topic_level)
 from mss_protocol.mss.config import ConfigError
 
 
@@ -29,12 +29,13 @@ from mss_protocol.mss.config import ConfigError
 @click.option("--shuffle-key-file", type=click.Path(dir_okay=False), metavar="FILE",
               help="The key shared with mss aggregate --shuffled (hex, at least 32 bytes: openssl rand -hex 32). "
                    "Default: $MSS_SHUFFLE_KEY.")
-@click.option("--min-batch", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--min-batch", type=click.IntRange(1, 10**9), default=100, show_default=True,
               help="Forward a batch only when the closed epochs hold at least this many reports; fewer are held "
                    "and merged into the next epoch's batch, never forwarded small.")
 @click.option("--forward-broker", callback=checked(broker_spec),
               help="Where the batches go (the aggregator's broker); default: --broker.")
-@click.option("--grace", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="S",
+@click.option("--grace", type=FloatRange(0, 604800),  # a week
+              default=60.0, show_default=True, metavar="S",
               help="Seconds after an epoch's end before it is closed (reports in flight still join its batch).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False),
               help="CA certificate (PEM) the brokers' certificates must be signed by; implies TLS.")

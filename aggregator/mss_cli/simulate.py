@@ -5,29 +5,31 @@ import click
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.common import EPSILON, fail, figure, make_console, output_file, post_option, progress, top_table, writing
+from mss_cli.common import (EPSILON, MAX_BITS, MAX_SIMULATED, SEED, fail, figure, make_console, output_file,
+                            post_option, progress, top_table, writing)
 from mss_protocol import oracle_config, registry
 from mss_protocol.choose import CHOICES, choose
+from mss_protocol.limits import MAX_K
 from mss_protocol.mss.config import ConfigError, MssConfig
 from mss_protocol.mss.planner import PlanError
 
 
 @click.command("simulate")
-@click.option("--k", "k", type=click.IntRange(min=2), help="Domain size (or take it from --config).")
+@click.option("--k", "k", type=click.IntRange(2, MAX_K - 1), help="Domain size (or take it from --config).")
 @click.option("--epsilon", type=EPSILON, help="Privacy budget per report (or take it from --config).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Use this config (from mss plan --device-config) instead of planning.")
-@click.option("--max-bits", type=click.IntRange(min=1), default=None,
+@click.option("--max-bits", type=click.IntRange(1, MAX_BITS), default=None,
               help="Largest report body in bits, as mss plan --max-bits.")
-@click.option("--n", "n", type=click.IntRange(min=1), required=True, help="Simulated devices.")
+@click.option("--n", "n", type=click.IntRange(1, MAX_SIMULATED), required=True, help="Simulated devices.")
 @click.option("--dist", default="zipf:1.1", show_default=True,
               help="The devices' true values: zipf:S, spike, uniform or file:counts.csv.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the values and the reports.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the values and the reports.")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: the protocol mss plan chooses for --k, --epsilon, --max-bits and --n; mss (planned "
                    "for --max-bits); ss (SubsetSelection on the full domain); or a one-output protocol: "
                    + ", ".join(oracle_config.NAMES) + ".")
-@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--trials", type=click.IntRange(1, 10**4), default=1, show_default=True,
               help="Independent fleets; the MSE is their mean, ± their std.")
 @post_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

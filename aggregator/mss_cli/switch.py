@@ -8,8 +8,8 @@ import threading
 
 import click
 
-from mss_cli.collect import LORAWAN_SPEC, lorawan_spec
-from mss_cli.common import broker_password_option, broker_url, console, fail
+from mss_cli.collect import LORAWAN_SPEC, broker_spec, lorawan_spec
+from mss_cli.common import broker_password_option, broker_url, checked, console, fail
 from mss_protocol.mss.config import ConfigError
 
 TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
@@ -18,7 +18,7 @@ TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
 @click.command("switch-config", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec, required=True,
               help="The network-server application the devices are in.")
-@click.option("--broker", required=True,
+@click.option("--broker", required=True, callback=checked(broker_spec),
               help="The network server's MQTT broker, mqtt[s]://[user:pass@]host:port "
                    "(TTS: user APP@TENANT, password an API key).")
 @broker_password_option
