@@ -626,7 +626,8 @@ def test_the_planner_refuses_a_budget_too_small_to_plan(eps):
     from mss_protocol.privacy import MIN_PLAN_EPSILON
 
     for call in (lambda: choose(16, eps, use_cache=False), lambda: plan(16, eps, use_cache=False),
-                 lambda: choose(16, 1.0, "grr", irr_epsilon=eps, use_cache=False)):
+                 lambda: choose(16, 1.0, "grr", irr_epsilon=eps, use_cache=False),
+                 lambda: choose(16, eps, n=None, detect=0.1, use_cache=False)):
         with pytest.raises(ValueError, match=rf"below {MIN_PLAN_EPSILON}, the smallest planned for"):
             call()
     assert math.isfinite(choose(16, MIN_PLAN_EPSILON, use_cache=False)["predicted_mse"])

@@ -145,17 +145,17 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call;
     ``exclude``: {protocol: why} left out of the plan (their row states why), e.g. OLH
     under a shuffler (its seed names the device)."""
-    for given in (eps, irr_epsilon):  # below MIN_PLAN_EPSILON a variance is a division by zero
-        if given is not None and (why := privacy.plan_epsilon_problem(given)):
-            raise PlanError(why)
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
     memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more
     if n is None:
         if detect is None and target_se is None:
             raise PlanError("n=None states the plan at the devices a question needs: give detect or target_se")
-        args = dict(locals())
+        args = dict(locals())  # no other local before this line: they would be arguments
         n = choose(**dict(args, n=N_DEFAULT))["devices_needed"]
+    for given in (eps, irr_epsilon):  # below MIN_PLAN_EPSILON a variance is a division by zero
+        if given is not None and (why := privacy.plan_epsilon_problem(given)):
+            raise PlanError(why)
     if protocol not in CHOICES:
         raise PlanError(f"protocol must be one of {', '.join(CHOICES)}, got {protocol!r}")
     try:
