@@ -163,6 +163,12 @@ def _print_audit(report, plot):
                       _fmt(r["paper_rule_empirical"], r["paper_rule_empirical_ci"]),
                       _fmt(r["bayes_exact"]), _fmt(r["empirical"], r["empirical_ci"]), share)
     out.print(table)
+    conf = report.get("config")
+    if conf:
+        irr = conf["irr"]
+        out.print(f"config {conf['config_id']}: {conf['protocol']}, frame {conf['frame']}, eps_effective "
+                  f"{conf['eps_effective']:.4f}" + (f", instantaneous layer eps_effective {irr['eps_effective']:.4f}, "
+                                                    f"one report's {irr['report_eps_effective']:.4f}" if irr else ""))
     out.print(f"ceiling for any {report['epsilon']}-LDP protocol with this prior: {report['ceiling']:.4g}  "
               f"(uniform-prior ceiling {b['ldp_uniform']:.4g}, ReRo bound {b['rero']:.4g}, "
               f"no information {b['no_information']:.4g}, random guess {b['random_guess']:.4g})")

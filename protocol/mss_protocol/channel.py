@@ -119,8 +119,9 @@ class Channel:
         """The exact output the client sends (what an empirical audit inspects)."""
         return self.client(x, rng)
 
-    def parse(self, data):
-        """The report carried by wire output ``data``."""
+    def parse(self, data, epoch=None):
+        """The report carried by wire output ``data``; ``epoch``: the link's epoch, which a
+        compact frame needs (SPEC.md section 4; read by channels whose wire output is bytes)."""
         return data
 
     def bayes_exact(self, prior):

@@ -11,6 +11,7 @@ import numpy as np
 
 from mss_aggregator.devices.runtime import RuntimeUnavailable
 from mss_aggregator.privacy import attacks, ceilings, empirical
+from mss_device.frame import KINDS
 from mss_device.rng import ByteRng
 from mss_protocol import registry
 from mss_protocol.mss.config import MssConfig
@@ -88,9 +89,19 @@ def reconstruction(k, epsilon, prior, prior_spec, names, trials, seed=0, cfg=Non
         rows.append(reconstruction_row(channel(name, k, epsilon, cfg), prior, trials, seed))
         if progress:
             progress()
-    return {"k": k, "epsilon": epsilon, "prior": prior_spec,
+    return {"k": k, "epsilon": epsilon, "prior": prior_spec, "config": config_doc(cfg),
             "ceiling": ceilings.ldp_prior(prior, epsilon), "bounds": ceilings.bounds(prior, epsilon),
             "trials": trials, "seed": seed, "rows": rows}
+
+
+def config_doc(cfg):
+    """What identifies the audited config (None without one): its config id (the one the
+    boards must run, docs/privacy.md section 6), protocol, frame kind, the permanent
+    draw's ``eps_effective`` and the instantaneous layer's figures (:func:`irr_doc`)."""
+    if cfg is None:
+        return None
+    return {"config_id": cfg.config_id_hex, "protocol": cfg.name, "frame": KINDS[cfg.frame],
+            "eps_effective": cfg.eps_effective, "irr": irr_doc(cfg)}
 
 
 def sweep(k, prior, names, epsilons):

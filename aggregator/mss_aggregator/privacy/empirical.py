@@ -39,15 +39,23 @@ def epsilon_lower_bound(tp, n1, fp, n2, alpha=0.001):
 # -- the audit of real clients ----------------------------------------------
 # Inputs 0 and 1 differ in every residue (m_j >= 2) and in every other protocol.
 X1, X2 = 0, 1
+# The epoch every audited report is drawn in (the host clients' headers carry epoch 0,
+# MssProtocol.randomise; the firmware is told it, mss_node.emit's EPOCH), and each report
+# is decoded as sent in that epoch: the link epoch a compact kind needs (SPEC.md section 4)
+# is the drawing epoch, as on LoRaWAN, where it is the epoch of the network server's
+# receive time (section 11) and a board sends its report in the epoch it drew it in; a
+# compact-epoch frame's low bits resolve to it, a full frame carries its own.
+DRAW_EPOCH = 0
 
 
-def distinguishing_hits(ch, wire_reports, x1=X1, x2=X2):
+def distinguishing_hits(ch, wire_reports, x1=X1, x2=X2, epoch=DRAW_EPOCH):
     """How many reports support x1 but not x2: the event whose probability
     ratio between inputs x1 and x2 is the channel's largest (e^eps for a
-    correct client).  Every report is parsed from its exact wire output."""
+    correct client).  Every report is parsed from its exact wire output,
+    ``epoch`` the link's (compact frames)."""
     hits = 0
     for data in wire_reports:
-        mask = ch.support(ch.parse(data))[0]
+        mask = ch.support(ch.parse(data, epoch))[0]
         hits += bool(mask[x1]) and not mask[x2]
     return hits
 
@@ -57,10 +65,11 @@ def host_reports(ch, x, n, rng):
     return [ch.wire(x, rng) for _ in range(n)]
 
 
-def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600, device_id=None):
+def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600, device_id=None, epoch=DRAW_EPOCH):
     """n report bytes for value x from the firmware (``mss_node.emit``, every
     protocol's device module through ``mss_node.reporter``) under ``runtime``,
-    with the runtime's own os.urandom; ``device_id`` the board's id (olh's seed)."""
+    with the runtime's own os.urandom, drawn in ``epoch``; ``device_id`` the
+    board's id (olh's seed)."""
     import os
     import tempfile
 
@@ -69,7 +78,7 @@ def firmware_reports(cfg, x, n, runtime="micropython", timeout=3600, device_id=N
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "config.json")
         cfg.save(path)
-        args = [path, x, n] + (["--device", device_id] if device_id else [])
+        args = [path, x, n, epoch] + (["--device", device_id] if device_id else [])
         out = run_module(runtime, "mss_node.emit", args, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"firmware under {runtime} failed: {out.stderr.strip()[-500:]}")
@@ -80,14 +89,14 @@ AUDIT_DEVICE = "audit"
 
 
 def _olh_device(codec, x1, x2):
-    """A device id whose OLH hash seed (epoch 0) tells x1 and x2 apart, so that the
+    """A device id whose OLH hash seed (at DRAW_EPOCH) tells x1 and x2 apart, so that the
     distinguishing event can hold (the seed of every report of one device at one
     epoch, or of every epoch with ``seed: device``, is the same)."""
     proto = codec.cfg.protocol
     proto = getattr(proto, "prr", None) or proto
     for i in range(1000):
         dev = f"{AUDIT_DEVICE}{i}"
-        a, b = codec.decode(codec.encode(0), dev, 0).subset[:2]
+        a, b = codec.decode(codec.encode(0, DRAW_EPOCH), dev, DRAW_EPOCH).subset[:2]
         if proto.hash(a, b, x1) != proto.hash(a, b, x2):
             return dev
     raise RuntimeError("no device id separates the two inputs")  # (g >= 2: 1000 tries never all collide)
@@ -96,8 +105,9 @@ def _olh_device(codec, x1, x2):
 def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600, x1=X1, x2=X2):
     """n firmware reports of value x (:func:`firmware_reports`) of device config
     ``cfg`` for its channel ``ch``: the wire bytes for MSS/SS (their channel parses
-    them), else each report decoded by the aggregator's strict codec into what the
-    channel reads (the point; olh's (a, b, y); the unary body)."""
+    them, with the link epoch DRAW_EPOCH), else each report decoded by the aggregator's
+    strict codec, with that link epoch, into what the channel reads (the point; olh's
+    (a, b, y); the unary body)."""
     from mss_protocol.oracle_config import OracleConfig, codec as codec_of
 
     if not isinstance(cfg, OracleConfig):  # mss, ss: bytes, parsed by the channel
@@ -106,7 +116,7 @@ def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600,
     dev = _olh_device(codec, x1, x2) if cfg.name == "olh" else AUDIT_DEVICE
     out = []
     for data in firmware_reports(cfg, x, n, runtime, timeout, dev):
-        r = codec.decode(data, dev, 0)
+        r = codec.decode(data, dev, DRAW_EPOCH)
         if cfg.name in ("rappor", "sue"):
             out.append(data[len(data) - (cfg.k + 7) // 8:])
         elif cfg.name == "olh":

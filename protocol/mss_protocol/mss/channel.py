@@ -32,8 +32,8 @@ class ResidueChannel(Channel):
     def wire(self, x, rng):
         return self.oracle.randomise(x, rng)
 
-    def parse(self, data):
-        r = self.codec.decode(data)
+    def parse(self, data, epoch=None):
+        r = self.codec.decode(data, epoch=epoch)
         return r.j, np.array(r.subset, dtype=np.int64)
 
     def support(self, report):
