@@ -71,8 +71,6 @@ def field_run(out, cfg, campaign, values, network, period, origin, epochs, no_cl
                          runtime, workdir, privacy=privacy)
 
 
-def print_field(out, s, period, no_clock, resets):
-    """The human tables of a field campaign (``summarize``'s ``s``) and its verdict."""
 def decoded_scope(store, epochs):
     """The :class:`~mss_aggregator.collect.scope.Scope` the demo decodes, its ``selection``
     saying why.  A field campaign (``epochs``): its last epoch, each device once; its boards
@@ -94,6 +92,8 @@ def decoded_scope(store, epochs):
                              f"{spanned} epochs are memoized copies of the same draws: not pooled)")
 
 
+def print_field(out, s, period, no_clock, resets):
+    """The human tables of a field campaign (``summarize``'s ``s``) and its verdict."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -201,9 +201,9 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.devices.field import FIELD_KEYS, summarize
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator import view as views
+    from mss_aggregator.collect import scope as scopes
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
-    from mss_aggregator.collect import scope as scopes
     from mss_aggregator.collect.service import Aggregator, counters_table
     from mss_aggregator.collect.store import open_store
     from mss_aggregator.web.server import HttpError, check_bind
