@@ -263,14 +263,15 @@ def test_a_power_cut_during_the_write_never_sends_an_unspent_draw(tmp_path, mode
     """A power cut while state.json is written (the temp file half written: the old state
     stays; or the old file removed and the new one not yet renamed: the new state is the
     temp file): a report is sent only if its spend was written with it, so every report
-    sent has its entry, and the budget's 3 draws are never exceeded."""
+    sent has its entry, and the budget's 3 draws are never exceeded.  The second copy of the
+    ledger (ledger.json) is written before state.json: a cut draw's spend stays spent."""
     write(tmp_path)
     (res, sent, spent), _ = scenario(tmp_path, CUTS.replace("sys.argv[3]", repr(mode)))
-    if mode == "tmp":  # nothing of the cut draw was written: drawn again after the boot
-        assert res == ["fresh", "fresh", "fresh", "skip", "skip"]
+    if mode == "tmp":  # the cut draw was not queued, but its spend is in the copy: drawn again, with one less left
+        assert res == ["fresh", "fresh", "skip", "skip", "skip"] and sent == 2
     else:  # the new state was whole: its report is queued, sent at the next tick, not drawn again;
-        assert res == ["fresh", "memo", "fresh", "skip", "none"]  # and the skip's epoch is marked
-    assert sent == 3 and len(spent) == 1 and len(spent[0]) - 2 == 3  # 3 sent, 3 spent
+        assert res == ["fresh", "memo", "fresh", "skip", "none"] and sent == 3  # and the skip's epoch is marked
+    assert len(spent) == 1 and len(spent[0]) - 2 == 3  # 3 spent
 
 
 def test_the_tick_sent_after_a_cut_is_the_queued_one(tmp_path):
@@ -704,3 +705,132 @@ def test_a_board_with_a_budget_writes_its_nap_before_a_deep_sleep(tmp_path, monk
     del fake.DEEPSLEEP_RESET
     Rest(node, lambda: None, lambda s: None, _UNIX_OFFSET, _CLOCK_SANE)(60000)
     assert calls[-1] == ("light", 60000)
+
+
+# The ledger's second copy (issue 44, item 6; SPEC.md section 10, "The second copy"): a budget
+# spent in three epochs of three values, state.json deleted (or the copy damaged first), a reboot.
+SPEND_VALUES = r"""
+b = Board()
+W = int(sys.argv[3])
+res = []
+for i in range(3):
+    res.append([b.ms(), b.epoch(i)])
+    b.run(1000)
+res.append([b.ms(), b.epoch(3)])  # spent: a fourth value is skipped
+"""
+
+DELETED = SPEND_VALUES + r"""
+import os
+os.remove("state.json")  # what `mpremote rm :state.json` does
+b.off(60000, 4242)
+res.append([b.ms(), b.epoch(0)])  # its memo went with state.json: no fresh draw either
+res.append([b.ms(), b.epoch(1)])
+""" + EDGE
+
+
+@pytest.mark.parametrize("memoize", [False, True], ids=["fresh-each-epoch", "memoize"])
+def test_deleting_the_state_file_refunds_nothing(tmp_path, memoize):
+    """A board spends its budget (3 fresh draws), state.json is deleted, the board reboots: the
+    ledger comes back from its second copy (ledger.json), so no fresh draw until the first one
+    leaves the window, W of board time after it (board time resumed from the copy: 2000)."""
+    write(tmp_path, memoize=memoize)
+    res, _ = scenario(tmp_path, DELETED.replace("sys.argv[3]", str(W)))
+    assert res == [[0, "fresh"], [1000, "fresh"], [2000, "fresh"], [3000, "skip"],
+                   [2000, "skip"], [2000, "skip"], [W - 1, "skip"], [W, "fresh"]]
+    assert (tmp_path / "ledger.json").exists()
+
+
+DAMAGED = SPEND_VALUES + r"""
+line = files.load("ledger.json")
+digest, _, text = line.partition(" ")
+mode = sys.argv[4]
+if mode == "torn":
+    open("ledger.json", "w").write(json.dumps(line)[:40])
+elif mode == "edited":  # the draws removed, the digest left: found
+    files.save("ledger.json", digest + " " + text.split(";")[0])
+else:  # a digest that matches a ledger that is no ledger (ratio below 1)
+    from mss_node.ledger_copy import encode
+    files.save("ledger.json", encode([[1, 2, 0]], 5))
+b.off(1000, 77)
+res.append([b.ms(), b.epoch(0)])  # state.json's ledger holds
+from mss_node.ledger_copy import decode
+res.append(decode(files.load("ledger.json"))[0] == decode(line)[0])  # ... and is copied again
+import os
+os.remove("state.json")
+b.off(1000, 78)
+res.append([b.ms(), b.epoch(1)])
+""" + EDGE
+
+
+@pytest.mark.parametrize("mode", ["torn", "edited", "invalid"])
+def test_a_damaged_second_copy_is_ignored_and_rewritten(tmp_path, mode):
+    """A second copy that is torn, edited (its digest no longer matches) or no ledger is
+    ignored, never trusted to refund: state.json's ledger holds, the copy is written again
+    from it at that boot, and a later deletion of state.json still refunds nothing."""
+    write(tmp_path)
+    res, log = scenario(tmp_path, DAMAGED.replace("sys.argv[3]", str(W)).replace("sys.argv[4]", repr(mode)))
+    assert res == [[0, "fresh"], [1000, "fresh"], [2000, "fresh"], [3000, "skip"], [3000, "skip"], True,
+                   [3000, "skip"], [W - 1, "skip"], [W, "fresh"]]
+    assert ("second copy (ledger.json) is corrupt: ignored" in log) == (mode != "torn")  # torn JSON: no file
+
+
+NVS = r"""
+class NVS:  # esp32.NVS as the port has it: one namespace, blobs and i32s, OSError when absent
+    store = {}
+
+    def __init__(self, ns):
+        self.ns = ns
+
+    def set_blob(self, k, v):
+        NVS.store[(self.ns, k)] = bytes(v)
+
+    def set_i32(self, k, v):
+        NVS.store[(self.ns, k)] = v
+
+    def get_i32(self, k):
+        if (self.ns, k) not in NVS.store:
+            raise OSError(-4354)
+        return NVS.store[(self.ns, k)]
+
+    def get_blob(self, k, buf):
+        v = NVS.store.get((self.ns, k))
+        if v is None or len(v) > len(buf):
+            raise OSError(-4354)
+        buf[:len(v)] = v
+        return len(v)
+
+    def commit(self):
+        pass
+
+
+class esp32:
+    pass
+
+
+esp32.NVS = NVS
+sys.modules["esp32"] = esp32
+""" + SPEND_VALUES + r"""
+import os
+res.append(sorted(k for _, k in NVS.store))
+os.remove("state.json")
+b.off(0, 5)
+res.append([b.ms(), b.epoch(0)])
+NVS.store[("mss", "ledger_n")] = 10  # a damaged copy: ignored, state.json's ledger holds, copied again
+b.off(0, 6)
+res.append([b.ms(), b.epoch(0)])
+os.remove("state.json")
+b.off(0, 7)
+res.append([b.ms(), b.epoch(0)])
+print(json.dumps([res, [x for x in os.listdir() if x.startswith("ledger")]]))
+"""
+
+
+def test_on_an_esp32_the_copy_is_in_nvs(tmp_path):
+    """With esp32.NVS (emulated) the copy goes to NVS namespace mss, no file: a deleted
+    state.json refunds nothing; a damaged NVS copy is ignored (state.json's ledger holds) and
+    written again, so a later deletion refunds nothing either."""
+    write(tmp_path)
+    (res, files), _ = scenario(tmp_path, NVS.replace("sys.argv[3]", str(W)))
+    assert res == [[0, "fresh"], [1000, "fresh"], [2000, "fresh"], [3000, "skip"], ["ledger", "ledger_n"],
+                   [2000, "skip"], [2000, "skip"], [2000, "skip"]]
+    assert files == []

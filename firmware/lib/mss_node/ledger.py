@@ -20,8 +20,16 @@ either direction, nor a timer up to 1.5% fast can renew a budget early.  A draw
 made at board time t counts while now - t < W (W = :func:`window_ms`) and no
 longer from now - t = W on.  The ledger (state.json ``spent`` and ``bt``,
 :mod:`mss_node.state`) is the device's: a config switch keeps it.
+
+A second copy (:mod:`mss_node.ledger_copy`: NVS on an ESP32, else ledger.json) is
+written before the state.json write that queues a fresh draw's report, so it holds
+every draw ever sent; at boot the ledger is the union of both places (each draw time as
+often as the place holding it more often; board time the later of the two), so a
+deleted, torn or corrupt state.json refunds nothing (a corrupt one blocks a whole window
+from the board time resumed), and a corrupt copy is ignored (and rewritten).
 """
 from mss_node import log, uptime
+from mss_node.ledger_copy import Copy
 from mss_node.state import SPENT_MAX
 from mss_node.uptime import napped
 
@@ -89,15 +97,75 @@ def fits(spent, ratio, num, den):
     return n <= SPENT_MAX and hi * den <= num * lo
 
 
+def live(spent, now, w):
+    """The draws of ``spent`` still in the window of ``w`` ms at board time ``now``."""
+    keep = []
+    for g in spent:
+        ts = [t for t in g[2:] if now - t < w]
+        if ts:
+            keep.append(g[:2] + ts)
+    return keep
+
+
+def _times(x, y):
+    """The union of ascending draw times ``x`` and ``y``: each time as often as in the one
+    holding it more often (two draws at one board ms are two draws)."""
+    out, i, j = [], 0, 0
+    while i < len(x) or j < len(y):
+        if j == len(y) or (i < len(x) and x[i] < y[j]):
+            out.append(x[i])
+            i += 1
+        elif i == len(x) or y[j] < x[i]:
+            out.append(y[j])
+            j += 1
+        else:
+            out.append(x[i])
+            i += 1
+            j += 1
+    return out
+
+
+def union(a, b):
+    """The ledger holding every draw of ledgers ``a`` and ``b`` (groups by ratio)."""
+    out = [list(g) for g in a]
+    for g in b:
+        for i in range(len(out)):
+            o = out[i]
+            if o[0] == g[0] and o[1] == g[1]:
+                out[i] = o[:2] + _times(o[2:], g[2:])
+                break
+        else:
+            out.append(list(g))
+    return out
+
+
 class Ledger:
     """The node's ledger over ``state`` (its ``spent`` and ``bt``) for the parsed
     ``budget`` (:func:`budget`)."""
 
     def __init__(self, state, b):
         self.st, self.b = state, b
+        self.copy = Copy(state.path)
+        self._restore()
         self.ms = state.bt + napped(state)  # board time now: resumed from the last write
         self.t = uptime.ticks_ms()
         state.board = self.now  # every write keeps it (bt)
+
+    def _restore(self):
+        """state's ledger and board time: the union of state.json's and the second copy's;
+        the copy rewritten only when it lacks a draw (absent, corrupt, an older firmware's
+        state.json).  A state file that was there but broken blocks a whole window from the
+        board time resumed (its ratio 1/0 moved there from 0)."""
+        st = self.st
+        kept = self.copy.load()
+        spent, bt = kept if kept is not None else ([], 0)
+        bt = max(st.bt, bt)
+        merged = live(union(st.spent, spent), bt, self.b["ms"])  # what left the window stays out
+        if st.broken:
+            merged = [g for g in merged if g[1]] + [[1, 0, bt]]
+        if merged and (kept is None or merged != live(spent, bt, self.b["ms"])):  # not every boot: flash wear
+            self.copy.save(merged, bt)
+        st.spent, st.bt = merged, bt
 
     def now(self):
         """Board time (ms) now; read at least once a tick (wrap-safe ticks)."""
@@ -109,13 +177,7 @@ class Ledger:
         return self.ms
 
     def _prune(self):
-        now, w = self.now(), self.b["ms"]
-        keep = []
-        for g in self.st.spent:
-            ts = [t for t in g[2:] if now - t < w]
-            if ts:
-                keep.append(g[:2] + ts)
-        self.st.spent = keep
+        self.st.spent = live(self.st.spent, self.now(), self.b["ms"])
 
     def allows(self, ratio):
         """A fresh draw of ``ratio`` fits the budget now (expired draws pruned first)."""
@@ -123,7 +185,8 @@ class Ledger:
         return fits(self.st.spent, ratio, self.b["num"], self.b["den"])
 
     def spend(self, ratio):
-        """The ledger with a fresh draw of ``ratio`` now (for :meth:`State.add`)."""
+        """The ledger with a fresh draw of ``ratio`` now (for :meth:`State.add`), already in
+        the second copy."""
         now = self.ms  # the time of the check just made
         out = []
         done = False
@@ -134,6 +197,7 @@ class Ledger:
             out.append(g)
         if not done:
             out.append([ratio[0], ratio[1], now])
+        self.copy.save(out, now)  # the second copy first: a report is never queued unless both hold its spend
         return out
 
     def wait_ms(self, ratio):

@@ -165,7 +165,7 @@ def _valid(d):
     for key in ("seq", "dropped", "sent_in", "ago", "nap", "bt"):
         if type(d.get(key, 0)) is not int:
             return False
-    if not _ledger(d.get("spent", []), d.get("bt", 0)):
+    if not valid_ledger(d.get("spent", []), d.get("bt", 0)):
         return False
     if type(d.get("fly", 0)) not in (int, type(None)) or type(d.get("blind", False)) is not bool:
         return False
@@ -178,7 +178,7 @@ def _valid(d):
     return isinstance(queue, list) and all(isinstance(q, str) and _hex(q) for q in queue)
 
 
-def _ledger(spent, bt):
+def valid_ledger(spent, bt):
     """``spent`` is a ledger written at board time ``bt``: groups ``[hi, lo, t, ...]`` of
     integers, each ratio hi/lo >= 1 (lo 0: spent), times ascending within 0..bt, 256 in all."""
     if not isinstance(spent, list) or bt < 0:
