@@ -35,8 +35,9 @@ def decode(line):
     """(spent, bt) of a copy, or None if it is not one (torn, edited, not a ledger)."""
     if not isinstance(line, str):
         return None
-    digest, _, text = line.partition(" ")
-    if digest != _digest(text):
+    i = line.find(" ")
+    text = line[i + 1:]
+    if i < 0 or line[:i] != _digest(text):
         return None
     try:
         parts = text.split(";")
@@ -61,7 +62,7 @@ class Copy:
 
             self.nvs = NVS("mss")
             self.where = "NVS mss/ledger"
-        except ImportError:  # not an ESP32: a file beside state.json
+        except (ImportError, OSError):  # not an ESP32 (or no NVS partition): a file beside state.json
             i = state_path.rfind("/")
             self.path = state_path[:i + 1] + "ledger.json"
             self.where = self.path
