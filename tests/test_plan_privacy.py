@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from mss_aggregator.privacy import ceilings
 from mss_aggregator.privacy.over_time import over_time
 from mss_cli.main import main
+from mss_cli.plan import attacker_cell
 from mss_protocol import budget
 from mss_protocol.oracle_config import OracleConfig, load_dict
 
@@ -140,7 +141,7 @@ def test_the_issues_example_writes_memoize_and_a_budget_and_prints_the_table(tmp
         for h in ot["horizons"]:
             m = h[mode]
             row = (f"{h['days']} │ {h['reports']} │ {m['epsilon']:.3g} │ ≤ {m['epsilon_worst']:.3g} │ "
-                   f"{'≥ ' if m['lower_bound'] else ''}{m['success']:.2f} │ {m['ceiling']:.3g} │")
+                   f"{attacker_cell(m)} │ {m['bound']:.3g} │")
             assert row in text, (mode, row)
     # what the issue measured: fresh reports give a stable value away within a day
     assert ot["horizons"][0]["fresh"]["success"] >= 0.9 and ot["horizons"][0]["memoized"]["exact"]
@@ -159,7 +160,7 @@ def test_fresh_reports_write_neither_and_warn_in_red(tmp_path):
     red = out.stdout.split("\x1b[31m--fresh-reports: every report is a fresh draw")
     assert len(red) == 2, out.stdout
     red = flat(red[1].split("\x1b[0m")[0])  # the red text, up to its end
-    assert f"the best attacker recovers a stable value with probability {day['success']:.2f}" in red
+    assert f"the best attacker recovers a stable value with probability {attacker_cell(day)}" in red
     assert f"after one day (25 reports, epsilon {day['epsilon']:.3g})" in red
     assert "no device.memoize, no device.budget (--fresh-reports)" in flat(re.sub("\x1b\\[[0-9;]*m", "", out.stdout))
     assert "--fresh-reports" not in plan(*ISSUE).stdout

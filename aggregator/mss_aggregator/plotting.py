@@ -218,7 +218,10 @@ def _longitudinal(ax, lon, names):
         else:
             ci = np.array(row["ci"], dtype=float).T
             y = np.array(row["success"], dtype=float)
-            ax.errorbar(t, y, yerr=[y - ci[0], ci[1] - y], capsize=2, label=label, **style)
+            # y is at most its exact ceiling, the interval as measured (docs/privacy.md section 3): a capped
+            # point may lie below the interval's low end
+            ax.errorbar(t, y, yerr=[np.clip(y - ci[0], 0, None), np.clip(ci[1] - y, 0, None)], capsize=2,
+                        label=label, **style)
             values += list(ci[0]) + list(ci[1])
         values += list(row["success"])
     _readable_axis(ax.xaxis, t)

@@ -428,36 +428,61 @@ def _budget_section(cfg, spec, default):
     return section
 
 
+def attacker_cell(m):
+    """An attacker's success as printed (docs/privacy.md section 3, "Simulated figures"): exact
+    as it is; simulated with its 95% interval, "≥ " before it past the simulated draws, and
+    "†" after it when the measurement was above the exact bound and is shown at it.  Printed
+    to 3 significant digits, as the ceiling is: rounding is monotone, so a figure at most its
+    ceiling never prints above it."""
+    if m["exact"]:
+        return f"{m['success']:.3g}"
+    lo, hi = m["ci"]
+    return (("≥ " if m["lower_bound"] else "") + f"{m['success']:.3g}" + ("†" if m["capped"] else "")
+            + f" [{lo:.3g}, {hi:.3g}]")
+
+
 def _print_over_time(out, ot, fresh_reports):
     """The privacy-over-time table of the human output (mss_aggregator.privacy.over_time)."""
     b = ot["budget"]
     labels = {"fresh": "fresh", "memoized": "memoized", "budgeted": f"budget {b['epsilon']:g}/{b['days']}d" if b else ""}
     table = Table(title=f"privacy over time: {ot['protocol']}, a report every {ot['period_s']} s "
                         f"({ot['reports_per_day']:.4g}/day), a stable value, {ot['prior']} prior")
-    for col in ("reporting", "days", "reports", "epsilon", "changing", "attacker", "ceiling"):
+    for col in ("reporting", "days", "reports", "epsilon", "changing", "attacker [95% CI]", "ceiling"):
         table.add_column(col, justify="left" if col == "reporting" else "right", no_wrap=col == "reporting")
     for mode in ot["modes"]:
         this = mode == ot["deployment"]
         for i, h in enumerate(ot["horizons"]):
             m = h[mode]
-            success = ("≥ " if m["lower_bound"] else "") + f"{m['success']:.2f}"
             table.add_row((labels[mode] + (" *" if this else "")) if i == 0 else "", str(h["days"]),
-                          str(h["reports"]), f"{m['epsilon']:.3g}", f"≤ {m['epsilon_worst']:.3g}", success,
-                          f"{m['ceiling']:.3g}", style="bold" if this else None,
+                          str(h["reports"]), f"{m['epsilon']:.3g}", f"≤ {m['epsilon_worst']:.3g}", attacker_cell(m),
+                          f"{m['bound']:.3g}", style="bold" if this else None,
                           end_section=i == len(ot["horizons"]) - 1)
     out.print(table)
+    cells = [h[mode] for h in ot["horizons"] for mode in ot["modes"]]
     out.print(f"* this deployment. epsilon: spent by a device whose value stays the same (one draw "
               f"{ot['eps_draw']:.4g}, one report {ot['eps_report']:.4g}); changing: the value changes every period, one draw per "
               f"distinct value (device.memo_max {ot['memo_max']}); attacker: the Bayes-optimal attacker's success "
-              f"on a stable value, {ot['attacker']['trials']} simulated devices (seed {ot['attacker']['seed']}), "
-              f"exact for one draw, ≥: a lower bound past {ot['attacker']['max_draws']} fresh draws; ceiling: the "
-              f"most any epsilon-LDP protocol concedes at that epsilon (docs/privacy.md section 3)")
+              f"on a stable value, exact for one draw without a layer (no interval), else simulated on "
+              f"{ot['attacker']['trials']} devices (seed {ot['attacker']['seed']}) with its 95% Clopper-Pearson "
+              f"interval, ≥: a lower bound past {ot['attacker']['max_draws']} fresh draws; ceiling: the most any "
+              f"epsilon-LDP protocol concedes at that epsilon, or for one memoized draw the exact success of an "
+              f"attacker who knows the draw if lower (docs/privacy.md section 3)", highlight=False)
+    if any(m["capped"] for m in cells):
+        out.print("† simulated above the exact ceiling by sampling noise (the interval, as measured, contains it): "
+                  "shown at the ceiling; the measured rate is the JSON's measured", highlight=False)
+    for h in ot["horizons"]:
+        for mode in ot["modes"]:
+            m = h[mode]
+            if m["conflict"]:
+                out.print(f"[red]{mode}, {h['days']} days: the simulated success {m['measured']:.3f} "
+                          f"[{m['ci'][0]:.3f}, {m['ci'][1]:.3f}] is above the exact ceiling {m['bound']:.4g} beyond "
+                          f"sampling noise (99.9%): a bug in the simulation or the ceiling[/red]", highlight=False)
     if fresh_reports:
         h = ot["horizons"][0]["fresh"]
         out.print(f"[red]--fresh-reports: every report is a fresh draw: after one day "
                   f"({ot['horizons'][0]['reports']} reports, epsilon {h['epsilon']:.3g}) the best attacker recovers "
-                  f"a stable value with probability {'≥ ' if h['lower_bound'] else ''}{h['success']:.2f} "
-                  f"(ceiling {h['ceiling']:.3g}); without it the plan memoizes and budgets[/red]", highlight=False)
+                  f"a stable value with probability {attacker_cell(h)} "
+                  f"(ceiling {h['bound']:.3g}); without it the plan memoizes and budgets[/red]", highlight=False)
 
 
 def _print_budget(out, link, result):

@@ -49,6 +49,32 @@ def rate(hits, n):
     return hits / n, [low, high]
 
 
+# A simulated success whose true value is provably at most ``bound`` (docs/privacy.md section 3,
+# "Simulated figures"): the interval is the sampling statement and is shown as measured; the
+# point is the estimate under that constraint, min(measured, bound) (the maximum-likelihood
+# estimate of a binomial rate restricted to [0, bound]), flagged ``capped`` when it was lowered.
+# A measurement too far above the bound to be sampling noise is a ``conflict`` (a bug in the
+# simulation or the bound): its one-sided 99.9% Clopper-Pearson lower end is above the bound,
+# which a correct simulation does with probability at most 0.1% per figure.
+CONFLICT_ALPHA = 0.002  # two-sided, so one-sided 0.001
+BOUND_RTOL = 1e-9  # float slack of an exact bound
+
+
+def bounded_rate(hits, n, bound):
+    """A simulated success rate beside its exact ceiling ``bound`` (None: no bound
+    known, 1 is used): {"success" (min(measured, bound)), "ci" (the 95% Clopper-Pearson
+    interval of the measurement, which may straddle the bound), "measured", "capped"
+    (measured > bound, beyond float rounding: a ceiling of 1 computes as 1 - 2e-16),
+    "conflict" (measured above the bound beyond sampling noise: the 99.9% one-sided
+    lower end is above it), "bound"}."""
+    hits, n = int(hits), int(n)
+    point, ci = rate(hits, n)
+    bound = 1.0 if bound is None else float(bound)
+    low = clopper_pearson(hits, n, CONFLICT_ALPHA)[0]
+    return {"success": min(point, bound), "ci": [float(ci[0]), float(ci[1])], "measured": point,
+            "capped": point > bound * (1 + BOUND_RTOL), "conflict": low > bound * (1 + BOUND_RTOL), "bound": bound}
+
+
 def _log_prior(prior):
     with np.errstate(divide="ignore"):
         return np.log(np.asarray(prior, dtype=float))

@@ -62,9 +62,14 @@ def _method(ch, exact):
     return "enumeration" if hasattr(ch, "n_outputs") else "closed form"
 
 
-def reconstruction_row(ch, prior, trials, seed):
+def reconstruction_row(ch, prior, trials, seed, ceiling=None):
     """One protocol: the paper's rule and the Bayes-optimal attacker, exact
-    where computable, and both run empirically on ``trials`` devices."""
+    where computable, and both run empirically on ``trials`` devices.  A measured
+    success is kept at most ``ceiling`` (default the ceiling at the channel's
+    ``eps_effective``; :func:`.attacks.bounded_rate`): ``empirical`` and
+    ``paper_rule_empirical`` the bounded figures, ``*_ci`` their measurement's 95%
+    interval, ``*_measured``, ``*_capped`` and ``*_conflict`` as there."""
+    ceiling = ceilings.ldp_prior(prior, ch.eps_effective) if ceiling is None else ceiling
     bayes = ch.bayes_exact(prior)
     paper, method = _paper_rule(ch, prior)
     row = {"protocol": ch.name, "eps_effective": ch.eps_effective,
@@ -75,8 +80,10 @@ def reconstruction_row(ch, prior, trials, seed):
            "paper_rule_empirical": None, "paper_rule_empirical_ci": None, "trials": trials}
     if trials:
         hits = attacks.single_report(ch, prior, trials, seed)
-        row["empirical"], row["empirical_ci"] = attacks.rate(hits["bayes"], trials)
-        row["paper_rule_empirical"], row["paper_rule_empirical_ci"] = attacks.rate(hits["paper"], trials)
+        for key, who in (("empirical", "bayes"), ("paper_rule_empirical", "paper")):
+            fig = attacks.bounded_rate(hits[who], trials, ceiling)
+            row.update({key: fig["success"], f"{key}_ci": fig["ci"], f"{key}_measured": fig["measured"],
+                        f"{key}_capped": fig["capped"], f"{key}_conflict": fig["conflict"]})
     if paper is None and trials:  # neither exact nor published: the measurement
         row["paper_rule"], row["paper_rule_method"] = row["paper_rule_empirical"], "empirical"
     return row
@@ -84,13 +91,13 @@ def reconstruction_row(ch, prior, trials, seed):
 
 def reconstruction(k, epsilon, prior, prior_spec, names, trials, seed=0, cfg=None, progress=None):
     """The audit's main JSON: {"k", "epsilon", "prior", "ceiling", "bounds", "rows"}."""
-    rows = []
+    rows, ceiling = [], ceilings.ldp_prior(prior, epsilon)
     for name in names:
-        rows.append(reconstruction_row(channel(name, k, epsilon, cfg), prior, trials, seed))
+        rows.append(reconstruction_row(channel(name, k, epsilon, cfg), prior, trials, seed, ceiling))
         if progress:
             progress()
     return {"k": k, "epsilon": epsilon, "prior": prior_spec, "config": config_doc(cfg),
-            "ceiling": ceilings.ldp_prior(prior, epsilon), "bounds": ceilings.bounds(prior, epsilon),
+            "ceiling": ceiling, "bounds": ceilings.bounds(prior, epsilon),
             "trials": trials, "seed": seed, "rows": rows}
 
 
@@ -132,26 +139,34 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
                  cfg=None, progress=None):
     """Bayes-optimal success after T reports of one fixed value, fresh and memoized
     (with the config's instantaneous layer, if it has one: a fresh IRR on every report):
-    {"horizons", "trials", "ceiling" (the LDP ceiling at T epsilon), "rows": [...]}."""
+    {"horizons", "trials", "ceiling" (the LDP ceiling at T epsilon), "memoize_ceiling"
+    (at epsilon), "rows": [...]}.  Each row's "bound" per T is the tightest exact upper
+    bound on its true success: the ceiling at T epsilon, for memoize also at epsilon and
+    the "limit" (the exact success of an attacker who knows the draw, what the IRR
+    reports of one draw tend to; without a layer the figure itself, "exact").  A
+    simulated "success" is :func:`.attacks.bounded_rate` against it ("ci" the
+    measurement's 95% interval, "measured", "capped", "conflict")."""
     horizons = sorted(set(horizons))
+    at_t = [ceilings.ldp_prior(prior, t * epsilon) for t in horizons]
+    at_one = ceilings.ldp_prior(prior, epsilon)
     rows = []
     for name in names:
         ch, irr = prr_channel(name, k, epsilon, cfg)  # with a config's IRR: each report a fresh IRR of the draw
         for mode in ("fresh", "memoize"):
             hits = attacks.longitudinal(ch, prior, horizons, trials, seed, memoize=mode == "memoize", irr=irr)
-            rates = [attacks.rate(h, trials) for h in hits]
-            row = {"protocol": name, "mode": mode, "success": [r[0] for r in rates], "ci": [r[1] for r in rates],
-                   "exact": False}
-            one = ch.bayes_exact(prior) if mode == "memoize" and irr is None else None
-            if one is not None:  # one draw re-sent: the single-report value at every T, exactly
-                row.update(success=[one] * len(horizons), ci=[[one, one]] * len(horizons), exact=True,
-                           measured=[r[0] for r in rates])
+            limit = ch.bayes_exact(prior) if mode == "memoize" else None
+            bound = [c if mode == "fresh" else min(c, at_one, 1.0 if limit is None else limit) for c in at_t]
+            figs = [attacks.bounded_rate(h, trials, b) for h, b in zip(hits, bound)]
+            row = {"protocol": name, "mode": mode, "exact": False, "limit": limit, "bound": bound,
+                   **{key: [f[key] for f in figs] for key in ("success", "ci", "measured", "capped", "conflict")}}
+            if limit is not None and irr is None:  # one draw re-sent: the single-report value at every T, exactly
+                row.update(success=[limit] * len(horizons), ci=[[limit, limit]] * len(horizons), exact=True,
+                           capped=[False] * len(horizons))  # conflict: the simulation far above the exact value
             rows.append(row)
             if progress:
                 progress()
-    return {"horizons": horizons, "trials": trials, "seed": seed,
-            "ceiling": [ceilings.ldp_prior(prior, t * epsilon) for t in horizons],
-            "memoize_ceiling": ceilings.ldp_prior(prior, epsilon), "rows": rows}
+    return {"horizons": horizons, "trials": trials, "seed": seed, "ceiling": at_t, "memoize_ceiling": at_one,
+            "rows": rows}
 
 
 def linkability(k, epsilon, prior, names, pairs=1000, seed=0, cfg=None, irr_epsilon=None, progress=None):
@@ -320,30 +335,45 @@ def irr_doc(cfg):
 def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
                      device_seed=False):
     """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
-    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict."""
+    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict.
+
+    Each horizon's ``bound`` is the tightest exact upper bound on the true success:
+    the ceiling at the epsilon spent, and for one draw the ``limit``, the exact success
+    of an attacker who knows the draw (``ch.bayes_exact``: with an instantaneous layer,
+    what any number of its reports tends to, T -> infinity; without one, the figure
+    itself).  A simulated success is :func:`.attacks.bounded_rate` against it:
+    ``success`` (at most ``bound``, ``capped`` if lowered), ``ci`` (the measurement's
+    95% interval), ``measured``, ``conflict``, ``hits`` (None where exact)."""
     fresh = attacks.schedule(max(reports), memoize, draws, window)
     cum = np.cumsum(fresh)
     n_draws = [int(cum[r - 1]) for r in reports]
-    one = ch.bayes_exact(prior) if irr is None and 1 in n_draws else None
+    one = ch.bayes_exact(prior) if 1 in n_draws else None  # with a layer: the limit of one draw's reports
+    exact = [n == 1 and one is not None and irr is None for n in n_draws]  # one draw, no layer: exact
     # past max_draws fresh draws: simulate up to the report of the max_draws-th draw only
     cut = int(np.searchsorted(cum, max_draws) + 1) if cum[-1] > max_draws else None
     sim = [min(r, cut) if cut else r for r in reports]
-    if one is not None and set(n_draws) == {1}:  # every horizon one draw, no layer: exact, nothing to simulate
-        success, ci = [float(one)] * len(reports), [[float(one)] * 2 for _ in reports]
-    else:
+    spent = [n * draw_eps for n in n_draws]
+    ceiling = [ceilings.ldp_prior(prior, e) for e in spent]
+    limit = [float(one) if n == 1 and one is not None else None for n in n_draws]
+    bound = [c if lim is None else min(c, lim) for c, lim in zip(ceiling, limit)]
+    by_t = {}
+    if not all(exact):
         hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
                                     device_seed=device_seed)
-        by_t = dict(zip(sorted(set(sim)), hits))
-        success, ci = zip(*[attacks.rate(by_t[t], trials) for t in sim])  # exact where one draw (below)
-        success, ci = [float(x) for x in success], [[float(a), float(b)] for a, b in ci]
-    exact = [False] * len(reports)
-    for i, n in enumerate(n_draws):  # one draw and no layer: the single-report value, exact
-        if n == 1 and one is not None:
-            success[i], ci[i], exact[i] = one, [one, one], True
-    spent = [n * draw_eps for n in n_draws]
-    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": success, "ci": ci, "exact": exact,
+        by_t = dict(zip(sorted(set(sim)), (int(h) for h in hits)))
+    figs = []
+    for i, t in enumerate(sim):
+        if exact[i]:
+            figs.append({"success": float(one), "ci": [float(one)] * 2, "measured": None, "capped": False,
+                         "conflict": False, "hits": None})
+        else:
+            figs.append(dict(attacks.bounded_rate(by_t[t], trials, bound[i]), hits=by_t[t]))
+    success = [f["success"] for f in figs]
+    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": success, "ci": [f["ci"] for f in figs],
+            "measured": [f["measured"] for f in figs], "capped": [f["capped"] for f in figs],
+            "conflict": [f["conflict"] for f in figs], "hits": [f["hits"] for f in figs], "exact": exact,
             "simulated_reports": sim, "lower_bound": [s < r for s, r in zip(sim, reports)],
-            "ceiling": [ceilings.ldp_prior(prior, e) for e in spent],
+            "ceiling": ceiling, "limit": limit, "bound": bound,
             "strength": [ceilings.strength(x, no_info) for x in success]}
 
 
@@ -410,14 +440,50 @@ def firmware_protocol(k, names, cfg=None):
     return "mss" if k >= MSS_MIN_K or not names else names[0]
 
 
+def _ci(ci):
+    return f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+def conflicts(report):
+    """The simulated successes of the repeated-report sections (``longitudinal``,
+    ``deployment`` and its ``over_time``) that lie above their exact bound beyond
+    sampling noise (:func:`.attacks.bounded_rate`), one sentence each."""
+    out = []
+    lon = report.get("longitudinal") or {}
+    for r in lon.get("rows", []):
+        for t, bad, m, ci, b in zip(lon["horizons"], r["conflict"], r["measured"], r["ci"], r["bound"]):
+            if bad:
+                out.append(f"longitudinal {r['protocol']} {r['mode']}, T = {t}: simulated success {m:.4g} {_ci(ci)} "
+                           f"above its exact bound {b:.4g} beyond sampling noise")
+    dep = report.get("deployment") or {}
+    for r in dep.get("rows", []):
+        for d, bad, m, ci, b in zip(dep["horizons_days"], r["conflict"], r["measured"], r["ci"], r["bound"]):
+            if bad:
+                out.append(f"deployment {r['protocol']} {r['mode']}, {d} days: simulated success {m:.4g} {_ci(ci)} "
+                           f"above its exact bound {b:.4g} beyond sampling noise")
+    for h in (dep.get("over_time") or {}).get("horizons", []):
+        for mode in dep["over_time"]["modes"]:
+            m = h[mode]
+            if m["conflict"]:
+                out.append(f"over time {mode}, {h['days']} days: simulated success {m['measured']:.4g} "
+                           f"{_ci(m['ci'])} above its exact bound {m['bound']:.4g} beyond sampling noise")
+    return out
+
+
 def problems(report):
     """What makes the audit fail: an exact success above the ceiling (impossible
-    for a correct channel), a client whose empirical epsilon exceeds its claim,
+    for a correct channel), a simulated one above its exact bound beyond sampling
+    noise (:func:`conflicts`), a client whose empirical epsilon exceeds its claim,
     or a broken control the empirical audit did not catch."""
     out = []
     for r in report["rows"]:
         if r["bayes_exact"] is not None and r["bayes_exact"] > report["ceiling"] * (1 + 1e-9):
             out.append(f"{r['protocol']}: exact success {r['bayes_exact']:.4g} above the ceiling")
+        for key in ("empirical", "paper_rule_empirical"):
+            if r.get(f"{key}_conflict"):
+                out.append(f"{r['protocol']}: measured success {r[f'{key}_measured']:.4g} {_ci(r[f'{key}_ci'])} above "
+                           f"the ceiling {report['ceiling']:.4g} beyond sampling noise")
+    out.extend(conflicts(report))
     for r in report.get("epsilon_audit", {}).get("rows", []):
         if r.get("within_epsilon") is None:
             continue

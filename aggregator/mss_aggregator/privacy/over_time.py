@@ -43,7 +43,9 @@ values from the prior, each randomised by the protocol's real integer client on
 a seeded byte stream (MSS, SS, OLH, HR, PGR without an IRR: its exact law, all devices
 at once; ``seed``: the figures are reproducible), the product of
 the posteriors of every report (with an IRR the exact likelihood of the
-draw's reports), the MAP guess; 95% Clopper-Pearson intervals.  Where a
+draw's reports), the MAP guess; 95% Clopper-Pearson intervals, and the point never above
+its exact bound (:func:`mss_aggregator.privacy.attacks.bounded_rate`; for one memoized
+draw the bound includes the exact success of an attacker who knows the draw).  Where a
 device makes one draw without an IRR the exact single-report success
 (:meth:`Channel.bayes_exact`) is used.  **Saturation**: more reports never
 lower the Bayes-optimal attacker's success (it can ignore them), so past
@@ -58,7 +60,7 @@ import math
 
 import numpy as np
 
-from mss_aggregator.privacy import audit, ceilings
+from mss_aggregator.privacy import attacks, audit, ceilings
 from mss_protocol import budget as budgets
 
 HORIZON_DAYS = (1, 30)  # those within the campaign, and the campaign
@@ -158,8 +160,18 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     "budget", "deployment", "modes", "horizons": [{"days", "reports", <mode>: {...}}],
     "no_information", "attacker", "assumptions"}; each mode's entry: "fresh_draws"
     (stable value), "epsilon" (stable value), "epsilon_worst" (the value changing
-    every period), "success", "ci", "exact", "lower_bound", "simulated_reports",
-    "ceiling" (at "epsilon"), "ceiling_worst", "strength" (:func:`ceilings.strength`)."""
+    every period), "success", "ci", "measured", "capped", "conflict", "exact",
+    "lower_bound", "simulated_reports", "ceiling" (at "epsilon"), "limit", "bound",
+    "ceiling_worst", "strength" (:func:`ceilings.strength`).
+
+    "success" is exact where "exact", else a simulation on ``trials`` devices:
+    "ci" its 95% Clopper-Pearson interval, "measured" the simulated rate, and
+    "success" that rate kept at most "bound" (:func:`.attacks.bounded_rate`, "capped"
+    when lowered): "bound" is the tightest exact upper bound on the true success, the
+    "ceiling" at "epsilon" or, for one memoized draw, the "limit" (the exact success of
+    an attacker who knows the draw: what the IRR reports of one draw tend to as
+    T -> infinity, :meth:`Channel.bayes_exact` of the permanent draw's channel; None
+    when not one draw, or not computed: ``EXACT_CELLS``)."""
     cfg = _config(cfg, irr)
     if isinstance(period_s, bool) or not isinstance(period_s, int) or period_s < 1:
         raise ValueError(f"period_s must be a whole number of seconds >= 1, got {period_s!r}")
@@ -222,13 +234,20 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
                 worst_eps = min(t * eps_report, distinct[i] * eps_draw)
                 if mode == "budgeted":
                     worst_eps = min(worst_eps, bud["epsilon"] * math.ceil(d / bud["days"]))
+            ceiling, limit = ceilings.ldp_prior(prior, eps), f["limit"][i]
+            bound = ceiling if limit is None else min(ceiling, limit)
+            if f["exact"][i]:
+                fig = {"success": float(f["success"][i]), "ci": [float(c) for c in f["ci"][i]], "measured": None,
+                       "capped": False, "conflict": False}
+            else:  # against this row's bound (the ceiling at min(T eps_report, eps_draw) can be below the draw's)
+                fig = attacks.bounded_rate(f["hits"][i], trials, bound)
+                fig.pop("bound")
             row[mode] = {"fresh_draws": n, "epsilon": eps, "epsilon_worst": max(eps, worst_eps),
-                         "success": float(f["success"][i]), "ci": [float(c) for c in f["ci"][i]],
-                         "exact": bool(f["exact"][i]), "lower_bound": bool(f["lower_bound"][i]),
+                         **fig, "exact": bool(f["exact"][i]), "lower_bound": bool(f["lower_bound"][i]),
                          "simulated_reports": int(f["simulated_reports"][i]),
-                         "ceiling": ceilings.ldp_prior(prior, eps),
+                         "ceiling": ceiling, "limit": limit, "bound": bound,
                          "ceiling_worst": ceilings.ldp_prior(prior, max(eps, worst_eps)),
-                         "strength": f["strength"][i]}
+                         "strength": ceilings.strength(fig["success"], no_info)}
         horizons.append(row)
     deployment = "budgeted" if bud is not None else ("memoized" if memoize else "fresh")
     irr_doc = None
