@@ -270,6 +270,7 @@ def run_idle(runtime, tmp_path, cases, micropypath=None):
     """IDLE on ``runtime`` in tmp_path (the unix port dies on a long argv: files, not arguments)."""
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     (tmp_path / "device.json").write_text(json.dumps(_device_doc()))
+    ensure_umqtt()  # the MQTT link imports it at load: not only after another test fetched it
     argv, env = command(runtime, "mss_node.app", [])
     if micropypath:
         env["MICROPYPATH"] = f"{micropypath}{os.pathsep}{env['MICROPYPATH']}"
