@@ -28,6 +28,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "mosquitto"
 CAMPAIGN = "greenhouse"  # the shipped ACL's
 DEVICE = "dev0001"  # one of the shipped ACL's boards (and the recipe's client certificate)
 SHIPPED_PORTS = (1883, 8883, 8884)  # mosquitto.conf's, then tls.conf's
+SHUFFLE_ACCOUNTS = ("shuffler", "shuffler-forward", "shuffled-aggregator")  # the shipped ACL's
 
 
 def recipe():
@@ -75,7 +76,7 @@ def start(folder, acl="acl", tls=False):
     returns it and its ports (plain, TLS, mutual TLS)."""
     ports = [free_port() for _ in SHIPPED_PORTS]
     shutil.copy(DOCS / acl, folder / "acl")
-    password_file(folder / "passwd", ["aggregator", DEVICE, "dev0002", "dev0003"])
+    password_file(folder / "passwd", ["aggregator", *SHUFFLE_ACCOUNTS, DEVICE, "dev0002", "dev0003"])
     install(folder, {"passwd": 0o640, "acl": 0o640, **({"server.key": 0o640} if tls else {})})
     text = (DOCS / "mosquitto.conf").read_text() + ((DOCS / "tls.conf").read_text() if tls else "")
     shipped_listeners = len(re.findall(r"(?m)^listener ", text))
@@ -146,6 +147,31 @@ def test_starts_without_warning_and_the_acl_holds(folder):
         broker.stop()
     log = log_of(broker)
     assert "running" in log and not re.search(r"(?i)warning|error", log), log
+
+
+def test_shipped_shuffle_accounts(folder):
+    """The shuffler reads reports, its forwarder writes batches (and no report), the shuffled
+    aggregator reads batches and never a report: each account on its own connection at once."""
+    broker, (port, *_) = start(folder)
+    try:
+        shuffler, agg, dev = client(port, "shuffler"), client(port, "shuffled-aggregator"), client(port, DEVICE)
+        assert subscribe(shuffler, f"mss/v1/{CAMPAIGN}/+/report") == 1
+        subscribe(agg, f"mss/v1/{CAMPAIGN}/+/report")  # granted, but nothing of it is delivered
+        assert subscribe(agg, f"mss/v1/{CAMPAIGN}/shuffled") == 1
+        dev.publish(report_topic(DEVICE), b"report", qos=1).wait_for_publish(5)
+        forward = client(port, "shuffler-forward", protocol=mqtt.MQTTv5)
+        acks = []
+        forward.on_publish = lambda cl, u, mid, reason, p: acks.append(reason.value)
+        forward.publish(f"mss/v1/{CAMPAIGN}/shuffled", b"batch", qos=1).wait_for_publish(5)
+        forward.publish(report_topic("dev0002"), b"forged", qos=1).wait_for_publish(5)
+        assert acks == [0, 0x87]
+        assert arrived(agg, [(f"mss/v1/{CAMPAIGN}/shuffled", b"batch")]) == [(f"mss/v1/{CAMPAIGN}/shuffled", b"batch")]
+        assert shuffler.received == [(report_topic(DEVICE), b"report")]
+        for c in (shuffler, agg, dev, forward):
+            c.loop_stop()
+            c.disconnect()
+    finally:
+        broker.stop()
 
 
 def test_lorawan_acl_starts_without_warning(folder):

@@ -148,6 +148,56 @@ def test_mosquitto_enforces_the_written_passwd_and_acl(tmp_path, campaign):
         broker.stop()
 
 
+SHUFFLE = ("--shuffler-user", "shuffler", "--shuffled-aggregator-user", "shuffled-agg")
+
+
+def test_shuffle_accounts_read_and_write_only_their_topics(tmp_path, campaign):
+    """The shuffler reads reports, its forwarder writes batches, the shuffled aggregator reads batches
+    and never a report (issue 44: no account could write the batches, and the one used read reports)."""
+    code, _, err = provision(tmp_path, campaign, FLEET, *SHUFFLE)
+    assert code == 0, err
+    d = tmp_path / "out" / "mosquitto"
+    for user in ("shuffler", "shuffler-forward", "shuffled-agg"):
+        assert stat.S_IMODE((d / f"{user}.password").stat().st_mode) == 0o600
+    assert ("shuffler account shuffler: password generated shuffler's forwarder account shuffler-forward: "
+            "password generated shuffled aggregator account shuffled-agg: password generated") in err
+    (tmp_path / "broker").mkdir()
+    broker = Mosquitto(tmp_path / "broker", anonymous=False, extra=(
+        f"use_username_as_clientid true\npassword_file {d}/passwd\nacl_file {d}/acl\n")).start()
+    clients = []
+    try:
+        def login(user, protocol=None):
+            password = (d / f"{user}.password").read_text().strip() if "shuff" in user else \
+                board(tmp_path / "out", user)["device"]["mqtt"]["password"]
+            clients.append(mqtt_client(broker.port, user, password, protocol=protocol))
+            return clients[-1]
+        shuffler, agg = login("shuffler"), login("shuffled-agg")
+        for c, topic in [(shuffler, "+/report"), (agg, "+/report"), (agg, "shuffled")]:
+            c.subscribe(f"mss/v1/{CAMPAIGN}/{topic}", qos=1)
+        forward, acks = login("shuffler-forward", mqtt.MQTTv5), []
+        forward.on_publish = lambda cl, u, mid, reason, p: acks.append(reason.value)
+        time.sleep(0.3)
+        login("gh-01").publish(f"mss/v1/{CAMPAIGN}/gh-01/report", b"report", qos=1).wait_for_publish(5)
+        for topic in ("shuffled", "gh-02/report"):
+            forward.publish(f"mss/v1/{CAMPAIGN}/{topic}", b"batch", qos=1).wait_for_publish(5)
+        time.sleep(0.5)
+        assert acks == [0, 0x87]  # MQTT 5: the forbidden publish is refused, not silently dropped
+        assert shuffler.received == [(f"mss/v1/{CAMPAIGN}/gh-01/report", b"report")]
+        assert agg.received == [(f"mss/v1/{CAMPAIGN}/shuffled", b"batch")]  # never a report
+    finally:
+        for c in clients:
+            c.disconnect()
+            c.loop_stop()
+        broker.stop()
+    code, _, err = provision(tmp_path, campaign, FLEET, "--shuffler-user", "aggregator")
+    assert code == 2 and "--shuffler-user" in err and "'aggregator'" in err
+    code, _, err = provision(tmp_path, campaign, FLEET, "--shuffled-aggregator-user", "gh-02")
+    assert code == 3 and "row 3: column device_id: gh-02 is also the account of --shuffled-aggregator-user" in err
+    code, _, _ = provision(tmp_path, campaign, FLEET)
+    acl = (tmp_path / "out" / "mosquitto" / "acl").read_text()
+    assert code == 0 and "shuff" not in acl  # without the flags: the ACL as before
+
+
 def refused(port, user, password):
     try:
         mqtt_client(port, user, password).loop_stop()

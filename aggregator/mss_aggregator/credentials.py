@@ -39,15 +39,15 @@ def read_secret(path, flag):
     return text
 
 
-def broker_password(url, password_file=None, environ=os.environ):
-    """``url`` (the --broker URL, or None) with the password of ``password_file``, else of
-    ``$MSS_BROKER_PASSWORD``, filled in; ``url`` unchanged when neither is given (and when
-    there is no URL but only the variable)."""
+def broker_password(url, password_file=None, environ=os.environ, flag="--broker"):
+    """``url`` (the ``flag`` URL, or None) with the password of ``password_file`` (its
+    ``flag``-password-file), else of ``$MSS_BROKER_PASSWORD``, filled in; ``url`` unchanged when
+    neither is given (and when there is no URL but only the variable)."""
     if password_file is not None:
-        source, password = f"--broker-password-file {password_file}", read_secret(
-            password_file, "--broker-password-file")
+        source, password = f"{flag}-password-file {password_file}", read_secret(
+            password_file, f"{flag}-password-file")
         if url is None:
-            raise SecretError(f"{source}: the password is for the --broker connection; give --broker")
+            raise SecretError(f"{source}: the password is for the {flag} connection; give {flag}")
     elif environ.get(PASSWORD_ENV):
         source, password = f"${PASSWORD_ENV}", environ[PASSWORD_ENV]
         if url is None:
@@ -57,10 +57,10 @@ def broker_password(url, password_file=None, environ=os.environ):
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
     if ":" in userinfo:
-        raise SecretError(f"{source}: the password is also in the --broker URL; give it once "
+        raise SecretError(f"{source}: the password is also in the {flag} URL; give it once "
                           f"(the URL without it: {parts.scheme}://{userinfo.partition(':')[0]}@{hostport})")
     if not at or not userinfo:
-        raise SecretError(f"{source}: a password needs a user in the --broker URL "
+        raise SecretError(f"{source}: a password needs a user in the {flag} URL "
                           f"(mqtt://USER@{hostport or 'host:port'})")
     return urlunsplit(parts._replace(netloc=f"{userinfo}:{quote(password, safe='')}@{hostport}"))
 

@@ -20,8 +20,9 @@ password, kept across runs (read back from its config file) unless rotated.
 Written under the output folder: ``boards/<id>.json``; ``mosquitto/passwd``
 (hashed by the real ``mosquitto_passwd -U``), ``mosquitto/acl`` (one user
 block a device: its own report and status topics, the campaign's config
-topic; the aggregator accounts read every report and status) and
-``mosquitto/<aggregator>.password``; with LoRaWAN rows,
+topic; the aggregator accounts read every report and status; a shuffled
+campaign's accounts, :class:`ShuffleAccounts`) and ``mosquitto/<account>.password``
+for each host account; with LoRaWAN rows,
 ``lorawan/chirpstack-devices.json`` (the bodies of ChirpStack v4's
 ``POST /api/devices`` and ``POST /api/devices/{devEui}/keys``) and
 ``lorawan/tts-devices.json`` (The Things Stack's end-device JSON, one object
@@ -36,6 +37,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mss_aggregator.deploy import DeployError
@@ -55,6 +57,28 @@ SECRET_MODE = 0o600
 
 class ProvisionError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class ShuffleAccounts:
+    """The broker accounts of a shuffled campaign (docs/privacy.md section 5), none by default.
+
+    ``shuffler``: its collector reads every report; its forwarder, a connection of its own, logs in
+    as ``<shuffler>-forward`` (where the client id is the username, as in docs/mosquitto, one
+    account cannot hold both connections) and writes the batches only.  ``aggregators``: the
+    accounts of ``mss aggregate --shuffled`` (one a worker), which read the batches only: none of
+    them reads a report, a status or the config."""
+    shuffler: str = None
+    aggregators: tuple = ()
+
+    @property
+    def forwarder(self):
+        return f"{self.shuffler}-forward" if self.shuffler else None
+
+    def roles(self):
+        """[(username, role)] of the accounts to write."""
+        own = [(self.shuffler, "shuffler"), (self.forwarder, "shuffler's forwarder")] if self.shuffler else []
+        return own + [(user, "shuffled aggregator") for user in self.aggregators]
 
 
 class Board:
@@ -243,7 +267,8 @@ def write(path, text, secret=False):
 
 
 def aggregator_password(out, user, rotate):
-    """(password, how) of an aggregator account, kept in ``mosquitto/<user>.password``."""
+    """(password, how) of a host account (an aggregator's, a shuffler's), kept in
+    ``mosquitto/<user>.password``."""
     path = out / "mosquitto" / f"{user}.password"
     try:
         old = None if rotate else path.read_text().strip()
@@ -256,7 +281,7 @@ def aggregator_password(out, user, rotate):
     return password, "generated"
 
 
-def acl(campaign, devices, aggregators):
+def acl(campaign, devices, aggregators, shuffle=ShuffleAccounts()):
     """The Mosquitto ACL of the campaign: explicit per-user blocks (a ``pattern`` without ``%u`` warns
     at every start, and an explicit block gives an unlisted account nothing)."""
     base = f"mss/v1/{campaign}"
@@ -265,6 +290,14 @@ def acl(campaign, devices, aggregators):
     for user in aggregators:
         lines += ["", f"user {user}", f"topic read {base}/+/report", f"topic read {base}/+/status",
                   f"topic readwrite {base}/config"]
+    if shuffle.shuffler:
+        lines += ["", "# The shuffler (mss shuffle) reads every report and, as its forwarder's account, writes",
+                  "# the shuffled batches.", "", f"user {shuffle.shuffler}", f"topic read {base}/+/report",
+                  "", f"user {shuffle.forwarder}", f"topic write {base}/shuffled"]
+    if shuffle.aggregators:
+        lines += ["", "# The shuffled aggregators (mss aggregate --shuffled) read the batches only."]
+    for user in shuffle.aggregators:
+        lines += ["", f"user {user}", f"topic read {base}/shuffled"]
     lines += ["", "# Each device (username = its device id = its client id): its own report and status,",
               "# and the campaign's config."]
     for d in devices:
@@ -330,9 +363,9 @@ def tts_devices(boards, campaign, frequency_plan=None, mac="MAC_V1_0_3", phy="PH
 
 
 def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, chirpstack=(None, None),
-              frequency_plan=None):
+              frequency_plan=None, shuffle=ShuffleAccounts()):
     """Write every file of the fleet under ``out``; [(path, what)] of what was written, and the
-    aggregator accounts' {user: how} ("kept" or "generated")."""
+    host accounts' {user: how} ("kept" or "generated"): the aggregators', then ``shuffle``'s."""
     out = Path(out)
     mosquitto_passwd()  # missing: refused before anything is written
     keep_secrets(boards, out, rotate)
@@ -343,12 +376,12 @@ def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, 
         written.append((path, f"{b.transport} board"))
     mqtt = [b for b in boards if b.transport == "mqtt"]
     logins, how = {}, {}
-    for user in aggregators:
+    for user in [*aggregators, *(user for user, _ in shuffle.roles())]:
         logins[user], how[user] = aggregator_password(out, user, rotate)
     logins.update((b.device_id, b.password) for b in mqtt)
     password_file(out / "mosquitto" / "passwd", logins)
     written.append((out / "mosquitto" / "passwd", f"{len(logins)} logins"))
-    write(out / "mosquitto" / "acl", acl(campaign, [b.device_id for b in mqtt], aggregators))
+    write(out / "mosquitto" / "acl", acl(campaign, [b.device_id for b in mqtt], aggregators, shuffle))
     written.append((out / "mosquitto" / "acl", f"campaign {campaign}"))
     lorawan = [b for b in boards if b.transport == "lorawan"]
     if lorawan:

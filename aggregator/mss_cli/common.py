@@ -261,13 +261,13 @@ def broker_password_option(command):
              "local user.")(command)
 
 
-def broker_url(broker, password_file):
-    """--broker with the password of --broker-password-file / $MSS_BROKER_PASSWORD filled in
-    (a usage error if it is given twice, or without a user)."""
+def broker_url(broker, password_file, flag="--broker", environ=None):
+    """The ``flag`` URL with the password of its password file / $MSS_BROKER_PASSWORD filled in
+    (a usage error if it is given twice, or without a user); ``environ={}``: no variable."""
     from mss_aggregator.credentials import SecretError, broker_password
 
     try:
-        return broker_password(broker, password_file)
+        return broker_password(broker, password_file, os.environ if environ is None else environ, flag)
     except SecretError as exc:
         raise click.UsageError(str(exc))
 

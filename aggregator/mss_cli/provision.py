@@ -17,6 +17,12 @@ HELP = {"help_option_names": ["-h", "--help"]}
 @click.option("--aggregator-user", "aggregators", multiple=True, default=("aggregator",), show_default=True,
               metavar="USER", help="Broker account of an aggregator (reads every report); repeat for each "
                                    "worker of a shared subscription.")
+@click.option("--shuffler-user", metavar="USER",
+              help="Broker accounts of mss shuffle: USER reads every report, USER-forward writes the shuffled "
+                   "batches (docs/privacy.md section 5).")
+@click.option("--shuffled-aggregator-user", "shuffled_aggregators", multiple=True, metavar="USER",
+              help="Broker account of mss aggregate --shuffled: reads the shuffled batches only; repeat for "
+                   "each worker.")
 @click.option("--rotate", is_flag=True,
               help="New passwords and AppKeys for every board and aggregator account (default: an earlier "
                    "run's are kept, those given in the CSV always win).")
@@ -26,8 +32,8 @@ HELP = {"help_option_names": ["-h", "--help"]}
               help="ChirpStack device-profile id written into lorawan/chirpstack-devices.json.")
 @click.option("--frequency-plan", metavar="ID",
               help="The Things Stack frequency plan of the LoRaWAN devices, e.g. EU_863_870_TTN.")
-def provision_cmd(fleet, config_path, campaign, out, aggregators, rotate, chirpstack_app, chirpstack_profile,
-                  frequency_plan):
+def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user, shuffled_aggregators, rotate,
+                  chirpstack_app, chirpstack_profile, frequency_plan):
     """Write a fleet's board configs, Mosquitto password file and ACL, and LoRaWAN device lists.
 
     FLEET.csv has one row a board: device_id (or dev_eui for LoRaWAN), transport (mqtt, serial or
@@ -36,38 +42,47 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, rotate, chirps
     ...).  Each board's config is checked with the firmware's own loader; the first bad row exits 3
     naming its row and column.  Passwords are never printed: they are in the 0600 files written.
     """
-    from mss_aggregator.provision import ProvisionError, provision, read_fleet
+    from mss_aggregator.provision import ProvisionError, ShuffleAccounts, provision, read_fleet
     from mss_protocol.mss.config import ConfigError, read_json
 
     if " " in campaign:  # a Mosquitto ACL line ends its topic at a space
         raise click.BadParameter(f"{campaign!r}: a Mosquitto ACL topic cannot hold a space", param_hint="--campaign")
-    for user in aggregators:
+    shuffle = ShuffleAccounts(shuffler_user, shuffled_aggregators)
+    flags = {**{user: "--aggregator-user" for user in aggregators},
+             **{user: "--shuffled-aggregator-user" for user in shuffled_aggregators}}
+    if shuffler_user:
+        flags.update({shuffler_user: "--shuffler-user", shuffle.forwarder: "--shuffler-user"})
+    for user, flag in flags.items():
         try:
-            topic_level(user, "--aggregator-user")
+            topic_level(user, flag)
         except ValueError as exc:
-            raise click.BadParameter(str(exc).removeprefix("--aggregator-user "), param_hint="--aggregator-user")
+            raise click.BadParameter(str(exc).removeprefix(f"{flag} "), param_hint=flag)
         if " " in user or ":" in user:
-            raise click.BadParameter(f"{user!r}: a Mosquitto username holds no space or ':'",
-                                     param_hint="--aggregator-user")
+            raise click.BadParameter(f"{user!r}: a Mosquitto username holds no space or ':'", param_hint=flag)
+    names = [*aggregators, *shuffled_aggregators, *([shuffler_user, shuffle.forwarder] if shuffler_user else [])]
+    for user in set(names):
+        if names.count(user) > 1:
+            raise click.BadParameter(f"{user!r} names two broker accounts: each needs a username of its own",
+                                     param_hint=flags[user])
     try:
         campaign_cfg = read_json(config_path, "config")
         if not isinstance(campaign_cfg, dict):
             raise ConfigError(f"{config_path}: not a JSON object")
         boards = read_fleet(fleet, campaign_cfg, campaign)
         for b in boards:
-            if b.device_id in aggregators:
-                raise ProvisionError(f"{fleet} row {b.row}: column device_id: {b.device_id} is also an "
-                                     "--aggregator-user")
+            if b.device_id in flags:
+                raise ProvisionError(f"{fleet} row {b.row}: column device_id: {b.device_id} is also the account "
+                                     f"of {flags[b.device_id]}")
         written, accounts = provision(boards, out, campaign, aggregators, rotate,
-                                      (chirpstack_app, chirpstack_profile), frequency_plan)
+                                      (chirpstack_app, chirpstack_profile), frequency_plan, shuffle)
     except (ConfigError, ProvisionError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"--out {out}: cannot write it: {exc.strerror or exc}")
-    _summary(boards, written, accounts)
+    _summary(boards, written, accounts, dict(shuffle.roles()))
 
 
-def _summary(boards, written, accounts):
+def _summary(boards, written, accounts, roles):
     from rich.table import Table
 
     table = Table(title=f"{len(boards)} boards")
@@ -78,7 +93,7 @@ def _summary(boards, written, accounts):
         table.add_row(str(b.row), b.name, b.transport, f"{what} {b.secret}" if what else "-")
     console.print(table)
     for user, how in accounts.items():
-        console.print(f"aggregator account {user}: password {how}", highlight=False)
+        console.print(f"{roles.get(user, 'aggregator')} account {user}: password {how}", highlight=False)
     click.echo(f"wrote {len(boards)} board configs to {written[0][0].parent}")
     for path, what in written[len(boards):]:
         click.echo(f"wrote {path} ({what})")
