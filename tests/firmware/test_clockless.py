@@ -75,9 +75,9 @@ def torn(path, obj):
     save(path, obj)
 files.save = torn
 add = State.add
-def traced_add(self, cid, epoch, report, memo=None):
+def traced_add(self, cid, epoch, report, *more):
     seq = self.seq
-    add(self, cid, epoch, report, memo)
+    add(self, cid, epoch, report, *more)
     print("QUEUED %d %s" % (seq, report.hex()))
 State.add = traced_add
 sent = State.sent
@@ -108,9 +108,11 @@ def epoch_of(t):
 class Session(threading.Thread):
     """One board through ``boots``: dicts with ``kind`` (reset, watchdog, power, last), ``at``
     (s after the boot: the stop), ``mid_uplink`` (the watchdog fires as the modem takes an
-    uplink) or ``cut_save`` ([n, mode]), and ``off`` (s before the next boot)."""
+    uplink), ``kill_after`` ([n, s]: killed s after the boot's n-th report arrived) or
+    ``cut_save`` ([n, mode]), ``net_offset`` (s: the network's DeviceTimeAns that far off the
+    true time) and ``off`` (s before the next boot); ``device``: more of the device section."""
 
-    def __init__(self, folder, dialect, boots, **modem):
+    def __init__(self, folder, dialect, boots, device=None, **modem):
         super().__init__(daemon=True)
         self.folder, self.dialect, self.boots = folder, dialect, boots
         self.modem = ModemEmulator(dialect, EUI + str(DIALECTS.index(dialect)), tx_delay_s=0.15)
@@ -122,6 +124,7 @@ class Session(threading.Thread):
         self.runs = []  # per boot: (start, end, stdout lines, kind)
         self.proc = None
         self.kill_on_uplink = False
+        self.kill_after, self.runs_start = None, 0  # [n, s]: killed s after the boot's n-th report arrived
         self.error = None
         folder.mkdir(exist_ok=True)
         d = compact_config().to_dict()
@@ -129,6 +132,7 @@ class Session(threading.Thread):
                        "lorawan": {"modem": dialect.replace("-old", ""), "path": self.modem.path, "retry_s": 1,
                                    "backoff_max_s": 2, "join_timeout_s": 2, "tx_timeout_s": 1,
                                    "pace_margin_ms": MARGIN_MS}}
+        d["device"].update(device or {})
         (folder / "config.json").write_text(json.dumps(d))
 
     def _uplink(self, modem, fport, fcnt, data):
@@ -136,6 +140,8 @@ class Session(threading.Thread):
             self.probes.append(time.time())
             return
         self.arrivals.append((time.time(), data))
+        if self.kill_after and sum(t >= self.runs_start for t, _ in self.arrivals) == self.kill_after[0]:
+            threading.Timer(self.kill_after[1], self.proc.send_signal, [signal.SIGKILL]).start()
         if self.kill_on_uplink and self.proc is not None:
             self.kill_on_uplink = False
             self.proc.send_signal(signal.SIGKILL)  # the watchdog fires while the modem has the uplink
@@ -151,10 +157,13 @@ class Session(threading.Thread):
                     plan["cut_save"] = b["cut_save"]
                 argv, env = command(NODE, ["config.json", "state.json", json.dumps(plan)])
                 self.kill_on_uplink = bool(b.get("mid_uplink"))
-                start = time.time()
+                self.modem.net_offset = b.get("net_offset", 0)  # a forged network time: this many s off
+                start = self.runs_start = time.time()
+                self.kill_after = b.get("kill_after")
                 self.proc = subprocess.Popen(argv, env=env, cwd=self.folder, stdout=subprocess.PIPE,
                                              stderr=subprocess.STDOUT, text=True)
-                timed = b["kind"] in ("watchdog", "power") and not (b.get("mid_uplink") or b.get("cut_save"))
+                timed = b["kind"] in ("watchdog", "power") and not (b.get("mid_uplink") or b.get("cut_save")
+                                                                     or b.get("kill_after"))
                 try:
                     out, _ = self.proc.communicate(timeout=b["at"] + (0 if timed else 2))
                 except subprocess.TimeoutExpired:  # a watchdog reset or a power cut at a random moment

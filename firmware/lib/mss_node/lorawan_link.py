@@ -256,7 +256,10 @@ class LorawanLink:
         except Exception as exc:  # a reply no parser foresaw: logged, never fatal
             t, why = None, "unreadable reply: %r" % (exc,)
         if t is not None:
+            was = c() if c.ok() else None
             if set_clock(c, t):
+                if was is None or not -1 <= c() - was <= 1:  # set, or moved: the pace checks the record
+                    c.stepped = True
                 self.time_next = c() + RESYNC_S
                 log.info("lorawan: clock set from the network (DeviceTimeAns): unix %d" % t)
                 return

@@ -30,7 +30,19 @@ one, only to send no two in one epoch of the network server:
   reports by clock epochs at once instead of waiting a pace;
 * with a clock, waits end ``guard`` s into the next epoch (the margin, 2 s at
   most), not on its edge: a clock a little ahead does not date an uplink in
-  the epoch before.
+  the epoch before;
+* a clock that contradicts the record (:meth:`Pace.doubt`): network time
+  (DeviceTimeAns) set the clock or moved it by more than 1 s, or the clock's
+  epoch is before a mark of state.json (no right clock dates a mark in its
+  future: a forged or wrong time, then or now).  Which clock was right is not
+  known, so the last uplink's epoch is not known: marks ahead are lowered to
+  the epoch before the clock's, and the next report waits for the pace, as
+  without a clock, then goes by the clock (``resolve``; a pace that ends in
+  an epoch's last second leaves that epoch used: the clock, set in whole
+  seconds, may be up to 1 s behind the network's).  Board time never
+  runs ahead, so it arrives a period after the last one whichever clock
+  lied: one forged time costs a report at most, never silence until the
+  forged epoch; the ledger (board time) is not touched.
 
 The margin costs a skipped epoch about once every 32 periods (the pace
 drifts by the margin each period); a board with a clock skips none.
@@ -52,6 +64,7 @@ class Clock:
         self.wall = wall
         self.offset = 0
         self.net = False
+        self.stepped = False  # network time set it, or moved it by more than 1 s (taken by Pace.doubt)
 
     def __call__(self):
         return self.wall() + self.offset
@@ -84,6 +97,7 @@ class Pace:
             st.fly = None
         self.said = False
         self.probed = False  # the time probe of this boot (sent, or not needed)
+        self.hold = False  # the clock contradicted the record: the next report waits for the pace
 
     def age(self):
         """ms since the last uplink that left or may have (None: none yet); it stops at ``ms``."""
@@ -100,7 +114,7 @@ class Pace:
 
     def wait_s(self, poll):
         n = self.node
-        if n.clocked():
+        if n.clocked() and not self.hold:
             d = n.s.device
             left = (n.epoch() + 1) * d["period_s"] + d["epoch_origin"] - _UNIX_OFFSET - n.clock() + self.guard
         else:
@@ -127,8 +141,38 @@ class Pace:
             self.since, self.t = 0, ticks_ms()
             st.save()
 
+    def doubt(self, cid, epoch):
+        """A tick with a clock: True while the next report waits for the pace because the
+        clock was set or stepped by network time, or dates an epoch mark in the future
+        (module docstring); the marks ahead of ``epoch`` are lowered first."""
+        n, st = self.node, self.node.state
+        stepped = getattr(n.clock, "stepped", False)  # a plain clock function has none
+        if stepped or st.sent_in > epoch or st.last.get(cid, -1) > epoch:
+            if stepped:
+                n.clock.stepped = False
+            for c in st.last:
+                if st.last[c] > epoch:
+                    st.last[c] = epoch - 1
+            if st.sent_in > epoch:
+                st.sent_in = epoch - 1
+            if not self.hold:
+                log.warn("clock set by the network or behind state.json's epochs: the next report waits "
+                         "%d ms of board time after the last one" % self.ms)
+            self.hold = st.blind = True  # the last uplink's epoch by this clock is not known
+            st.save()
+        if not self.hold:
+            return False
+        if self.due_ms():
+            return True
+        self.hold = False
+        d = n.s.device
+        if n.clock() - epoch * d["period_s"] - d["epoch_origin"] + _UNIX_OFFSET >= d["period_s"] - 1:
+            _used(st, cid, epoch)  # its last second: by the network's clock (ours up to 1 s behind) maybe the next
+        return False
+
     def resolve(self, cid):
-        """The clock is set and the last uplink left without one: mark the epochs it may be in."""
+        """The clock is set and the last uplink left without one (or by a clock found wrong):
+        mark the epochs it may be in."""
         n, st = self.node, self.node.state
         a = self.age()
         if a is not None:  # it ended a ago at the latest (board time never runs ahead)
