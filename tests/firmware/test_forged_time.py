@@ -1,7 +1,7 @@
 """A forged network time (issue 44 item 5; SPEC.md section 11, "A time that contradicts the
 record").
 
-A clockless board (MicroPython, an emulated modem on a pty, a budget) takes
+A clockless board (MicroPython, an emulated RAK3172 or Wio-E5 on a pty, a budget) takes
 its clock from the network's DeviceTimeAns, which the first boot's network forges a year
 ahead or a year behind; a power cycle (the modem forgets its time), then the network answers
 with the true time.  Every report is dated at the emulated network server by its true receive
@@ -18,6 +18,8 @@ from mss_protocol.budget import budget_section
 YEAR = 365 * 86400  # s; a whole number of epochs
 BUDGET = budget_section(80.0, 30)  # 40 fresh draws of the config a window: never spent here
 PERIOD = {"ahead": 2, "behind": 4}  # s: period_s
+SIGN = {"ahead": 1, "behind": -1}
+CASES = [("ahead", "rak3172"), ("ahead", "wio-e5"), ("behind", "rak3172")]
 
 
 def boots(case, offset):
@@ -35,10 +37,10 @@ def boots(case, offset):
 def sessions(tmp_path_factory):
     base = tmp_path_factory.mktemp("forged")
     made = {}
-    for case, sign in (("ahead", 1), ("behind", -1)):
-        for run, offset in (("forged", sign * YEAR), ("control", 0)):
-            made[(case, run)] = Session(base / f"{case}-{run}", "rak3172", boots(case, offset),
-                                        device={"budget": BUDGET, "period_s": PERIOD[case]})
+    for case, dialect in CASES:
+        for run, offset in (("forged", SIGN[case] * YEAR), ("control", 0)):
+            made[(case, dialect, run)] = Session(base / f"{case}-{dialect}-{run}", dialect, boots(case, offset),
+                                                 device={"budget": BUDGET, "period_s": PERIOD[case]})
     for s in made.values():
         s.start()
     for s in made.values():
@@ -64,10 +66,10 @@ def check_once_per_epoch(s, period):
     assert len(set(epochs)) == len(epochs), f"two reports in one true epoch: {epochs}\n{s.log()}"
 
 
-@pytest.mark.parametrize("case", ["ahead", "behind"])
-def test_a_forged_network_time_costs_at_most_one_report_never_budget(sessions, case):
-    forged, control = sessions[(case, "forged")], sessions[(case, "control")]
-    years, period = {"ahead": 1, "behind": -1}[case], PERIOD[case]
+@pytest.mark.parametrize("case, dialect", CASES)
+def test_a_forged_network_time_costs_at_most_one_report_never_budget(sessions, case, dialect):
+    forged, control = sessions[(case, dialect, "forged")], sessions[(case, dialect, "control")]
+    years, period = SIGN[case], PERIOD[case]
     for s in (forged, control):
         check_once_per_epoch(s, period)
         queued, _ = check_none_lost(s)
@@ -80,8 +82,8 @@ def test_a_forged_network_time_costs_at_most_one_report_never_budget(sessions, c
     # boot 2, on the true time: reports resume within a pace of the boot (plus its start and probe)
     start = forged.runs[1][0]
     again, control_again = boot_reports(forged, 1), boot_reports(control, 1)
-    print("%s: boot 2 reports: forged %d, control %d; fresh draws in the ledger: forged %d, control %d"
-          % (case, len(again), len(control_again), spent(forged), spent(control)))
+    print("%s %s: boot 2 reports: forged %d, control %d; fresh draws in the ledger: forged %d, control %d"
+          % (case, dialect, len(again), len(control_again), spent(forged), spent(control)))
     # (the pace, then the rest of an epoch's last second and the guard if the pace ended in it)
     assert again and again[0] - start <= period + MARGIN_MS / 1000 + 1.2 + STARTUP_S + 0.5, (again, forged.log())
     assert len(again) >= len(control_again) - 1, (again, control_again, forged.log())
