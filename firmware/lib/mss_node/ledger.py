@@ -164,7 +164,10 @@ class Ledger:
         if st.broken:
             merged = [g for g in merged if g[1]] + [[1, 0, bt]]
         if merged and (kept is None or merged != live(spent, bt, self.b["ms"])):  # not every boot: flash wear
-            self.copy.save(merged, bt)
+            try:
+                self.copy.save(merged, bt)
+            except OSError as exc:  # state.json still holds it; the next fresh draw tries again (or fails)
+                log.warn("cannot write the ledger's second copy (%s): %r" % (self.copy.where, exc))
         st.spent, st.bt = merged, bt
 
     def now(self):
