@@ -105,11 +105,12 @@ def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
             frames = [f for _, e, _, fs in batches if epoch in (None, e) for f in fs]
             offline, online = Counts(CFG).add(codec.decode(f) for f in frames), s.counts(epoch)
             assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
-        assert sorted(s.shuffle_batches()) == [(8, 8, 1501, 1500), (8, 8, 2000, 2000), (9, 9, 3000, 3000)]
+        assert sorted(s.shuffle_batches()) == [(8, 8, 1501, 1500, 0), (8, 8, 2000, 2000, 0), (9, 9, 3000, 3000, 0)]
         total, rows = s.quarantined()
         assert total == 5 and {r["reason"] for r in rows} == {"batch_mac", "batch_length", "batch_config",
                                                              "wire_config"}
-        assert s.tally() == (reports, 3500, 2 * reports, 2)  # two epochs covered: a device may be in both
+        # two epochs covered: a device may be in both; at least the largest batch's devices (one body a device)
+        assert s.tally() == (reports, 3000, 2 * reports, 2)
     finally:
         s.close()
 
@@ -123,48 +124,52 @@ def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
         reports, "shuffler", "shuffler", "accepted")
     assert db.execute("SELECT COUNT(*) FROM skips").fetchone() == (0,)
     assert [r[1] for r in db.execute("PRAGMA table_info(shuffle_batches)")] == [
-        "batch_id", "config_id", "epoch", "first_epoch", "n", "reports", "received"]
+        "batch_id", "config_id", "epoch", "first_epoch", "n", "reports", "received", "colluding"]
     assert dict(db.execute("SELECT key, value FROM meta"))["reports_from"] == SHUFFLER
     db.close()
 
     # the central guarantee beside the estimate: the default epoch is 8 (3500 reports against 9's
-    # 3000), released in batches of 2000 and 1500: the smaller one's bound
+    # 3000), released in batches of 2000 and 1500: a device may be in both (a batch of epoch 8 also
+    # takes late reports of earlier epochs), so the smaller one's bound composed over the two
     eps0 = CFG.eps_effective
     est = estimate_json(store)
     one = central_epsilon(eps0, 1500, 1e-6)
+    two = compose(one, 2)
     assert est["epoch"] == 8 and est["n"] == 3500
-    assert est["central"] == {"eps": one.eps, "delta": 1e-6, "n": 1500, "eps0": eps0, "method": one.method,
-                              "epochs": 1, "composition": None, "per_epoch_eps": one.eps, "per_epoch_delta": 1e-6}
+    assert {k: v for k, v in est["central"].items() if k not in ("regime_why", "why")} == {
+        "guarantee": "central", "regime": "fresh", "eps": two.eps, "delta": two.delta, "n": 1500, "devices": 1500,
+        "colluding": 0, "eps0": eps0, "method": one.method, "epochs": 1, "batches": 2, "composition": two.method,
+        "per_batch_eps": one.eps, "per_batch_delta": 1e-6}
     assert one.method == "feldman-numerical" and one.eps < eps0 / 2
     tight = estimate_json(store, "--epoch", "8", "--delta", "1e-9")["central"]
-    assert tight["delta"] == 1e-9 and one.eps < tight["eps"] < eps0
+    assert tight["delta"] == pytest.approx(3e-9) and two.eps < tight["eps"] < 2 * eps0
+    nine = estimate_json(store, "--epoch", "9")["central"]
+    assert (nine["eps"], nine["delta"], nine["composition"]) == (central_epsilon(eps0, 3000, 1e-6).eps, 1e-6, None)
     pooled = estimate_json(store, "--all-epochs")
-    total = compose(one, 2)  # epoch 9's batch of 3000 is better than 1500: epoch 8's guarantee is the worst
-    assert pooled["central"]["epochs"] == 2 and pooled["central"]["n"] == 1500
-    assert (pooled["central"]["eps"], pooled["central"]["delta"]) == (total.eps, total.delta) == (total.eps, 3e-6)
-    assert pooled["central"]["composition"] == total.method and one.eps < total.eps <= 2 * one.eps
+    total = compose(one, 3)  # three batches; 1500 devices is the worst
+    assert pooled["central"]["epochs"] == 2 and pooled["central"]["batches"] == 3 and pooled["central"]["n"] == 1500
+    assert (pooled["central"]["eps"], pooled["central"]["delta"]) == (total.eps, total.delta) == (total.eps, 4e-6)
+    assert pooled["central"]["composition"] == total.method and one.eps < total.eps <= 3 * one.eps
     # a device may be in both epochs, but the config's boards draw afresh (no device.memoize): its two
     # reports are independent draws, so nothing is widened (memoized, sqrt(2): test_an_epoch_with_a_merged_batch...)
     assert pooled["memoized"] is False and pooled["stderr_factor"] == 1
     text = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store)],
                           capture_output=True, text=True, check=True).stdout
-    assert f"central guarantee of the shuffled release: ({one.eps:.4g}, 1e-06)-DP for each device" in text
-    assert "smallest batch 1500 reports; feldman-numerical" in text
+    assert f"central guarantee of the shuffled release: ({two.eps:.4g}, 3e-06)-DP for each device (fresh" in text
+    assert "smallest batch 1500 devices, 1500 counted: no device assumed colluding" in text
 
 
-def test_merged_batches_group_privacy_and_epochs_covered():
-    """A batch merged over r epochs may hold r reports of a device: group privacy over them,
-    never above r eps0 (basic composition of its r reports)."""
+def test_batch_devices_colluding_and_epochs_covered():
+    """A batch hides a device among its devices less the colluding ones; a batch of format 1
+    merged over several epochs counted reports, not devices, and gets no central bound."""
     eps0 = CFG.eps_effective
-    c = central_epsilon(eps0, 2000, 1e-6)
-    assert central.batch_guarantee(CFG, 2000, 1, 1e-6) == (c.eps, 1e-6, c.method)
-    eps, delta, method = central.batch_guarantee(CFG, 2000, 3, 1e-6)
-    assert eps == 3 * c.eps and delta == pytest.approx(1e-6 * (1 + np.exp(c.eps) + np.exp(2 * c.eps)), rel=1e-12)
-    assert "group privacy over 3 reports" in method
-    small = central.batch_guarantee(CFG, 20, 16, 1e-6)  # group delta above 1: the local bound instead
-    assert small[:2] == (16 * eps0, 0.0) and small[2].startswith("basic composition of 16")
-    merged = central.epoch_guarantee(CFG, [(9, 9, 3000, 3000), (9, 8, 2001, 2000)], 1e-6)
-    assert (merged.eps, merged.n) == (2 * c.eps, 2000)  # the merged batch (span 2) is the worse
+    assert central.honest_devices((9, 9, 2000, 2000, 0)) == (2000, 0)
+    assert central.honest_devices((9, 9, 2001, 2000, 30)) == (1970, 30)  # the stored reports less C
+    assert central.honest_devices((9, 9, 2000, 2000, None)) == (2000, 0)  # format 1, one epoch: one a device
+    assert central.honest_devices((9, 8, 2000, 2000, None)) == (None, 0)  # format 1, merged: unknown
+    assert central.batch_guarantee(CFG, 1970, 1e-6) == central_epsilon(eps0, 1970, 1e-6)
+    assert central.batch_guarantee(CFG, 1, 1e-6) is None and central.batch_guarantee(CFG, None, 1e-6) is None
+    assert central.batch_guarantee(CFG, 3, 1e-6) is None  # no bound below eps0 at n = 3
     assert covered_epochs([(9, 9, 1, 1), (9, 8, 1, 1), (12, 11, 1, 1), (3, 0, 1, 1)]) == 2 + 2 + 4
     assert covered_epochs([]) == 0
 
@@ -253,7 +258,7 @@ def test_batches_on_both_backends_and_two_writers_store_a_batch_once(location):
                                 "duplicate_batches": 1}
         offline = Counts(CFG).add(WireCodec(CFG).decode(f) for f in frames)
         assert s.counts().n.tolist() == offline.n.tolist() and s.counts().c.tolist() == offline.c.tolist()
-        assert s.shuffle_batches() == [(epoch, first, n, n)] and s.tally() == (n, n, n, 1)
+        assert s.shuffle_batches() == [(epoch, first, n, n, 0)] and s.tally() == (n, n, n, 1)
         with pytest.raises(StoreError, match="not device reports"):
             s.record_mode(DEVICES)
     finally:

@@ -30,7 +30,9 @@ from mss_protocol.oracle_config import load_dict
               help="Also write the counts (the additive sufficient statistic, with the config).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the estimates as JSON (n, config_id, epoch, pooled, stderr_factor, decoded, counters, "
-                   "view, estimates; a shuffled store's also central: its eps, delta, n, eps0, method, epochs) "
+                   "view, estimates; a shuffled store's also central: guarantee (central, or local where no "
+                   "central bound is below it), regime (fresh or memoized) and regime_why, eps, delta, eps0, "
+                   "devices (the honest devices counted), n, colluding, method, epochs, batches, composition, why) "
                    "instead of the table.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), callback=output_file,
               help="Write every item's estimate as CSV.")
@@ -55,8 +57,9 @@ from mss_protocol.oracle_config import load_dict
                    "repeat a draw (device.memoize), not for fresh draws.")
 @click.option("--delta", type=FloatRange(0, 1, min_open=True, max_open=True), default=centrals.DELTA,
               show_default=True,
-              help="A shuffled store's (mss aggregate --shuffled) central delta per epoch: the (eps_c, delta) of "
-                   "the release is printed beside the estimate (JSON: central), over several epochs composed.")
+              help="A shuffled store's (mss aggregate --shuffled) central delta per batch: the (eps_c, delta) of "
+                   "the release is printed beside the estimate (JSON: central), over several batches composed for "
+                   "fresh draws; memoized reports over several batches keep their draw's local epsilon.")
 def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
                  simultaneous, epoch, all_epochs, delta):
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or

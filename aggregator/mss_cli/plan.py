@@ -236,8 +236,10 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
             notes.append(f"GRR's own bound (Balle et al.'s blanket) meets --central-epsilon {central_epsilon:g} up to "
                          f"epsilon {own:g}: --protocol grr plans it there")
     if "shuffle" in result and memoize:
-        notes.append("memoized reports: each epoch's batch is (eps_c, delta)-DP, but a memoized body re-sent in "
-                     "every epoch links a device's batches across epochs (docs/privacy.md, the shuffle model)")
+        notes.append("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every epoch "
+                     "is found by intersecting batches, so over more than one batch the guarantee is the memoized "
+                     "draw's epsilon, not eps_c composed (mss estimate says so; --fresh-reports compose; "
+                     "docs/privacy.md, the shuffle model)")
     if link:
         budget = lorawan.budget(link, result["frame_bytes"])
         result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),

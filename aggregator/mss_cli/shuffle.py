@@ -5,6 +5,7 @@ from mss_cli.collect import LORAWAN_SPEC, broker_spec, check_id, lorawan_spec, s
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             counters_line, fail, topic_level)
 from mss_protocol.mss.config import ConfigError
+from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
 
 @click.command("shuffle")
@@ -30,10 +31,21 @@ from mss_protocol.mss.config import ConfigError
               help="The key shared with mss aggregate --shuffled (hex, at least 32 bytes: openssl rand -hex 32). "
                    "Default: $MSS_SHUFFLE_KEY.")
 @click.option("--min-batch", type=click.IntRange(1, 10**9), default=100, show_default=True,
-              help="Forward a batch only when the closed epochs hold at least this many reports; fewer are held "
-                   "and merged into the next epoch's batch, never forwarded small.")
+              help="Forward a batch only when the closed epochs hold reports of at least this many distinct "
+                   "devices (a batch takes one report a device: its latest); fewer are held and merged into the "
+                   "next epoch's batch, never forwarded small.")
+@click.option("--assume-colluding", "colluding", type=click.IntRange(0, 10**9 - 1), default=DEFAULT_COLLUDING,
+              show_default=True, metavar="C",
+              help="Devices of each batch that may collude with the aggregator (compromised boards, the "
+                   "operator's own test boards): carried in every batch, and the central guarantee that mss "
+                   "estimate prints counts only the batch's other devices. The default 0 is the amplification "
+                   "theorems' own assumption, and every guarantee printed says so; must be below --min-batch.")
 @click.option("--forward-broker", callback=checked(broker_spec),
-              help="Where the batches go (the aggregator's broker); default: --broker.")
+              help="Where the batches go (the aggregator's broker); default: --broker. On a broker whose "
+                   "client id is the username (docs/mosquitto), the forwarder needs an account of its own "
+                   "(mss provision --shuffler-user: USER-forward).")
+@click.option("--forward-broker-password-file", type=click.Path(exists=True, dir_okay=False), metavar="PATH",
+              help="Read the --forward-broker password from this file (the URL then names the user only).")
 @click.option("--grace", type=FloatRange(0, 604800),  # a week
               default=60.0, show_default=True, metavar="S",
               help="Seconds after an epoch's end before it is closed (reports in flight still join its batch).")
@@ -48,12 +60,14 @@ from mss_protocol.mss.config import ConfigError
                    "the forwarder's is it with -fwd).")
 @click.option("--quiet", is_flag=True, help="No live counters.")
 def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, serial_ports, queue_path,
-                shuffle_key_file, min_batch, forward_broker, grace, tls_ca, tls_cert, tls_key, client_id, quiet):
+                shuffle_key_file, min_batch, forward_broker, forward_broker_password_file, grace, tls_ca, tls_cert,
+                tls_key, client_id, quiet, colluding):
     """Collect the fleet's reports, check them with their devices' identities, and forward them
     without identity or header, in uniformly permuted batches authenticated with HMAC, until
     SIGINT/SIGTERM.
 
-    A batch leaves once its epochs are closed and it holds at least --min-batch reports.
+    A batch leaves once its epochs are closed and it holds reports of at least --min-batch
+    distinct devices, one report a device.
 
     Nothing acknowledged is lost across a crash (the queue commits before the broker is
     acknowledged) and a batch made before a crash is forwarded again with its batch id.
@@ -64,6 +78,7 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
     from mss_protocol.shuffled_batch import BatchError, load_key
 
     broker = broker_url(broker, broker_password_file)
+    forward_broker = broker_url(forward_broker, forward_broker_password_file, "--forward-broker", environ={})
     if not broker and not serial_ports:
         raise click.UsageError("give --broker and/or --serial")
     if lorawan and not broker:
@@ -72,6 +87,9 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
         raise click.UsageError("--forward-broker is needed without --broker: where the batches go")
     if tls_key and not tls_cert:
         raise click.UsageError("--tls-key needs --tls-cert, the certificate it goes with")
+    if colluding >= min_batch:
+        raise click.BadParameter(f"must be below --min-batch ({min_batch}): a batch of --min-batch devices must "
+                                 f"hold one that does not collude", param_hint="--assume-colluding")
     try:
         key = load_key(shuffle_key_file)
     except BatchError as exc:
@@ -82,7 +100,7 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
 
     try:
         shuffler = Shuffler(config_path, queue_path, key, campaign, broker, serial_ports, lorawan, forward_broker,
-                            min_batch, grace, tls_ca, tls_cert, tls_key, client_id, log)
+                            min_batch, grace, tls_ca, tls_cert, tls_key, client_id, log, colluding=colluding)
     except (ConfigError, QueueError, ValueError) as exc:
         fail(str(exc))
     try:

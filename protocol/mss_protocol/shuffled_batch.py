@@ -2,13 +2,18 @@
 
 One batch is one MQTT message on ``mss/v1/<campaign>/shuffled`` (QoS 1)::
 
-    magic b"MSSB" | version u8 = 1 | config id (4 bytes) | batch id (16 random bytes)
-    | epoch u32 BE | first_epoch u32 BE | n u32 BE
+    magic b"MSSB" | version u8 = 2 | config id (4 bytes) | batch id (16 random bytes)
+    | epoch u32 BE | first_epoch u32 BE | colluding u32 BE | n u32 BE
     | n times: body length u16 BE, body
     | HMAC-SHA256 (32 bytes) over every byte before it
 
 ``epoch`` is the epoch the batch is released for (the latest one it covers),
 ``first_epoch`` the earliest epoch of a report in it (``first_epoch <= epoch``).
+The shuffler puts at most one body of a device in a batch, so ``n`` is the
+batch's distinct devices; ``colluding`` is the number of them its operator
+assumes may collude with the aggregator (``mss shuffle --assume-colluding``),
+which the central guarantee does not count as hiding anyone (version 1 had
+neither rule: a batch counted reports).
 Each body is a report as a ``compact`` frame of the config (SPEC.md section
 4: one tag byte, then the protocol's body): the device's header (device id,
 sequence, epoch, the config id beyond its tag) is gone.  The aggregator
@@ -33,15 +38,18 @@ from dataclasses import dataclass
 from mss_device.frame import HEADER, KINDS, TAG_MASK
 
 MAGIC = b"MSSB"
-VERSION = 1
+VERSION = 2  # 2: colluding, and one body a device (1 counted reports, not devices)
 CONFIG_ID_BYTES = 4  # mss_device.params._digest: the first 4 bytes of a SHA-256
 BATCH_ID_BYTES = 16
 MAC_BYTES = 32
 MIN_KEY_BYTES = 32
 KEY_ENV = "MSS_SHUFFLE_KEY"
 MAX_BODY = 0xFFFF  # a body's length is a u16
-_HEAD = struct.Struct(f">4sB{CONFIG_ID_BYTES}s{BATCH_ID_BYTES}sIII")
-HEADER_BYTES = _HEAD.size  # 37
+# devices of a batch assumed to collude with the aggregator unless its shuffler's operator says more
+# (mss shuffle --assume-colluding): 0 is the amplification theorems' own assumption, stated with every guarantee
+DEFAULT_COLLUDING = 0
+_HEAD = struct.Struct(f">4sB{CONFIG_ID_BYTES}s{BATCH_ID_BYTES}sIIII")
+HEADER_BYTES = _HEAD.size  # 41
 EPOCHS = 1 << 32
 
 
@@ -61,7 +69,8 @@ class ShuffledBatch:
     batch_id: bytes
     epoch: int
     first_epoch: int
-    bodies: tuple  # of bytes, each a compact frame of the config
+    bodies: tuple  # of bytes, each a compact frame of the config, at most one a device
+    colluding: int = DEFAULT_COLLUDING  # of the batch's devices, how many its shuffler's operator assumes collude
 
     @property
     def batch_id_hex(self):
@@ -130,19 +139,22 @@ def mac(key, data):
     return hmac.new(key, data, hashlib.sha256).digest()
 
 
-def encode_batch(key, config, batch_id, epoch, first_epoch, bodies):
+def encode_batch(key, config, batch_id, epoch, first_epoch, bodies, colluding=DEFAULT_COLLUDING):
     """The bytes of one batch of ``bodies`` (compact frames, already permuted:
-    this function keeps their order) of ``config`` (a config or its id bytes)."""
+    this function keeps their order, at most one a device) of ``config`` (a config
+    or its id bytes), ``colluding`` of whose devices may collude with the aggregator."""
     check_key(key)
     cid = _config_id(config)
     if not isinstance(batch_id, bytes) or len(batch_id) != BATCH_ID_BYTES:
         raise BatchError("batch", f"a batch id is {BATCH_ID_BYTES} bytes, got {batch_id!r}")
     if not (type(epoch) is int and type(first_epoch) is int and 0 <= first_epoch <= epoch < EPOCHS):
         raise BatchError("batch", f"need 0 <= first_epoch <= epoch < 2**32, got {first_epoch!r}, {epoch!r}")
+    if not (type(colluding) is int and 0 <= colluding < EPOCHS):
+        raise BatchError("batch", f"colluding is a u32, got {colluding!r}")
     bodies = list(bodies)
     if not bodies or len(bodies) >= EPOCHS:
         raise BatchError("batch", f"a batch holds 1 to 2**32 - 1 bodies, got {len(bodies)}")
-    parts = [_HEAD.pack(MAGIC, VERSION, cid, batch_id, epoch, first_epoch, len(bodies))]
+    parts = [_HEAD.pack(MAGIC, VERSION, cid, batch_id, epoch, first_epoch, colluding, len(bodies))]
     for body in bodies:
         if not isinstance(body, bytes) or not 0 < len(body) <= MAX_BODY:
             raise BatchError("batch", f"a body is 1 to {MAX_BODY} bytes, got {body!r:.40}")
@@ -164,7 +176,7 @@ def decode_batch(key, data, config=None):
     signed, tag = data[:-MAC_BYTES], data[-MAC_BYTES:]
     if not hmac.compare_digest(mac(key, signed), tag):
         raise BatchError("mac", "the HMAC does not verify under the shuffle key")
-    magic, version, cid, batch_id, epoch, first_epoch, n = _HEAD.unpack_from(signed)
+    magic, version, cid, batch_id, epoch, first_epoch, colluding, n = _HEAD.unpack_from(signed)
     if magic != MAGIC:
         raise BatchError("magic", f"magic {magic!r} is not {MAGIC!r}")
     if version != VERSION:
@@ -186,4 +198,4 @@ def decode_batch(key, data, config=None):
         off += 2 + size
     if off != len(signed):
         raise BatchError("length", f"{len(signed) - off} bytes after the last of {n} bodies")
-    return ShuffledBatch(cid, batch_id, epoch, first_epoch, tuple(bodies))
+    return ShuffledBatch(cid, batch_id, epoch, first_epoch, tuple(bodies), colluding)

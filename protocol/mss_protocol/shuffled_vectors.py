@@ -3,14 +3,14 @@
 ::
 
     {"name": "shuffled-batches", "key_hex", "configs": {name: config},
-     "batches":  [{"what", "config", "batch_id_hex", "epoch", "first_epoch", "batch_hex",
+     "batches":  [{"what", "config", "batch_id_hex", "epoch", "first_epoch", "colluding", "batch_hex",
                    "bodies": [{"body_hex", "j", "subset"} | {"body_hex", "reason", "quarantine"}]}],
      "rejected": [{"what", "config", "key_hex"?, "batch_hex" | "batch", "reason", "quarantine"}],
      "unencodable": [{"what", "config", "batch_id_hex", "epoch", "first_epoch", "bodies_hex", "reason"}]}
 
 A receiver of config ``configs[config]`` holding the shuffle key ``key_hex``
-must accept each of ``batches`` (its config id, batch id, epochs and bodies as
-listed) and decode each body in frame kind ``compact`` at the batch's
+must accept each of ``batches`` (its config id, batch id, epochs, colluding
+devices and bodies as listed) and decode each body in frame kind ``compact`` at the batch's
 ``epoch`` with no device id, to block ``j`` and ``subset`` (as in the
 protocol vector files) or refusing that body alone with ``reason`` (a
 WireError reason of section 4; the aggregator quarantines it as
@@ -44,7 +44,7 @@ from mss_protocol.vector_cli import vector_main
 
 PATH = Path(__file__).resolve().parents[1] / "vectors" / "shuffled" / "batches.json"
 KEY = hashlib.sha256(b"mss-shuffle-vectors/key").digest()
-HEAD = struct.Struct(">4sB4s16sIII")  # SPEC.md section 12: magic, version, config id, batch id, epochs, n
+HEAD = struct.Struct(">4sB4s16sIIII")  # SPEC.md section 12: magic, version, config id, batch id, epochs, colluding, n
 
 
 def _configs():
@@ -67,9 +67,9 @@ def _batch_id(label):
     return hashlib.sha256(f"mss-shuffle-vectors/batch/{label}".encode()).digest()[:BATCH_ID_BYTES]
 
 
-def raw_batch(cid, batch_id, epoch, first_epoch, n, parts, key=KEY, magic=MAGIC, version=VERSION):
+def raw_batch(cid, batch_id, epoch, first_epoch, n, parts, key=KEY, magic=MAGIC, version=VERSION, colluding=0):
     """A batch of any fields (``parts``: the bytes after the head, lengths included), MAC'd under ``key``."""
-    data = HEAD.pack(magic, version, cid, batch_id, epoch, first_epoch, n) + parts
+    data = HEAD.pack(magic, version, cid, batch_id, epoch, first_epoch, colluding, n) + parts
     return data + hmac.new(key, data, hashlib.sha256).digest()
 
 
@@ -92,17 +92,19 @@ def make():
     good = _bodies(grr, [0, 2, 4, 1], "grr")
     tag = good[0][:1]
     batches = []
-    for what, name, bodies, epoch, first in [
-            ("grr: four reports of two epochs", "grr", good, 70001, 70000),
-            ("mss: both blocks, one epoch", "mss", _bodies(mss, [0, 3, 7, 5], "mss"), 70000, 70000),
-            ("grr: one report at the top epoch", "grr", good[:1], (1 << 32) - 1, 0),
+    for what, name, bodies, epoch, first, colluding in [
+            ("grr: four reports of two epochs", "grr", good, 70001, 70000, 0),
+            ("mss: both blocks, one epoch, 2 devices assumed colluding", "mss", _bodies(mss, [0, 3, 7, 5], "mss"),
+             70000, 70000, 2),
+            ("grr: one report at the top epoch, every count the top u32", "grr", good[:1], (1 << 32) - 1, 0,
+             (1 << 32) - 1),
             ("grr: bad bodies inside a good batch (each refused alone, the rest counted)", "grr",
              [good[0], tag + b"\xa0", bytes([tag[0] ^ 1]) + good[1][1:], b"\x01" + good[1][1:],
-              good[1] + b"\0", b"\x40" + good[1][1:], tag, good[2]], 70000, 70000)]:
+              good[1] + b"\0", b"\x40" + good[1][1:], tag, good[2]], 70000, 70000, 0)]:
         cfg, bid = cfgs[name], _batch_id(what)
-        data = encode_batch(KEY, cfg, bid, epoch, first, bodies)
+        data = encode_batch(KEY, cfg, bid, epoch, first, bodies, colluding)
         batches.append({"what": what, "config": name, "batch_id_hex": bid.hex(), "epoch": epoch,
-                        "first_epoch": first, "batch_hex": data.hex(),
+                        "first_epoch": first, "colluding": colluding, "batch_hex": data.hex(),
                         "bodies": [dict(body_hex=b.hex(), **_decode_body(cfg, b, epoch)) for b in bodies]})
     cid, bid = grr.config_id, _batch_id("rejected")
     ok = encode_batch(KEY, grr, bid, 70000, 70000, good[:2])
@@ -116,17 +118,19 @@ def make():
         ("a text string, not bytes", "grr", ok.hex(), None),
         ("a 31-byte key at the receiver", "grr", ok, KEY[:MIN_KEY_BYTES - 1]),
         ("empty", "grr", b"", None),
-        ("68 bytes: shorter than a head and a MAC", "grr", ok[:68], None),
-        ("68 bytes with a bad magic: the length first", "grr", b"XXXX" + ok[4:68], None),
+        ("72 bytes: shorter than a head and a MAC", "grr", ok[:72], None),
+        ("72 bytes with a bad magic: the length first", "grr", b"XXXX" + ok[4:72], None),
         ("a header bit flipped", "grr", bad, None),
         ("a body bit flipped", "grr", ok[:-33] + bytes([ok[-33] ^ 1]) + ok[-32:], None),
         ("the MAC of another key", "grr", ok[:-32] + hmac.new(other_key, ok[:-32], hashlib.sha256).digest(), None),
         ("a bad magic and the old MAC: the MAC first", "grr", b"MSSX" + ok[4:], None),
         ("magic MSSX", "grr", remac(b"MSSX" + ok[4:]), None),
-        ("magic MSSX and version 2: the magic first", "grr", remac(b"MSSX\x02" + ok[5:]), None),
-        ("version 2", "grr", remac(ok[:4] + b"\x02" + ok[5:]), None),
-        ("version 2 and first_epoch after epoch: the version first", "grr",
-         raw_batch(cid, bid, 70000, 70001, 2, _parts(good[:2]), version=2), None),
+        ("magic MSSX and version 3: the magic first", "grr", remac(b"MSSX\x03" + ok[5:]), None),
+        ("version 3", "grr", remac(ok[:4] + b"\x03" + ok[5:]), None),
+        ("version 1 (its n counted reports, not devices)", "grr",
+         remac(ok[:4] + b"\x01" + ok[5:37] + ok[41:]), None),
+        ("version 3 and first_epoch after epoch: the version first", "grr",
+         raw_batch(cid, bid, 70000, 70001, 2, _parts(good[:2]), version=3), None),
         ("first_epoch after epoch", "grr", raw_batch(cid, bid, 70000, 70001, 2, _parts(good[:2])), None),
         ("first_epoch after epoch and another config: the epoch first", "grr",
          raw_batch(mss.config_id, bid, 70000, 70001, 2, _parts(good[:2])), None),
@@ -196,7 +200,8 @@ def check(path=PATH):
     for b in d["batches"]:
         cfg, data = cfgs[b["config"]], bytes.fromhex(b["batch_hex"])
         bodies = [bytes.fromhex(x["body_hex"]) for x in b["bodies"]]
-        written = encode_batch(key, cfg, bytes.fromhex(b["batch_id_hex"]), b["epoch"], b["first_epoch"], bodies)
+        written = encode_batch(key, cfg, bytes.fromhex(b["batch_id_hex"]), b["epoch"], b["first_epoch"], bodies,
+                               b["colluding"])
         if written != data:
             errors.append(f"{path}: {b['what']}: the writer wrote {written.hex()}")
         try:
@@ -204,8 +209,8 @@ def check(path=PATH):
         except BatchError as exc:
             errors.append(f"{path}: {b['what']}: refused ({exc})")
             continue
-        if (got.config_id, got.batch_id.hex(), got.epoch, got.first_epoch, list(got.bodies)) != (
-                cfg.config_id, b["batch_id_hex"], b["epoch"], b["first_epoch"], bodies):
+        if (got.config_id, got.batch_id.hex(), got.epoch, got.first_epoch, got.colluding, list(got.bodies)) != (
+                cfg.config_id, b["batch_id_hex"], b["epoch"], b["first_epoch"], b["colluding"], bodies):
             errors.append(f"{path}: {b['what']}: read as {got}")
         for pos, x in enumerate(b["bodies"]):
             want = {k: v for k, v in x.items() if k != "body_hex"}

@@ -22,6 +22,11 @@ transaction that updates the counters:
 * nowhere, counted as ``duplicate`` -- a redelivery of a stored
   (config, device, epoch, sequence).
 
+Beside them, ``sequences`` follows each device's full-frame sequence number and
+counts ``state_resets``: a newer report whose sequence went back (:func:`went_back`:
+its state file started again, deleted, corrupt or reflashed; SPEC.md section 10),
+per device (:meth:`Store.state_resets`: ``mss quarantine``, the dashboard).
+
 The database enforces both rules with unique indexes, and a report is
 inserted with ``ON CONFLICT DO NOTHING``, so two workers that receive the
 same report can never both count it: the second one's insert waits for the
@@ -45,7 +50,8 @@ at most 5 (T + accept_past_epochs + 2) rows.
 A **shuffled store** (``mss aggregate --shuffled``, ``meta.reports_from`` =
 "shuffler") holds a shuffler's batches and no device id: each batch is a
 row of ``shuffle_batches`` (its random batch id, config, release epoch,
-first epoch, n bodies and the reports decoded of them), and each decoded
+first epoch, n bodies, one a device, the reports decoded of them and the
+devices its shuffler assumes collude), and each decoded
 body a ``reports`` row whose ``device_id`` is a slot name made of the batch
 id and the body's position in the permuted batch (:func:`slot`: it names no
 device), ``seq`` that position and ``source`` "shuffler", so that
@@ -106,6 +112,14 @@ MIGRATIONS = [
     (5, ["""CREATE TABLE IF NOT EXISTS shuffle_batches (
             batch_id TEXT PRIMARY KEY, config_id TEXT NOT NULL, epoch BIGINT NOT NULL,
             first_epoch BIGINT NOT NULL, n BIGINT NOT NULL, reports BIGINT NOT NULL, received {real} NOT NULL)"""]),
+    # the devices of a batch its shuffler assumes collude (SPEC.md section 12, version 2: one body a
+    # device); NULL for a batch stored before, whose n counted reports, not devices
+    (6, ["ALTER TABLE shuffle_batches ADD COLUMN colluding BIGINT"]),
+    # each device's newest full-frame (epoch, sequence) and the times its state went back (SPEC.md section 10,
+    # "State resets"): resets counted, the last one's epoch and time
+    (7, ["""CREATE TABLE IF NOT EXISTS sequences (
+            device_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, seq INTEGER NOT NULL, resets BIGINT NOT NULL,
+            reset_epoch BIGINT, reset_received {real})"""]),
 ]
 DEVICES, SHUFFLER = "devices", "shuffler"  # meta.reports_from: who sends a store its reports
 LINKS = ("mqtt", "serial", "lorawan")  # the links whose skipped epochs are counted
@@ -113,11 +127,28 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 RETRIES = 5  # a batch that loses a deadlock against another worker is retried
 QUARANTINE_MAX_ROWS = 10_000  # default cap; a row is at most ~4.6 KB (4 KiB payload, 256 B topic)
 EXTRA_MAX = 4  # extra rows kept per (config, device, epoch); more are counted (extra_dropped), not stored
+SEQ_MOD = 1 << 16  # a full frame's sequence number is u16 (SPEC.md section 4)
 ABANDONED = []  # SQLite connections left open on purpose (SqliteStore.close), alive until the exit
 
 
 class StoreError(RuntimeError):
     pass
+
+
+def went_back(epoch0, seq0, epoch, seq):
+    """A device's full frame (``epoch``, ``seq``) after its newest one (``epoch0``, ``seq0``),
+    ``epoch`` >= ``epoch0``, says its state file started again: the sequence number counts the
+    reports it queued (u16), one at most an epoch, so a board whose state is intact moves it by
+    d = (seq - seq0) mod 2^16 with 1 <= d <= epoch - epoch0 (fewer when reports were lost);
+    a lost or deleted state file starts it again at 0 (SPEC.md sections 4 and 10).  In the same
+    epoch (a second report: an extra) only a sequence behind (d >= 2^15) counts: a step forward
+    there is a board reporting twice, not one that forgot.  Blind to a restart that happens to
+    land in the range (the epochs between as many as seq0, or 2^15 and more), and to compact
+    frames, which carry no sequence."""
+    d = (seq - seq0) % SEQ_MOD
+    if epoch == epoch0:
+        return d >= SEQ_MOD // 2
+    return d == 0 or d > epoch - epoch0
 
 
 def open_store(location, cfg=None, campaign=None):
@@ -134,6 +165,7 @@ class Store:
     the dialect's types and placeholders, and transactions."""
 
     TYPES = {}
+    FOR_UPDATE = ""  # a row lock for the transaction's rest (SQLite: the write transaction holds the file)
     quarantine_max_rows = QUARANTINE_MAX_ROWS
     extra_max = EXTRA_MAX
 
@@ -323,6 +355,8 @@ class Store:
                         outcome, counter, dropped = self._extra(cur, row, insert)
                         if dropped:
                             bump["extra_dropped"] = bump.get("extra_dropped", 0) + 1
+                    if outcome != "duplicate" and r.frame == "full":
+                        self._sequence(cur, it["device_id"], r.epoch, r.seq, now, bump)
                 outcomes[i] = outcome
                 bump[counter] = bump.get(counter, 0) + 1
             for name in sorted(bump):
@@ -360,8 +394,9 @@ class Store:
         b, n = it["batch"], len(it["batch"].bodies)
         cid = self.cfg.config_id_hex
         if self._exec(cur, "INSERT INTO shuffle_batches (batch_id, config_id, epoch, first_epoch, n, reports, "
-                           "received) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                      (b.batch_id_hex, cid, b.epoch, b.first_epoch, n, len(it["reports"]), now)).rowcount != 1:
+                           "received, colluding) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                      (b.batch_id_hex, cid, b.epoch, b.first_epoch, n, len(it["reports"]), now,
+                       b.colluding)).rowcount != 1:
             bump["duplicate"] = bump.get("duplicate", 0) + n
             bump["duplicate_batches"] = bump.get("duplicate_batches", 0) + 1
             return "duplicate"
@@ -387,6 +422,24 @@ class Store:
         name = "skipped_" + it["skip"]
         bump[name] = bump.get(name, 0) + 1
         return "skipped"
+
+    def _sequence(self, cur, device, epoch, seq, now, bump):
+        """Follow ``device``'s full-frame sequence: a report newer than its newest (or in the
+        same epoch) whose sequence :func:`went_back` counts a state reset (``state_resets``, and
+        the device's ``resets``); an older one (delivered late) changes nothing."""
+        if self._exec(cur, "INSERT INTO sequences (device_id, epoch, seq, resets) VALUES (?, ?, ?, 0) "
+                           "ON CONFLICT DO NOTHING", (device, epoch, seq)).rowcount == 1:
+            return  # its first
+        epoch0, seq0 = self._exec(cur, "SELECT epoch, seq FROM sequences WHERE device_id = ?" + self.FOR_UPDATE,
+                                  (device,)).fetchone()
+        if epoch < int(epoch0):
+            return
+        if went_back(int(epoch0), int(seq0), epoch, seq):
+            self._exec(cur, "UPDATE sequences SET epoch = ?, seq = ?, resets = resets + 1, reset_epoch = ?, "
+                            "reset_received = ? WHERE device_id = ?", (epoch, seq, epoch, now, device))
+            bump["state_resets"] = bump.get("state_resets", 0) + 1
+        else:
+            self._exec(cur, "UPDATE sequences SET epoch = ?, seq = ? WHERE device_id = ?", (epoch, seq, device))
 
     def _extra(self, cur, row, insert):
         """(outcome, counter, dropped) of a report whose epoch has an accepted
@@ -511,6 +564,20 @@ class Store:
                         "payload": None if payload is None else bytes(payload)})
         return int(total), out
 
+    def state_resets(self, limit=100):
+        """{"events", "devices", "newest"}: the times a device's full-frame sequence went back
+        (its state file started again: deleted, corrupt, a reflash; :func:`went_back`), the
+        devices it happened to, and the ``limit`` of them with the newest reset, newest first:
+        dicts of device_id, resets, epoch (the last reset's) and received (unix time).  Not in
+        :meth:`counters`: no outcome of a message (the report itself is accepted or extra)."""
+        events = self._query("SELECT value FROM counters WHERE name = 'state_resets'")
+        devices = self._query("SELECT COUNT(*) FROM sequences WHERE resets > 0")[0][0]
+        rows = self._query("SELECT device_id, resets, reset_epoch, reset_received FROM sequences WHERE resets > 0 "
+                           "ORDER BY reset_received DESC, device_id LIMIT ?", (limit,))
+        return {"events": int(events[0][0]) if events else 0, "devices": int(devices),
+                "newest": [{"device_id": d, "resets": int(n), "epoch": int(e), "received": float(t)}
+                           for d, n, e, t in rows]}
+
     def skipped_epochs(self):
         """{"mqtt": n, "serial": n, "lorawan": n}: the epochs boards skipped (device.budget
         spent and no memo of their value), each (link, device, epoch) once."""
@@ -558,7 +625,9 @@ class Store:
         each campaign epoch (the shuffler's check), so R_d <= C, the campaign
         epochs the batches cover (first_epoch..epoch of each: a merged batch
         covers several), the sum of squares is at most C N (N reports), and the
-        devices are at least the fullest release epoch's reports.  It returns
+        devices are at least the largest batch's reports (one body a device;
+        a batch of an older shuffler, which counted reports, r reports over s
+        epochs: at least r / s devices).  It returns
         those bounds, so standard errors are widened by sqrt(C), as if every
         device had reported in every epoch covered (:mod:`.scope`)."""
         where, args = "status='accepted'", ()
@@ -566,10 +635,12 @@ class Store:
             where, args = where + " AND epoch=?", (epoch,)
         if self.mode == SHUFFLER:
             per_epoch = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY epoch"
-            reports, fullest, epochs = self._query(f"SELECT SUM(c), MAX(c), COUNT(*) FROM ({per_epoch}) e", args)[0]
-            reports, fullest, epochs = (int(v or 0) for v in (reports, fullest, epochs))
-            covered = covered_epochs(self.shuffle_batches(None if epoch is None else [epoch]))
-            return reports, fullest, reports * covered, epochs
+            reports, epochs = self._query(f"SELECT SUM(c), COUNT(*) FROM ({per_epoch}) e", args)[0]
+            reports, epochs = int(reports or 0), int(epochs or 0)
+            batches = self.shuffle_batches(None if epoch is None else [epoch])
+            fullest = max((stored if colluding is not None else -(-stored // (last - first + 1))
+                           for last, first, _, stored, colluding in batches), default=0)
+            return reports, fullest, reports * covered_epochs(batches), epochs
         per_device = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY device_id"
         reports, devices, squares = self._query(f"SELECT SUM(c), COUNT(*), SUM(c * c) FROM ({per_device}) d",
                                                 args)[0]
@@ -577,16 +648,18 @@ class Store:
         return tuple(int(v or 0) for v in (reports, devices, squares, epochs))
 
     def shuffle_batches(self, epochs=None):
-        """[(epoch, first_epoch, n bodies, reports stored)] of the shuffler's batches stored
-        (of the release ``epochs`` only, if given), by epoch: what the central
-        guarantee of a shuffled store's release is computed from."""
-        sql, args = "SELECT epoch, first_epoch, n, reports FROM shuffle_batches", ()
+        """[(epoch, first_epoch, n bodies, reports stored, colluding)] of the shuffler's batches
+        stored (of the release ``epochs`` only, if given), by epoch: what the central
+        guarantee of a shuffled store's release is computed from.  ``colluding`` is None
+        for a batch of format version 1, whose bodies were not one a device."""
+        sql, args = "SELECT epoch, first_epoch, n, reports, colluding FROM shuffle_batches", ()
         if epochs is not None:
             epochs = [int(e) for e in epochs]
             if not epochs:
                 return []
             sql, args = sql + f" WHERE epoch IN ({', '.join('?' * len(epochs))})", tuple(epochs)
-        return [tuple(int(v) for v in row) for row in self._query(sql + " ORDER BY epoch, first_epoch, n", args)]
+        return [tuple(None if v is None else int(v) for v in row)
+                for row in self._query(sql + " ORDER BY epoch, first_epoch, n", args)]
 
     def devices_per_epoch(self, last=48):
         """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
@@ -715,6 +788,7 @@ class PostgresStore(Store):
 
     TYPES = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "real": "DOUBLE PRECISION"}
     LOCK_ID = 0x6D73_7369  # advisory lock key of schema set-up ("mssi"); + 1: the quarantine cap
+    FOR_UPDATE = " FOR UPDATE"
 
     def __init__(self, url, cfg=None, campaign=None):
         import psycopg

@@ -17,12 +17,21 @@ Tables, and why each holds what it holds:
   (``extra``: counted as ``rejected_extra_in_epoch``, not kept, so its
   redelivery is counted again).  Rows of epochs before the window of accepted
   epochs are pruned (:meth:`ShuffleQueue.prune`): the ingest refuses those epochs anyway.
-* ``held (k, epoch, body)``: each accepted report's compact frame under a
+* ``held (k, epoch, dev, body)``: each accepted report's compact frame under a
   random 16-byte key ``k``, ``WITHOUT ROWID``, so the b-tree is ordered by
-  ``k``: the file keeps no arrival order, and nothing links a body to a
-  ``seen`` row but the epoch they share (an epoch of one device is that
-  device's report: which is why a batch is never forwarded below
-  ``--min-batch``).
+  ``k``: the file keeps no arrival order.  ``dev`` is a second keyed digest of
+  the device, HMAC-SHA256(shuffle key, "mss-shuffle-held" || id) cut to 16
+  bytes: another label than ``seen``'s, so no value of the file equals a
+  ``seen`` row's and nothing links a body to one but the epoch they share (an
+  epoch of one device is that device's report: which is why a batch is never
+  forwarded below ``--min-batch`` devices).  It is what lets a batch take **at
+  most one body a device** (:meth:`ShuffleQueue.make_batch`), so that a
+  batch's n is its distinct devices, the n of the amplification theorems:
+  counting reports, one board's queue of 34 epochs merged into a batch counted
+  34 times, and 3 compromised boards made a "batch of 100" around one victim
+  (issue 44).  The cost: while a device's bodies of several epochs are held,
+  a reader of the file links them to one another (never to the device without
+  the key); they leave the file with their batch.
 * ``batches (batch_id, epoch, n, data)``: a batch written in the same
   transaction that deletes its bodies from ``held``, deleted once the
   forward broker acknowledged it (PUBACK); on restart the rows left are
@@ -46,20 +55,21 @@ import random
 import sqlite3
 from contextlib import contextmanager
 
-from mss_protocol.shuffled_batch import BATCH_ID_BYTES, compact_body, encode_batch
+from mss_protocol.shuffled_batch import BATCH_ID_BYTES, DEFAULT_COLLUDING, compact_body, encode_batch
 
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS seen (config_id TEXT NOT NULL, device BLOB NOT NULL, epoch INTEGER NOT NULL,
        seq INTEGER NOT NULL, PRIMARY KEY (config_id, device, epoch)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS held (k BLOB PRIMARY KEY, epoch INTEGER NOT NULL, body BLOB NOT NULL)
-       WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS held (k BLOB PRIMARY KEY, epoch INTEGER NOT NULL, dev BLOB NOT NULL,
+       body BLOB NOT NULL) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS batches (batch_id BLOB PRIMARY KEY, epoch INTEGER NOT NULL, n INTEGER NOT NULL,
        data BLOB NOT NULL) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 ]
 KEY_BYTES = 16  # of a held body's random key and of a device's keyed digest
 DEVICE_LABEL = b"mss-shuffle-device\0"
+HELD_LABEL = b"mss-shuffle-held\0"
 FINGERPRINT_LABEL = b"mss-shuffle-fingerprint\0"
 
 
@@ -68,13 +78,18 @@ class QueueError(RuntimeError):
 
 
 class ShuffleQueue:
-    """The queue at ``path`` for config ``cfg`` of ``campaign``, under the shuffle ``key``.
+    """The queue at ``path`` for config ``cfg`` of ``campaign``, under the shuffle ``key``;
+    its batches say that ``colluding`` of their devices may collude with the aggregator
+    (``mss shuffle --assume-colluding``, SPEC.md section 12).
 
     A file made for another config, campaign or key is refused (QueueError): its
-    ``seen`` digests would not match, and one device could report twice in an epoch."""
+    ``seen`` digests would not match, and one device could report twice in an epoch.
+    So is a file of an older shuffler holding reports without their ``dev`` digest
+    (they could not be batched one a device)."""
 
-    def __init__(self, path, cfg, campaign, key):
+    def __init__(self, path, cfg, campaign, key, colluding=DEFAULT_COLLUDING):
         self.name, self.cfg, self.campaign, self.key = str(path), cfg, campaign, key
+        self.colluding = colluding
         folder = os.path.dirname(os.path.abspath(self.name))
         if not os.path.isdir(folder):
             raise QueueError(f"{self.name}: no such directory {folder}")
@@ -84,6 +99,7 @@ class ShuffleQueue:
                 os.close(os.open(self.name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             self.db = self._connect()
             with self._transaction() as cur:
+                self._drop_old_held(cur)
                 for sql in SCHEMA:
                     cur.execute(sql)
                 self._check_meta(cur, {"config_id": cfg.config_id_hex, "campaign": campaign,
@@ -97,6 +113,16 @@ class ShuffleQueue:
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA secure_delete=ON")
         return db
+
+    def _drop_old_held(self, cur):
+        """An older shuffler's empty ``held`` (no ``dev`` column) is replaced; one holding reports is refused."""
+        cols = [row[1] for row in cur.execute("PRAGMA table_info(held)")]
+        if cols and "dev" not in cols:
+            if cur.execute("SELECT COUNT(*) FROM held").fetchone()[0]:
+                raise QueueError(f"{self.name} holds reports of an older mss shuffle, which kept no device digest "
+                                 f"with them (a batch could not take one a device): let that version forward "
+                                 f"them, or use another --queue")
+            cur.execute("DROP TABLE held")
 
     def _check_meta(self, cur, want):
         have = dict(cur.execute("SELECT key, value FROM meta").fetchall())
@@ -124,13 +150,13 @@ class ShuffleQueue:
 
     def reader(self):
         """Another connection to the same file (the display, the forwarder): never blocks the writer's."""
-        return ShuffleQueue(self.name, self.cfg, self.campaign, self.key)
+        return ShuffleQueue(self.name, self.cfg, self.campaign, self.key, self.colluding)
 
     def close(self):
         self.db.close()
 
-    def device_digest(self, device_id):
-        return hmac.new(self.key, DEVICE_LABEL + device_id.encode(), hashlib.sha256).digest()[:KEY_BYTES]
+    def device_digest(self, device_id, label=DEVICE_LABEL):
+        return hmac.new(self.key, label + device_id.encode(), hashlib.sha256).digest()[:KEY_BYTES]
 
     def remembered(self, key, make):
         """meta[key], made by ``make()`` and kept on first use (the MQTT client nonce)."""
@@ -167,8 +193,9 @@ class ShuffleQueue:
                 r = it["report"]
                 row = (cid, self.device_digest(it["device_id"]), r.epoch, r.seq)
                 if cur.execute("INSERT INTO seen VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", row).rowcount == 1:
-                    cur.execute("INSERT INTO held VALUES (?, ?, ?)",
-                                (os.urandom(KEY_BYTES), r.epoch, compact_body(self.cfg, r.frame, it["payload"])))
+                    cur.execute("INSERT INTO held VALUES (?, ?, ?, ?)",
+                                (os.urandom(KEY_BYTES), r.epoch, self.device_digest(it["device_id"], HELD_LABEL),
+                                 compact_body(self.cfg, r.frame, it["payload"])))
                     outcome = counter = "accepted"
                 elif cur.execute("SELECT 1 FROM seen WHERE config_id = ? AND device = ? AND epoch = ? AND seq = ?",
                                  row).fetchone():
@@ -189,8 +216,9 @@ class ShuffleQueue:
 
     # -- the forwarder's side ------------------------------------------------
     def held_through(self, last_epoch):
-        """How many held bodies are of epochs <= ``last_epoch``."""
-        return self.db.execute("SELECT COUNT(*) FROM held WHERE epoch <= ?", (last_epoch,)).fetchone()[0]
+        """How many distinct devices the held bodies of epochs <= ``last_epoch`` are of:
+        the size of the batch :meth:`make_batch` would make of them."""
+        return self.db.execute("SELECT COUNT(DISTINCT dev) FROM held WHERE epoch <= ?", (last_epoch,)).fetchone()[0]
 
     def prune(self, before):
         """Forget the ``seen`` rows of epochs before ``before`` (the first epoch of the window)."""
@@ -198,24 +226,43 @@ class ShuffleQueue:
             cur.execute("DELETE FROM seen WHERE epoch < ?", (before,))
 
     def make_batch(self, last_epoch, min_batch):
-        """Take every held body of epochs <= ``last_epoch`` into one batch, in a
-        uniformly random order, if there are at least ``min_batch`` of them: the
-        batch (encoded, with a fresh random batch id) is written and the bodies
-        deleted in one transaction.  Return (batch_id, n) or None (too few: all
-        stay held)."""
+        """Make batches of the held bodies of epochs <= ``last_epoch``, **one body a
+        device in each**, in a uniformly random order: the first of every device's
+        latest body, the next of every device's latest body left, and so on (a board's
+        queue after an outage leaves in several batches), each only if it holds at
+        least ``min_batch`` distinct devices; the batches (encoded, each with a fresh
+        random batch id and ``colluding``) are written and every one of those bodies
+        deleted in one transaction.  Bodies left over (a device's earlier ones, too few
+        devices for a batch of their own) are dropped and counted ``superseded``: a
+        memoized one is a copy of the body sent.  Return (batch_id, n devices) of the
+        first batch, or None (too few devices: all stay held)."""
         with self._transaction() as cur:
-            rows = cur.execute("SELECT epoch, body FROM held WHERE epoch <= ?", (last_epoch,)).fetchall()
-            if len(rows) < max(1, min_batch):
+            rows = cur.execute("SELECT dev, epoch, body FROM held WHERE epoch <= ?", (last_epoch,)).fetchall()
+            per_device = {}
+            for dev, epoch, body in rows:
+                per_device.setdefault(dev, []).append((epoch, body))
+            queues = [sorted(bodies, key=lambda b: b[0], reverse=True) for bodies in per_device.values()]
+            made, sent = [], 0
+            for r in range(max(map(len, queues), default=0)):
+                picked = [q[r] for q in queues if len(q) > r]
+                if len(picked) < max(1, min_batch):
+                    break
+                bodies = [body for _, body in picked]
+                random.SystemRandom().shuffle(bodies)  # uniform over the n! orders: see the module's docstring
+                epochs = [e for e, _ in picked]
+                batch_id = os.urandom(BATCH_ID_BYTES)
+                data = encode_batch(self.key, self.cfg, batch_id, max(epochs), min(epochs), bodies, self.colluding)
+                cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?)", (batch_id, max(epochs), len(bodies), data))
+                made.append((batch_id, len(bodies)))
+                sent += len(bodies)
+            if not made:
                 return None
-            bodies = [body for _, body in rows]
-            random.SystemRandom().shuffle(bodies)  # uniform over the n! orders: see the module's docstring
-            epochs = [e for e, _ in rows]
-            batch_id = os.urandom(BATCH_ID_BYTES)
-            data = encode_batch(self.key, self.cfg, batch_id, max(epochs), min(epochs), bodies)
-            cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?)", (batch_id, max(epochs), len(bodies), data))
             cur.execute("DELETE FROM held WHERE epoch <= ?", (last_epoch,))
-            self._bump(cur, {"batches_made": 1})
-        return batch_id, len(bodies)
+            bump = {"batches_made": len(made)}
+            if len(rows) > sent:
+                bump["superseded"] = len(rows) - sent
+            self._bump(cur, bump)
+        return made[0]
 
     def unforwarded(self):
         """The ids of the batches made and not yet acknowledged, oldest epoch first."""
@@ -236,11 +283,18 @@ class ShuffleQueue:
             self._bump(cur, {"batches_forwarded": 1, "reports_forwarded": row[0]})
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def forward_refused(self):
+        """The forward broker refused a batch (a PUBACK that is not Success): count it; the batch stays."""
+        with self._transaction() as cur:
+            self._bump(cur, {"forwards_refused": 1})
+
     def counters(self):
         """{"received", "accepted", "duplicate", "rejected", "rejected_<reason>", ...,
-        "held", "batches_made", "batches_forwarded", "reports_forwarded", "batches_unforwarded"}:
-        received = accepted + duplicate + rejected + ignored ones (time probes);
-        accepted = held + reports in batches made."""
+        "held", "batches_made", "batches_forwarded", "reports_forwarded", "batches_unforwarded",
+        "forwards_refused"}: received = accepted + duplicate + rejected + ignored ones (time probes);
+        accepted = held + reports in batches made + superseded (bodies left out:
+        one a device a batch, no batch below --min-batch devices); forwards_refused counts every refusing PUBACK
+        (a batch refused again after its back-off counts again)."""
         c = dict(self.db.execute("SELECT name, value FROM counters").fetchall())
         out = {name: c.get(name, 0) for name in ("received", "accepted", "duplicate")}
         out["rejected"] = sum(v for k, v in c.items() if k.startswith("rejected_"))
@@ -249,7 +303,8 @@ class ShuffleQueue:
         for name in ("batches_made", "batches_forwarded", "reports_forwarded"):
             out[name] = c.get(name, 0)
         out["batches_unforwarded"] = self.db.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
-        for name in ("skipped", "time_probes"):
+        out["forwards_refused"] = c.get("forwards_refused", 0)
+        for name in ("skipped", "time_probes", "superseded"):
             if c.get(name):
                 out[name] = c[name]
         return out

@@ -26,7 +26,7 @@ from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_protocol.mss.config import ConfigError, read_json
 from mss_protocol.oracle_config import load_dict
 from mss_protocol import shuffled_batch
-from mss_protocol.shuffled_batch import check_key
+from mss_protocol.shuffled_batch import DEFAULT_COLLUDING, check_key
 
 DEFAULT_MIN_BATCH = 100
 DEFAULT_GRACE = 60.0  # seconds after an epoch's end before it is closed: reports in flight still make its batch
@@ -41,15 +41,21 @@ class Shuffler:
     ``key``: the shuffle key (bytes).  Reports come from ``broker`` (the fleet's
     MQTT, or with ``lorawan`` the network server's) and/or ``serial_ports``;
     batches go to ``forward_broker`` (default ``broker``) on
-    ``mss/v1/<campaign>/shuffled``."""
+    ``mss/v1/<campaign>/shuffled``.  ``min_batch`` counts distinct devices (a batch
+    holds one body a device); ``colluding``, the devices of a batch its operator
+    assumes may collude with the aggregator, travels in every batch and is not
+    counted by the central guarantee (docs/privacy.md section 5)."""
 
     def __init__(self, config_path, queue_path, key, campaign, broker=None, serial_ports=(), lorawan=None,
                  forward_broker=None, min_batch=DEFAULT_MIN_BATCH, grace=DEFAULT_GRACE, tls_ca=None, tls_cert=None,
-                 tls_key=None, client_id=None, log=print):
+                 tls_key=None, client_id=None, log=print, colluding=DEFAULT_COLLUDING):
         check_key(key)
         check_topic_level(campaign, "--campaign")
         if type(min_batch) is not int or min_batch < 1:
             raise ValueError(f"--min-batch must be a whole number >= 1, got {min_batch!r}")
+        if type(colluding) is not int or not 0 <= colluding < min_batch:
+            raise ValueError(f"--assume-colluding must be a whole number from 0 to --min-batch - 1 ({min_batch - 1}): "
+                             f"a batch of --min-batch devices must hold one that does not collude, got {colluding!r}")
         if not grace >= 0:
             raise ValueError(f"--grace must be >= 0 seconds, got {grace!r}")
         if not broker and not serial_ports:
@@ -74,7 +80,7 @@ class Shuffler:
                              past_epochs=clock["accept_past_epochs"],
                              time_fport=config_port(device, "time_fport", 3) if lorawan else None)
         self.campaign, self.log, self.failures = campaign, log, Failures()
-        self.queue = ShuffleQueue(queue_path, self.cfg, campaign, key)
+        self.queue = ShuffleQueue(queue_path, self.cfg, campaign, key, colluding)
         self.writer = Writer(self.queue, self.ingest, failures=self.failures)
         nonce = self.queue.remembered("mqtt_nonce", lambda: secrets.token_hex(8))  # a restart resumes the session
         client_id = client_id or f"mss-shuf-{campaign}-{nonce}"

@@ -36,6 +36,7 @@ from collections import deque
 import numpy as np
 
 from mss_aggregator import view as views
+from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.privacy import ceilings
@@ -44,6 +45,7 @@ from mss_protocol import postprocess, registry
 AUDIT_MAX_K = 1 << 16  # the estimate-prior audit is O(k log k) per refresh; above this, uniform only
 LOSS_TRIALS, LOSS_DRAWS = 200, 200  # the loss-so-far attack: devices, and fresh draws simulated (then a lower bound)
 LOSS_SMALL_K = 4096  # above: 50 devices and 50 draws (an MSS report's likelihood costs O(k))
+STATE_RESETS_SHOWN = 20  # /api/counters state_resets.newest: the devices whose state went back last
 
 
 def _audit(channel, prior, label, epsilon):
@@ -96,6 +98,7 @@ class LiveView:
         else:
             snap = self._decode(counters, now)
         snap["skipped_epochs"] = self.store.skipped_epochs()  # per link (device.budget spent, no memo)
+        snap["state_resets"] = self.store.state_resets(STATE_RESETS_SHOWN)  # sequences that went back
         with self.lock:
             self.snapshot = snap
             self.history.append(point)
@@ -113,9 +116,16 @@ class LiveView:
                 "estimate": est, "categories": self.store.categories(), "decode_seconds": est.seconds,
                 "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
-                "deployment": self._deployment(now, prior),
+                "deployment": self._deployment(now, prior), "central": self._central(scope),
                 "error": None}  # a good refresh clears the last failure
 
+
+    def _central(self, scope):
+        """A shuffled store's guarantee of the decoded scope, as ``mss estimate --json`` states it
+        (:func:`~mss_aggregator.collect.central.guarantee`, with its regime and the devices it
+        counts) and its line (``text``), or None for a store of devices."""
+        doc = centrals.guarantee(self.store, scope) if scope.counts.total else None
+        return None if doc is None else dict(doc, text=centrals.line(doc))
 
     def _deployment(self, now, estimate_prior):
         """The deployment's loss so far: the document described in the module's docstring."""
@@ -211,7 +221,7 @@ class LiveView:
                 r["label"] = cats.name(r["item"])
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
                                  "stderr_factor", "current_epoch", "selection", "memoized", "decoded",
-                                 "decode_seconds")}
+                                 "decode_seconds", "central")}
         return dict(doc, post=post, view=dict(view.document(), caption=view.caption()), estimates=rows,
                     error=s.get("error"))
 
@@ -220,7 +230,7 @@ class LiveView:
             s = self.snapshot
             doc = {"updated": s["updated"], "counters": s["counters"], "history": list(self.history),
                    "devices_per_epoch": s["devices_per_epoch"], "error": s.get("error"),
-                   "skipped_epochs": s["skipped_epochs"]}
+                   "skipped_epochs": s["skipped_epochs"], "state_resets": s["state_resets"]}
         return dict(doc, brokers=self.brokers(), no_clock=self.no_clock())
 
     def config_doc(self):

@@ -292,18 +292,26 @@ function drawDeployment(dep) {
     + (dep.source === "config" ? "" : ` (${dep.source})`) + (dep.error ? ` · ${dep.error}` : "");
   summary.className = dep.error ? "note error" : "note";
   const head = table.insertRow();
-  for (const c of ["prior", "fresh draws", "epsilon spent", "attacker now", "no information", "ceiling at epsilon spent", "verdict"]) {
+  for (const c of ["prior", "fresh draws", "epsilon spent", "attacker now [95% CI]", "no information", "ceiling", "verdict"]) {
     head.insertCell().textContent = c;
   }
+  let capped = false;
   for (const a of dep.attacker || []) {
     const tr = table.insertRow();
     tr.dataset.strength = a.strength;
-    const how = a.exact ? " (exact)" : a.lower_bound ? "" : ` (${a.trials} devices)`;
+    // a simulated figure carries its interval, and is never shown above its exact ceiling (bound):
+    // a measurement above it by sampling noise is shown at it, marked † (docs/privacy.md section 3)
+    const how = a.exact ? " (exact)"
+      : `${a.capped ? "†" : ""} [${fmt(a.ci[0], 3)}, ${fmt(a.ci[1], 3)}] (${a.trials} devices)`;
+    capped = capped || Boolean(a.capped);
     for (const v of [a.prior, a.fresh_draws, fmt(a.epsilon_spent, 2), (a.lower_bound ? "≥ " : "") + fmt(a.success, 3) + how,
-                     fmt(a.no_information, 3), fmt(a.ceiling, 3)]) {
+                     fmt(a.no_information, 3), fmt(a.bound ?? a.ceiling, 3)]) {
       tr.insertCell().textContent = v;
     }
     verdictCell(tr, a.strength);
+  }
+  if (capped) {
+    summary.textContent += " · †: simulated above the exact ceiling by sampling noise (its interval as measured), shown at it";
   }
 }
 
@@ -342,6 +350,7 @@ async function refresh() {
     const decoded = est.decoded ? `decoded ${est.decoded} (${est.selection})` : `${est.n} reports decoded`;
     const down = ctr.brokers.filter(b => !b.connected);
     status.textContent = `${decoded} · updated ${new Date(est.updated * 1000).toLocaleTimeString()}`
+      + (est.central ? ` · ${est.central.text}` : "")  // a shuffled store: the guarantee, its regime and devices
       + (est.error ? ` · STALE: ${est.error}` : "")
       + down.map(b => ` · broker ${b.broker} NOT CONNECTED: ${b.last_error || "connecting"}`).join("");
     status.className = est.error || down.length ? "error" : "";
