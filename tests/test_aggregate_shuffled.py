@@ -111,6 +111,7 @@ def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
                                                              "wire_config"}
         # two epochs covered: a device may be in both; at least the largest batch's devices (one body a device)
         assert s.tally() == (reports, 3000, 2 * reports, 2)
+        assert s.devices_per_epoch() == [(8, 2000), (9, 3000)]  # never 3500 slots of epoch 8 as its devices
     finally:
         s.close()
 

@@ -134,16 +134,19 @@ def guarantee(store, scope, delta=DELTA):
             f"no central bound below eps0 for {worst}: {_local_words(len(batches), eps0)}"))
     worst = max(per_batch, key=lambda c: (c.eps, c.delta))
     doc.update(per_batch_eps=worst.eps, per_batch_delta=worst.delta, method=worst.method)
+    # fresh draws of other epochs are other releases: this figure is the scope's, and says so
+    rest = (f"; of this scope's {len(batches)} of the store's {stored} batches only (fresh draws of the "
+            f"others compose with it: --all-epochs)") if stored > len(batches) else ""
     if len(batches) == 1:
         return dict(doc, eps=worst.eps, delta=worst.delta, why=(
-            "one batch" + (": the memoized body released once" if regime == MEMOIZED else "")))
+            "one batch" + (": the memoized body released once" if regime == MEMOIZED else "") + rest))
     total = compose(Central(worst.eps, worst.delta, worst.n, eps0, worst.method), len(batches))
     if total.eps > (1 - MIN_GAIN) * local:
         return dict(doc, guarantee=LOCAL, eps=local, delta=0.0, why=(
             f"the composition over {len(batches)} batches ({total.eps:.4g}) is not below the local guarantee: "
             f"{_local_words(len(batches), eps0)}"))
     return dict(doc, eps=total.eps, delta=total.delta, composition=total.method, why=(
-        f"fresh draws: the {len(batches)} batches compose (a device has at most one body in each)"))
+        f"fresh draws: the {len(batches)} batches compose (a device has at most one body in each){rest}"))
 
 
 def _local_words(batches, eps0):

@@ -114,27 +114,34 @@ def current_epoch(clock, now=None):
 GUARANTEE = "one device id adds at most one report to the epoch chosen"
 
 
+def counted(store):
+    """What an epoch's count of a store is of: its devices, or for a shuffled store its
+    reports (batch slots: a device has one in each batch, and a release epoch may have several)."""
+    return "shuffled reports" if store.mode == SHUFFLER else "devices"
+
+
 def default_epoch(store, now=None):
     """(epoch or None, current epoch or None, why): see the module docstring."""
+    unit = counted(store)
     current = current_epoch(store.clock(), now)
     if current is None:
         fullest = store.fullest_epoch()
         if fullest is None:
             return None, None, "no reports"
         epoch, devices = fullest
-        return epoch, None, (f"the epoch with the most devices ({devices}; the latest of the fullest: no "
+        return epoch, None, (f"the epoch with the most {unit} ({devices}; the latest of the fullest: no "
                              f"campaign clock; {GUARANTEE})")
     have = store.epoch_devices([current - 1, current])
     now_d, last_d = have.get(current, 0), have.get(current - 1, 0)
     if now_d >= last_d:
         if now_d == 0:
             fullest = store.fullest_epoch(until=current)
-            hint = (f"; the epoch with the most devices is {fullest[0]} ({fullest[1]}): --epoch {fullest[0]}"
+            hint = (f"; the epoch with the most {unit} is {fullest[0]} ({fullest[1]}): --epoch {fullest[0]}"
                     if fullest else "")
             return current, current, f"the current epoch (no reports in it or the one before{hint})"
-        return current, current, (f"the current epoch ({now_d} devices; the last complete one, {current - 1}, "
+        return current, current, (f"the current epoch ({now_d} {unit}; the last complete one, {current - 1}, "
                                   f"has {last_d}; {GUARANTEE})")
-    return current - 1, current, (f"the last complete epoch ({last_d} devices; the current one, {current}, "
+    return current - 1, current, (f"the last complete epoch ({last_d} {unit}; the current one, {current}, "
                                   f"has {now_d} so far; {GUARANTEE})")
 
 
@@ -243,8 +250,9 @@ def contents(store, latest=5):
         c = store.counters()
         return (f"{store.name} holds no accepted reports (config {store.cfg.config_id_hex}; "
                 f"{c['received']} received, {c['rejected']} rejected)")
-    last = ", ".join(f"{e} ({d} devices)" for e, d in store.devices_per_epoch(last=latest))
+    unit, at_least = counted(store), "at least " if store.mode == SHUFFLER else ""
+    last = ", ".join(f"{e} ({at_least}{d} devices)" for e, d in store.devices_per_epoch(last=latest))
     full, most = store.fullest_epoch()
-    return (f"{store.name} holds {reports} accepted reports of config {store.cfg.config_id_hex} from {devices} "
-            f"devices in {epochs} epochs; the latest: {last}; the fullest: {full} ({most} devices): "
+    return (f"{store.name} holds {reports} accepted reports of config {store.cfg.config_id_hex} from {at_least}"
+            f"{devices} devices in {epochs} epochs; the latest: {last}; the fullest: {full} ({most} {unit}): "
             f"--epoch E or --all-epochs")

@@ -662,7 +662,16 @@ class Store:
                 for row in self._query(sql + " ORDER BY epoch, first_epoch, n", args)]
 
     def devices_per_epoch(self, last=48):
-        """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first."""
+        """[(epoch, devices with an accepted report)] for the ``last`` epochs seen, oldest first;
+        for a shuffled store the devices an epoch's release has at least (its largest batch's:
+        one body a device; never its reports, which may count a device once a batch)."""
+        if self.mode == SHUFFLER:
+            most = {}
+            for epoch, first, _, stored, colluding in self.shuffle_batches():
+                if stored:
+                    d = stored if colluding is not None else -(-stored // (epoch - first + 1))
+                    most[epoch] = max(most.get(epoch, 0), d)
+            return sorted(most.items())[-last:] if last > 0 else []
         rows = self._query("SELECT epoch, COUNT(*) FROM reports WHERE status='accepted' "
                            "GROUP BY epoch ORDER BY epoch DESC LIMIT ?", (last,))
         return [(int(e), int(c)) for e, c in reversed(rows)]
