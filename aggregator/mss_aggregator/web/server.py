@@ -148,6 +148,11 @@ class MetricsCollector:
         yield CounterMetricFamily("mss_extra_dropped", "Extra reports (a device's further ones in an epoch) "
                                   f"counted but not stored past the cap of {EXTRA_MAX} a device and epoch",
                                   value=snap["counters"].get("extra_dropped", 0))
+        yield CounterMetricFamily("mss_state_resets", "Times a device's full-frame sequence number went back "
+                                  "(its state file started again: deleted, corrupt, a reflash)",
+                                  value=snap["state_resets"]["events"])
+        yield GaugeMetricFamily("mss_state_reset_devices", "Devices whose sequence number went back at least once",
+                                value=snap["state_resets"]["devices"])
         est = self.live.estimates(top=1)  # only its n, epoch and decode time
         yield GaugeMetricFamily("mss_estimate_reports", "Reports behind the current estimates", value=est["n"])
         if est["epoch"] is not None:
