@@ -180,6 +180,14 @@ function drawCounters(doc) {
     tr.insertCell().textContent = `skipped epochs (${link})`;
     tr.insertCell().textContent = n;
   }
+  // devices whose state went back (their sequence started again: a deleted state file, a reflash)
+  const resets = doc.state_resets;
+  if (resets && resets.events) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = "state resets (devices)";
+    const ids = resets.newest.slice(0, 5).map(r => r.device_id).join(", ");
+    tr.insertCell().textContent = `${resets.events} (${resets.devices}: ${ids}${resets.devices > 5 ? ", ..." : ""})`;
+  }
   drawEpochs(doc.devices_per_epoch);
 }
 
