@@ -125,10 +125,9 @@ class Node:
             log.info("clock set: reporting")
             getattr(self.link, "status", _skip)("online")
         epoch = self.epoch()
-        if p and p.doubt(cid, epoch):  # the clock contradicts the record: the pace first (mss_node.pace)
-            self.link.poll()
-            return
-        if p and st.blind:  # the last uplink left without a clock, or by one found wrong
+        if p:
+            p.doubt(cid, epoch)  # state.json's marks against the clock and board time (mss_node.pace)
+        if p and st.blind:  # the last uplink left without a clock
             p.resolve(cid)
         # A compact frame carries no epoch: the aggregator dates it by its arrival.  So at most
         # one leaves per epoch, and a report that waited past its epoch stands for the epoch it

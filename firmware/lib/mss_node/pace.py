@@ -31,18 +31,18 @@ one, only to send no two in one epoch of the network server:
 * with a clock, waits end ``guard`` s into the next epoch (the margin, 2 s at
   most), not on its edge: a clock a little ahead does not date an uplink in
   the epoch before;
-* a clock that contradicts the record (:meth:`Pace.doubt`): network time
-  (DeviceTimeAns) set the clock or moved it by more than 1 s, or the clock's
-  epoch is before a mark of state.json (no right clock dates a mark in its
-  future: a forged or wrong time, then or now).  Which clock was right is not
-  known, so the last uplink's epoch is not known: marks ahead are lowered to
-  the epoch before the clock's, and the next report waits for the pace, as
-  without a clock, then goes by the clock (``resolve``; a pace that ends in
-  an epoch's last second leaves that epoch used: the clock, set in whole
-  seconds, may be up to 1 s behind the network's).  Board time never
-  runs ahead, so it arrives a period after the last one whichever clock
-  lied: one forged time costs a report at most, never silence until the
-  forged epoch; the ledger (board time) is not touched.
+* a clock that contradicts the record (:meth:`Pace.doubt`): a mark of
+  state.json ahead of the clock's epoch (no right clock dates a mark in its
+  future), or, after network time set or moved the clock, a last uplink
+  recorded before u - 1, where u is the epoch of ``clock + 1 - age`` (board
+  time dates the last uplink no later than that; the clock may be 1 s behind
+  the network's): marks ahead are lowered to the epoch before the clock's and
+  u is marked used.  One forged time costs a report at most, never silence
+  until the forged epoch, never two uplinks in one epoch of the network's
+  clock; a record that agrees (the usual reboot, a daily resync) is kept, so
+  an honest board loses nothing, except one report after an outage that
+  spans epochs (it looks like a clock that was behind); the ledger (board
+  time) is not touched.
 
 The margin costs a skipped epoch about once every 32 periods (the pace
 drifts by the margin each period); a board with a clock skips none.
@@ -97,7 +97,6 @@ class Pace:
             st.fly = None
         self.said = False
         self.probed = False  # the time probe of this boot (sent, or not needed)
-        self.hold = False  # the clock contradicted the record: the next report waits for the pace
 
     def age(self):
         """ms since the last uplink that left or may have (None: none yet); it stops at ``ms``."""
@@ -114,7 +113,7 @@ class Pace:
 
     def wait_s(self, poll):
         n = self.node
-        if n.clocked() and not self.hold:
+        if n.clocked():
             d = n.s.device
             left = (n.epoch() + 1) * d["period_s"] + d["epoch_origin"] - _UNIX_OFFSET - n.clock() + self.guard
         else:
@@ -142,33 +141,28 @@ class Pace:
             st.save()
 
     def doubt(self, cid, epoch):
-        """A tick with a clock: True while the next report waits for the pace because the
-        clock was set or stepped by network time, or dates an epoch mark in the future
-        (module docstring); the marks ahead of ``epoch`` are lowered first."""
+        """A tick with a clock in ``epoch``: state.json's epoch marks checked against the clock
+        and board time (module docstring; SPEC.md section 11, "A time that contradicts the record")."""
         n, st = self.node, self.node.state
         stepped = getattr(n.clock, "stepped", False)  # a plain clock function has none
-        if stepped or st.sent_in > epoch or st.last.get(cid, -1) > epoch:
-            if stepped:
-                n.clock.stepped = False
-            for c in st.last:
-                if st.last[c] > epoch:
-                    st.last[c] = epoch - 1
-            if st.sent_in > epoch:
-                st.sent_in = epoch - 1
-            if not self.hold:
-                log.warn("clock set by the network or behind state.json's epochs: the next report waits "
-                         "%d ms of board time after the last one" % self.ms)
-            self.hold = st.blind = True  # the last uplink's epoch by this clock is not known
-            st.save()
-        if not self.hold:
-            return False
-        if self.due_ms():
-            return True
-        self.hold = False
-        d = n.s.device
-        if n.clock() - epoch * d["period_s"] - d["epoch_origin"] + _UNIX_OFFSET >= d["period_s"] - 1:
-            _used(st, cid, epoch)  # its last second: by the network's clock (ours up to 1 s behind) maybe the next
-        return False
+        if stepped:
+            n.clock.stepped = False
+        ahead = st.sent_in > epoch or st.last.get(cid, -1) > epoch  # no right clock dates a mark in its future
+        if not (ahead or stepped):
+            return
+        a = self.age()
+        if a is None and not ahead:  # no uplink since the state began: nothing for the clock to contradict
+            return
+        u = epoch - 1 if a is None else min(epoch, n.epoch(n.clock() + 1 - a // 1000))  # the last uplink's, at the latest
+        if not ahead and st.sent_in >= u - 1:  # the record agrees with board time (a reboot, a resync)
+            return
+        for c in st.last:
+            if st.last[c] > epoch:
+                st.last[c] = epoch - 1
+        st.sent_in = min(st.sent_in, epoch - 1)
+        _used(st, cid, u)
+        log.warn("clock and state.json disagree on the last uplink's epoch: epoch %d taken as used" % u)
+        st.save()
 
     def resolve(self, cid):
         """The clock is set and the last uplink left without one (or by a clock found wrong):
