@@ -22,3 +22,11 @@ def postgres_server():
 def pg_url(postgres_server):
     """URL of a fresh, empty database."""
     return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """A store location of each kind: a SQLite file, a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.sqlite")
+    return request.getfixturevalue("pg_url")

@@ -12,16 +12,9 @@ from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store, went_back
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
-from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
+from postgres import location, pg_url, postgres_server  # noqa: F401 (fixtures)
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "s.sqlite")
-    return request.getfixturevalue("pg_url")
 
 
 @pytest.mark.parametrize("before,after,back", [

@@ -225,6 +225,11 @@ def sessions(tmp_path_factory):
     for dialect in ("rak3172", "wio-e5"):  # it answers, and the modem's read-back is unreadable
         made[("garbage", dialect)] = Session(base / f"garbage-{dialect}", dialect, [{"kind": "last", "at": 7}],
                                              time_reply="garbage")
+    return run_sessions(made)
+
+
+def run_sessions(made):
+    """Start every session of ``made`` ({key: Session}) at once, wait for all, check none failed."""
     for s in made.values():
         s.start()
     for s in made.values():

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from test_clockless import MARGIN_MS, STARTUP_S, Session, check_none_lost
+from test_clockless import MARGIN_MS, STARTUP_S, Session, check_none_lost, run_sessions
 from mss_protocol.budget import budget_section
 
 YEAR = 365 * 86400  # s; a whole number of epochs
@@ -41,13 +41,7 @@ def sessions(tmp_path_factory):
         for run, offset in (("forged", SIGN[case] * YEAR), ("control", 0)):
             made[(case, dialect, run)] = Session(base / f"{case}-{dialect}-{run}", dialect, boots(case, offset),
                                                  device={"budget": BUDGET, "period_s": PERIOD[case]})
-    for s in made.values():
-        s.start()
-    for s in made.values():
-        s.join(60)
-    for key, s in made.items():
-        assert s.error is None, f"{key}: {s.error!r}"
-    return made
+    return run_sessions(made)
 
 
 def boot_reports(s, i):
