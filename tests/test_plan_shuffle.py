@@ -71,5 +71,5 @@ def test_grr_plans_at_its_own_tighter_bound():
     assert auto.exit_code == 0 and "--protocol grr plans it there" in auto.output
     grr = plan_json("--k", 16, "--central-epsilon", 0.5, "--shuffle-n", 100_000, "--protocol", "grr")
     generic = shuffling.largest_eps0(0.5, 100_000, 1e-6)
-    assert grr["epsilon"] > generic and grr["shuffle"]["method"] == "grr-blanket"
+    assert grr["epsilon"] > generic and grr["shuffle"]["method"] == "grr-stronger-clone"
     assert grr["shuffle"]["eps_c"] <= 0.5

@@ -113,7 +113,7 @@ def test_never_above_eps0_and_says_so():
 
 @settings(max_examples=40, deadline=None)
 @given(eps0=st.floats(0.05, 9.0), n=st.integers(1, 200_000), protocol=st.sampled_from([None, "grr"]),
-       k=st.sampled_from([2, 16, 1024]))
+       k=st.sampled_from([2, 3, 16, 256, 1024]))
 def test_monotone_in_n_and_eps0(eps0, n, protocol, k):
     k = k if protocol else None
     c = central_epsilon(eps0, n, DELTA, protocol, k).eps

@@ -10,6 +10,12 @@ mss_aggregator.compare.simulate: draw n values from the prior, run the protocol'
 decode, MSE per item against the empirical frequencies) over a few seeded trials, beside the
 predicted MSE, and the ratio local / shuffled (above 1: the shuffler pays).
 
+GRR's own bound (issue 45, item 5): ``mss plan --protocol grr --central-epsilon C --shuffle-n N``
+plans GRR at largest_eps0(C, N, delta, "grr", k); the table gives that eps0 and GRR's simulated MSE
+there now (the blanket and the stronger clone, mss_protocol.shuffling) beside the old accountant's
+(the blanket or the generic bound, whichever was smaller: the stronger clone left out).  The
+generic bound, and so auto's eps0, is unchanged (the module docstring says why).
+
 Trials: by default 40 at k <= 64 and 8 above, so that the simulated MSE's relative standard error,
 about sqrt(2 / (k trials)) (a mean of k trials' squared errors per item), is below 6%.
 
@@ -41,6 +47,28 @@ def _simulated(plan, probs, n, trials, seed):
     return float(mse.mean()), float(mse.std(ddof=1) / np.sqrt(trials))
 
 
+def grr_old_eps0(eps_c, n, k):
+    """largest_eps0 for GRR under the old accountant: the smallest bound but the stronger clone."""
+    def old(eps0):
+        c = shuffling.central_epsilon(eps0, n, DELTA, "grr", k)
+        return min([eps for name, eps in c.bounds if name != "grr-stronger-clone"] + [eps0])
+
+    lo, hi = min(eps_c, shuffling.EPS0_MAX), shuffling.EPS0_MAX
+    if old(hi) <= eps_c:
+        return hi
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if old(mid) <= eps_c else (lo, mid)
+    return lo
+
+
+def _grr(k, n, eps0, probs, prior, trials, seed):
+    """GRR planned at eps0: (predicted MSE, simulated MSE, its standard error)."""
+    plan = choose(k, float(eps0), "grr", n=n, prior=None if prior == "uniform" else probs, prior_label=prior)
+    mse, se = _simulated(plan, probs, n, trials, seed)
+    return plan["predicted_mse"], mse, se
+
+
 def run(k, n, eps_c, prior, trials):
     """One row: both plans, predicted and simulated."""
     probs = parse(prior, k)
@@ -54,7 +82,14 @@ def run(k, n, eps_c, prior, trials):
     seed = [k, n, int(eps_c * 10)]  # the same populations for both plans
     s_mse, s_se = _simulated(shuffled, probs, n, trials, seed)
     l_mse, l_se = _simulated(local, probs, n, trials, seed)
-    return {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
+    grr = {}
+    for label, e0 in (("old", grr_old_eps0(eps_c, n, k)), ("new", shuffling.largest_eps0(eps_c, n, DELTA, "grr", k))):
+        e0 = float(np.floor(e0 * 1e4) / 1e4)
+        predicted, mse, se = _grr(k, n, e0, probs, prior, trials, seed)
+        grr.update({f"grr_eps0_{label}": e0, f"grr_predicted_mse_{label}": predicted,
+                    f"grr_simulated_mse_{label}": mse, f"grr_simulated_se_{label}": se})
+    grr["grr_method_new"] = shuffling.central_epsilon(grr["grr_eps0_new"], n, DELTA, "grr", k).method
+    return {**grr, "k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
             "eps0": float(eps0), "eps_c_achieved": central.eps, "method": central.method,
             "shuffled_protocol": shuffled["protocol"], "local_protocol": local["protocol"],
             "shuffled_predicted_mse": shuffled["predicted_mse"], "local_predicted_mse": local["predicted_mse"],
@@ -64,13 +99,12 @@ def run(k, n, eps_c, prior, trials):
             "ratio_simulated": l_mse / s_mse}
 
 
-def accountant_seconds(eps0, n=100_000, runs=5):
-    """Median seconds of one uncached central_epsilon(eps0, n, DELTA) (the accountant's target: < 0.1 s)."""
+def accountant_seconds(eps0, n=100_000, runs=5, protocol=None, k=None):
+    """Median seconds of one central_epsilon(eps0, n, DELTA, protocol, k) (not cached; target < 0.1 s)."""
     times = []
     for _ in range(runs):
-        shuffling.central_epsilon.cache_clear()
         start = time.perf_counter()
-        shuffling.central_epsilon(eps0, n, DELTA)
+        shuffling.central_epsilon(eps0, n, DELTA, protocol, k)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -85,8 +119,8 @@ def main():
     rows, start = [], time.perf_counter()
     print(f"delta {DELTA:g} per epoch, {args.prior} prior; MSE per item (simulated mean, predicted in brackets)\n")
     print("| k | trials | n | eps_c | eps0 (shuffled) | shuffled: protocol, MSE | local at eps_c: protocol, MSE | "
-          "ratio simulated (predicted) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "ratio simulated (predicted) | GRR eps0 old -> new | GRR MSE old -> new |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in (int(x) for x in args.k.split(",")):
         trials = args.trials or (40 if k <= 64 else 8)
         for n in NS:
@@ -96,14 +130,19 @@ def main():
                 print(f"| {k} | {trials} | {n:,} | {eps_c:g} | {r['eps0']:.3f} | {r['shuffled_protocol']}, "
                       f"{r['shuffled_simulated_mse']:.3g} ({r['shuffled_predicted_mse']:.3g}) | "
                       f"{r['local_protocol']}, {r['local_simulated_mse']:.3g} ({r['local_predicted_mse']:.3g}) | "
-                      f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) |", flush=True)
+                      f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) | "
+                      f"{r['grr_eps0_old']:.3f} -> {r['grr_eps0_new']:.3f} | "
+                      f"{r['grr_simulated_mse_old']:.3g} -> {r['grr_simulated_mse_new']:.3g} |", flush=True)
     seconds = time.perf_counter() - start
     print(f"\n{seconds:.0f} s; one central_epsilon at n = 100,000 (uncached, median of 5): "
-          + ", ".join(f"eps0 {e:g} {1e3 * accountant_seconds(e):.1f} ms" for e in (0.5, 1, 2, 4, 8)))
+          + ", ".join(f"eps0 {e:g} {1e3 * accountant_seconds(e):.1f} ms" for e in (0.5, 1, 2, 4, 8))
+          + "; GRR k = 256: "
+          + ", ".join(f"eps0 {e:g} {1e3 * accountant_seconds(e, protocol='grr', k=256):.1f} ms" for e in (0.5, 2, 8)))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"delta": DELTA, "prior": args.prior, "seconds": seconds,
-                       "bound": "mss_protocol.shuffling.largest_eps0 (protocol=None: any eps0-LDP randomiser)",
+                       "bound": "mss_protocol.shuffling.largest_eps0 (protocol=None: any eps0-LDP randomiser; "
+                                "grr_*: protocol='grr', old = without grr-stronger-clone)",
                        "rows": rows}, fh, indent=1)
 
 

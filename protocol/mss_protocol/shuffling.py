@@ -45,12 +45,51 @@ Bounds implemented (:func:`central_epsilon` returns the smallest that applies):
     generic bound for small k (k = 2: 2 e^eps0 / (e^eps0 + 1) times the clones) and looser for
     k >> e^eps0, where the generic bound is returned.
 
+``grr-stronger-clone`` (``protocol="grr"`` with ``k``)
+    The pair P, Q above with C ~ Bin(n - 1, 2 / (e^eps0 + 1)), weight 1: the clone probability
+    of the "stronger clone" of Feldman, McMillan, Talwar, "Stronger privacy amplification by
+    shuffling for Renyi and approximate differential privacy", SODA 2023 (arXiv 2208.04591).  We
+    rely on our derivation, not on their statement (whose class of randomisers was restricted in
+    an erratum; "generic randomisers" below): for k-RR it follows from the argument of
+    Theorem 3.2 of the 2021 paper with another decomposition.  Write R0, R1 for the laws of the
+    report under the two values x0, x1 of the device that differs, and
+    Q0 = (e^eps0 R0 - R1)/(e^eps0 - 1), Q1 = (e^eps0 R1 - R0)/(e^eps0 - 1): distributions
+    (non-negative by eps0-LDP, mass 1) with R0 = (e^eps0 Q0 + Q1)/(e^eps0 + 1),
+    R1 = (Q0 + e^eps0 Q1)/(e^eps0 + 1).  If every other user's law satisfies
+    R(x) >= beta (Q0 + Q1) = beta (R0 + R1) pointwise, it is beta Q0 + beta Q1 + (1 - 2 beta) LO_x,
+    each other user a clone with probability 2 beta, and the 2021 proof gives the pair for
+    C ~ Bin(n - 1, 2 beta).  For k-RR with p = e^eps0 q, q = 1/(e^eps0 + k - 1), the worst point is
+    x outside {x0, x1} at the output x0: q >= beta (p + q), so beta = 1/(e^eps0 + 1) (everywhere
+    else R(x) >= 2 q beta holds with room).  Both GRR bounds are the ends of one family
+    (a part of the common outputs kept out of Q0, Q1 as a revealed mixture, as in grr-blanket);
+    we evaluate the two ends.  At k = 2 they coincide (the blanket is then named).
+
+Generic randomisers.  The 2021 decomposition (beta = e^-eps0 / 2) is the one we can prove for every
+eps0-LDP randomiser.  The decomposition above, with Q0, Q1 the normalised positive parts of R0 - R1
+and the common part revealed, gives for every randomiser beta = TV(R0, R1)/(e^eps0 - 1) and weight
+s = TV (e^eps0 + 1)/(e^eps0 - 1) in (0, 1], i.e. delta <= s D(pair, C ~ Bin(n - 1, 2 s/(e^eps0 + 1))):
+at s = 1 (binary RR) this is the SODA 2023 pair, but at the eps where s = 1 meets delta its
+supremum over s (near s = 0.03) exceeds delta in 64 of the 70 cells of tools/bench_shuffle_bounds.py,
+up to 1.5 million times (the other 6: cells where the s = 1 pair itself gives no amplification), so
+it proves nothing better than the 2021 pair for an unknown randomiser.  We know of no published
+bound for all eps0-LDP randomisers tighter than the 2021 numerical one whose statement and
+conditions we could check here, and implement none.
+
+Not implemented: bounds of their own for the unary (OUE/SUE), subset and hashing families (their
+TV and worst ratios would give their s, as above, but each needs its derivation and a brute force);
+composition over epochs by privacy-loss distributions (:func:`compose` is still basic or Kairouz,
+Oh, Viswanath).
+
+Lower bound: :func:`binary_rr_lower_bound`, the exact central eps of shuffled binary randomised
+response with every other user holding the same value.  It is one eps0-LDP randomiser and one
+data set, so every bound valid for all eps0-LDP randomisers is at least it (tests check ours are).
+
 The release is always eps0-DP with delta 0 (post-processing of n eps0-LDP reports of which one
 is the device's), so no result exceeds eps0; when no bound is below it, eps0 is returned with a
 ``method`` saying so.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -68,13 +107,17 @@ class Central:
     """A central (eps, delta)-DP guarantee of one shuffled batch of ``n`` eps0-LDP reports.
 
     ``method``: the bound that gave ``eps`` (module docstring), or ``"none: ..."`` when no bound
-    is below eps0 (then ``eps == eps0`` and the guarantee holds with delta 0)."""
+    is below eps0 (then ``eps == eps0`` and the guarantee holds with delta 0).  ``bounds``: every
+    bound computed, (method, eps) in the order tried; one is left out when it is not below the
+    smaller of eps0 and the bounds before it (not compared: two guarantees are equal on the five
+    fields above)."""
 
     eps: float
     delta: float
     n: int
     eps0: float
     method: str
+    bounds: tuple = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -179,6 +222,47 @@ def clones_delta(eps, eps0, n, delta, p_clone=None, weight=1.0):
     return _Clones(eps0, n, delta, math.exp(-eps0) if p_clone is None else p_clone, weight).delta(eps)
 
 
+def clones_epsilon(eps0, n, delta, p_clone, weight=1.0):
+    """The smallest eps (to Brent's tolerance, rounded up) with ``weight`` times the clones pair's
+    divergence for C ~ Bin(n - 1, p_clone) at most delta, or None if not even eps0 meets it."""
+    return _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, eps0)
+
+
+def binary_rr_lower_bound(eps0, n, delta):
+    """A lower bound on any central eps valid for all eps0-LDP randomisers: shuffled binary RR, exactly.
+
+    Binary randomised response (report the bit with probability e^eps0/(e^eps0 + 1)) is eps0-LDP;
+    shuffled, the release is the number N of ones.  With the n - 1 others all holding 0 it is
+    S + B, S ~ Bin(n - 1, q), q = 1/(e^eps0 + 1), B the device's report: under its 0,
+    P(j) = q s(j - 1) + (1 - q) s(j), under its 1, Q(j) = (1 - q) s(j - 1) + q s(j).  The eps
+    returned is the largest (to 1e-9 eps0) with max(D_{e^eps}(P||Q), D_{e^eps}(Q||P)) > delta, so the
+    release is not (eps, delta)-DP for any smaller eps: every generic upper bound must be at least it.
+    (Other data sets, e.g. half the others at 1, give smaller values at the cells we tried; S is
+    summed over the binomial's support but for 1e-3 delta of its tails, which can only lower the
+    divergence, so the result stays a lower bound.)  Returns 0.0 if even eps = 0 meets delta."""
+    from scipy.stats import binom
+
+    q = 1 / (1 + math.exp(eps0))
+    cut = 1e-3 * delta / 2
+    lo, hi = (int(x) for x in binom.ppf([cut, 1 - cut], n - 1, q))
+    j = np.arange(max(lo - 1, 0), hi + 2)
+    s = binom.pmf(j, n - 1, q)
+    s_prev = binom.pmf(j - 1, n - 1, q)
+    P, Q = q * s_prev + (1 - q) * s, (1 - q) * s_prev + q * s
+
+    def divergence(eps):
+        t = math.exp(eps)
+        return max(np.maximum(P - t * Q, 0).sum(), np.maximum(Q - t * P, 0).sum())
+
+    if divergence(0.0) <= delta:
+        return 0.0
+    low, high = 0.0, float(eps0)
+    while high - low > 1e-9 * eps0:
+        mid = (low + high) / 2
+        low, high = (mid, high) if divergence(mid) > delta else (low, mid)
+    return low
+
+
 @lru_cache(maxsize=4096)
 def bound_args(protocol, k, irr=False):
     """The (protocol, k) to pass :func:`central_epsilon` for reports of ``protocol`` on
@@ -200,7 +284,7 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None):
         The central delta, in (0, 1).
     protocol : None or "grr"
         None: any eps0-LDP randomiser (Feldman et al. bounds).  "grr": k-ary randomised
-        response, which also gets the blanket bound (module docstring).
+        response, which also gets its own two bounds (module docstring).
     k : int
         The domain size, for ``protocol="grr"``.
 
@@ -208,8 +292,8 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None):
     -------
     Central
         ``eps`` the smallest of: Feldman et al. Theorem 3.1 (where its condition holds), their
-        Theorem 3.2 computed numerically, GRR's blanket bound (``protocol="grr"``) and eps0
-        itself.  Non-increasing in n and non-decreasing in eps0 (the bounds are).
+        Theorem 3.2 computed numerically, GRR's blanket and stronger-clone bounds
+        (``protocol="grr"``) and eps0 itself.  Non-increasing in n and non-decreasing in eps0 (the bounds are).
 
     Raises
     ------
@@ -228,15 +312,19 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None):
         found["feldman-numerical"] = numerical
     if protocol == "grr":
         e = math.exp(eps0)
-        blanket = _Clones(eps0, n, delta, 2 / (e + k - 1), (e + 1) / (e + k - 1))
-        eps = blanket.epsilon(delta, min(found.values(), default=eps0))
-        if eps is not None:
-            found["grr-blanket"] = eps
+        for name, p_clone, weight in (("grr-blanket", 2 / (e + k - 1), (e + 1) / (e + k - 1)),
+                                      ("grr-stronger-clone", 2 / (e + 1), 1.0)):
+            if name == "grr-stronger-clone" and k == 2:
+                break  # the same pair as the blanket's at k = 2
+            eps = _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, min(found.values(), default=eps0))
+            if eps is not None:
+                found[name] = eps
     method = min(found, key=found.get, default=None)
+    bounds = tuple(found.items())
     if method is None or found[method] >= eps0 * (1 - USEFUL):
         return Central(eps0, delta, int(n), eps0, f"none: no bound below eps0 at n={n} (the release is eps0-DP, "
-                                                  "delta 0)")
-    return Central(found[method], delta, int(n), eps0, method)
+                                                  "delta 0)", bounds)
+    return Central(found[method], delta, int(n), eps0, method, bounds)
 
 
 def compose(central, epochs, delta_total=None):
