@@ -25,7 +25,7 @@ from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.shuffled_batch import compact_body, encode_batch
 from mss_protocol.shuffling import central_epsilon, compose
-from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
+from postgres import location, pg_url, postgres_server  # noqa: F401 (fixtures)
 
 CFG = MssConfig.build(16, 1.0, [13, 15])
 OTHER = MssConfig.build(16, 2.0, [13, 15])
@@ -223,13 +223,6 @@ def test_shuffle_key_file_needs_shuffled(tmp_path, config):
     out = CliRunner().invoke(mss_main, ["aggregate", "--broker", "mqtt://127.0.0.1:1", "--config", str(config),
                                         "--store", str(tmp_path / "s.sqlite"), "--shuffle-key-file", "k"])
     assert out.exit_code == 2 and "--shuffle-key-file is for --shuffled" in out.output
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "s.sqlite")
-    return request.getfixturevalue("pg_url")
 
 
 def test_batches_on_both_backends_and_two_writers_store_a_batch_once(location):
