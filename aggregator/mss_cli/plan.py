@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
+from mss_cli import changing as change_opts
 from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
 from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
@@ -144,11 +145,14 @@ def _writable_in(ctx, param, value):
               help="With --shuffle-n: plan at the largest epsilon per report (at most "
                    f"{shuffling.EPS0_MAX:g}) whose shuffled batch of N is (C, --delta)-DP, and state its MSE beside "
                    "the pure-local plan at epsilon C.  Replaces --epsilon (give one of them).")
+@change_opts.options
 def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, target_se, prior_spec,
              max_device_ms, mse_slack, seed, as_json, device_config, period, board, modem, battery, no_cache,
-             campaign_days, budget_spec, fresh_reports, irr_epsilon, shuffle_n, delta, central_epsilon):
+             campaign_days, budget_spec, fresh_reports, irr_epsilon, shuffle_n, delta, central_epsilon,
+             change_every, transitions):
     """Choose the protocol and parameters for K categories at EPSILON."""
     notes = []
+    change = change_opts.change_model(change_every, transitions, k)
     ctx = click.get_current_context()
     if central_epsilon is not None and shuffle_n is None:
         raise click.BadParameter("needs --shuffle-n N (the central epsilon is of a shuffled batch of N reports)",
@@ -260,7 +264,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
                       battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
                       energy_times_s=e["times_s"], energy_model=e["energy_model"])
-    knows_period = period is not None or bool(link) or bool(device_config) or fresh_reports
+    knows_period = period is not None or bool(link) or bool(device_config) or fresh_reports or change is not None
     result["period_s"] = period = period or DEFAULT_PERIOD_S
     # a battery (LoRaWAN) board sleeps between reports in its port's best mode (rp2's deepsleep is
     # lightsleep then a reset: no lower, and a boot a report); a board on mains or Wi-Fi polls
@@ -280,7 +284,10 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
                          f"{cfg.protocol.irr.n} outputs; it pays on grr or olh with few buckets")
     if knows_period:
         result["privacy_over_time"] = over_time(cfg, period, prior, campaign_days, memoize, section,
-                                                prior_label=prior_spec)
+                                                prior_label=prior_spec, change=change)
+    if change is not None and knows_period:
+        result["hiding_options"] = _hiding(result, cfg, change, n, prior, period, campaign_days, mse_slack, detect,
+                                           common, irr_epsilon, delta)
     if device_config:
         # the period, sleep, memoize and budget: a LoRaWAN transport also needs the modem's UART or path,
         # which a plan cannot know
@@ -345,6 +352,8 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         out.print(f"note: {note}")
     if "privacy_over_time" in result:
         _print_over_time(out, result["privacy_over_time"], fresh_reports)
+    if "hiding_options" in result:
+        change_opts.print_hiding(out, result["hiding_options"])
     if device_config:
         extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
                  if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
@@ -443,6 +452,26 @@ def attacker_cell(m):
             + f" [{lo:.3g}, {hi:.3g}]")
 
 
+def _hiding(result, cfg, change, n, prior, period, campaign_days, mse_slack, detect, common, irr_epsilon, delta):
+    """The plan's ``hiding_options`` (mss_aggregator.privacy.changing.hiding_options): each IRR
+    protocol planned as --protocol NAME --irr-epsilon E1 would plan it, the shuffler at n."""
+    from mss_aggregator.privacy.changing import Fleet, hiding_options
+
+    def plan_for(name, e1):
+        try:
+            return choose(cfg.k, float(cfg.epsilon), name, **dict(common, irr_epsilon=e1, olh_seed="device", n=n,
+                                                                   detect=None, target_se=None, progress=None))
+        except PlanError as exc:
+            raise ValueError(str(exc)) from None
+
+    def central(m):
+        c = shuffling.central_epsilon(float(cfg.epsilon), m, delta)
+        return c.eps, c.method
+
+    fleet = Fleet(cfg, n, prior, period, campaign_days, result["detectable_frequency"], mse_slack, detect)
+    return hiding_options(result["privacy_over_time"], fleet, change, plan_for, central, irr_epsilon)
+
+
 def _print_over_time(out, ot, fresh_reports):
     """The privacy-over-time table of the human output (mss_aggregator.privacy.over_time)."""
     b = ot["budget"]
@@ -479,6 +508,13 @@ def _print_over_time(out, ot, fresh_reports):
                 out.print(f"[red]{mode}, {h['days']} days: the simulated success {m['measured']:.3f} "
                           f"[{m['ci'][0]:.3f}, {m['ci'][1]:.3f}] is above the exact ceiling {m['bound']:.4g} beyond "
                           f"sampling noise (99.9%): a bug in the simulation or the ceiling[/red]", highlight=False)
+    if ot.get("change"):
+        change_opts.print_changing(out, ot, labels)
+    elif ot["deployment"] != "fresh":
+        out.print("a value that changes: under memoization a new body marks the epoch it changed (epsilon bounds "
+                  "nothing about it); --change-every D or --transitions FILE states the attacker, the change-time "
+                  "leak and the budget's skips for it, and compares the options that hide the changes",
+                  highlight=False)
     if fresh_reports:
         h = ot["horizons"][0]["fresh"]
         out.print(f"[red]--fresh-reports: every report is a fresh draw: after one day "

@@ -221,7 +221,7 @@ def deployment_horizons(campaign_days):
 
 
 def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIGN_DAYS, trials=100, seed=0,
-               horizons_days=None, max_draws=MAX_DRAWS, progress=None):
+               horizons_days=None, max_draws=MAX_DRAWS, progress=None, change=None):
     """The deployment as configured over ``campaign_days``: a device reporting a FIXED
     value every ``device.period_s`` (default the firmware's 3600 s), memoized or
     not (``device.memoize``), within its budget (``device.budget``: B fresh draws per
@@ -236,7 +236,8 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
     (no memo, no budget, no layer) are in ``fresh``, for comparison.  With a config,
     ``over_time`` is :func:`mss_aggregator.privacy.over_time.over_time` for it (the
     figures ``mss plan --json`` prints as ``privacy_over_time``: fresh, memoized and
-    budgeted at a day, 30 days and the campaign, with the value's worst case)."""
+    budgeted at a day, 30 days and the campaign, with the value's worst case; with ``change``,
+    a :class:`~mss_aggregator.privacy.changing.Change`, each entry's "changing" figures)."""
     from mss_protocol import budget as budgets
 
     device = device or {}
@@ -284,7 +285,8 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
         except ImportError:
             pass
         else:
-            out["over_time"] = over_time(cfg, period, prior, campaign_days, memoize, bud, trials=trials, seed=seed)
+            out["over_time"] = over_time(cfg, period, prior, campaign_days, memoize, bud, trials=trials, seed=seed,
+                                         change=change)
     return out
 
 
@@ -467,6 +469,10 @@ def conflicts(report):
             if m["conflict"]:
                 out.append(f"over time {mode}, {h['days']} days: simulated success {m['measured']:.4g} "
                            f"{_ci(m['ci'])} above its exact bound {m['bound']:.4g} beyond sampling noise")
+            c = m.get("changing")
+            if c and c["conflict"]:
+                out.append(f"over time {mode}, {h['days']} days, a changing value: simulated success "
+                           f"{c['measured']:.4g} {_ci(c['ci'])} above its ceiling {c['bound']:.4g} beyond sampling noise")
     return out
 
 

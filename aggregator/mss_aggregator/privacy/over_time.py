@@ -145,7 +145,8 @@ def _budget(budget):
 
 
 def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=True, budget=None, irr=None, *,
-              prior_label=None, trials=TRIALS, seed=SEED, max_draws=None, memo_max=MEMO_MAX):
+              prior_label=None, trials=TRIALS, seed=SEED, max_draws=None, memo_max=MEMO_MAX, change=None,
+              change_devices=None, change_trials=None):
     """The loss of one device of ``cfg`` reporting every ``period_s`` seconds, at 1 day,
     30 days and ``campaign_days`` (module docstring: the math and its sources).
 
@@ -171,7 +172,13 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     "ceiling" at "epsilon" or, for one memoized draw, the "limit" (the exact success of
     an attacker who knows the draw: what the IRR reports of one draw tend to as
     T -> infinity, :meth:`Channel.bayes_exact` of the permanent draw's channel; None
-    when not one draw, or not computed: ``EXACT_CELLS``)."""
+    when not one draw, or not computed: ``EXACT_CELLS``).
+
+    ``change`` (:class:`mss_aggregator.privacy.changing.Change`): a value that changes on
+    that chain; each mode's entry then also has "changing" ({"success", "ci", "ceiling",
+    "change_time_advantage", "skip_rate", "bias", ...}: :func:`changing.figures`, on
+    ``change_devices`` simulated devices, the attacker on ``change_trials`` of them), and
+    the result a "change" section (the chain and the attacker)."""
     cfg = _config(cfg, irr)
     if isinstance(period_s, bool) or not isinstance(period_s, int) or period_s < 1:
         raise ValueError(f"period_s must be a whole number of seconds >= 1, got {period_s!r}")
@@ -249,6 +256,10 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
                          "ceiling_worst": ceilings.ldp_prior(prior, max(eps, worst_eps)),
                          "strength": ceilings.strength(fig["success"], no_info)}
         horizons.append(row)
+    change_doc = None
+    if change is not None:
+        change_doc = _changing(change, change_setup(cfg, period_s, memoize, bud, memo_max), period_s, horizons,
+                               figs, seed, change_devices, change_trials)
     deployment = "budgeted" if bud is not None else ("memoized" if memoize else "fresh")
     irr_doc = None
     if layer is not None:
@@ -260,7 +271,7 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
             "memoize": bool(memoize), "memo_max": memo_max,
             "budget": None if bud is None else dict(bud, draws_per_window=draws),
             "deployment": deployment, "modes": [m for m in MODES if m in figs], "horizons": horizons,
-            "no_information": no_info,
+            "no_information": no_info, "change": change_doc,
             "attacker": {"what": "Bayes-optimal MAP guess from the product of the posteriors of every report "
                                  "of a stable value (mss audit --longitudinal)",
                          "trials": trials, "seed": seed, "max_draws": max_draws},
@@ -275,3 +286,71 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
                 f"attacker: a stable value, simulated on {trials} devices (seed {seed}); past {max_draws} fresh "
                 "draws a lower bound (more reports never lower the Bayes attacker's success)",
             ]}
+
+
+
+def change_setup(cfg, period_s, memoize=True, budget=None, memo_max=MEMO_MAX):
+    """The :class:`mss_aggregator.privacy.changing.Setup` of one device of ``cfg`` reporting every
+    ``period_s`` (``budget`` as :func:`over_time` takes it): its channels, layer, one draw's and one
+    report's epsilon, and the board's budget window in epochs (``mss_node.ledger.window_ms``:
+    D days + D/64 of board time)."""
+    from mss_aggregator.privacy import changing
+    from mss_node.ledger import window_ms
+
+    cfg = _config(cfg, None)
+    name, k = cfg.name, cfg.k
+    bud = _budget(budget)
+    ch_prr, layer = audit.prr_channel(name, k, cfg.epsilon, cfg)
+    ch_report = audit.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
+    eps_draw = float(cfg.eps_effective)
+    eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
+    draws = window = None
+    if bud is not None:
+        draws = budgets.draws_per_window(bud, budgets.worst_ratio(cfg))
+        if draws == 0:
+            raise ValueError(f"a budget of {bud['epsilon']:g} per {bud['days']} days is below one fresh draw of "
+                             f"{name} (eps_effective {eps_draw:.6g})")
+        window = window_ms(bud["days"]) / (period_s * 1000)
+    return changing.Setup(ch_report, ch_prr, layer, eps_draw, eps_report, bool(memoize), memo_max, draws, window,
+                          None if bud is None else bud["epsilon"], None if bud is None else bud["days"],
+                          audit.device_seed_of(name, cfg))
+
+
+def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
+    """Each horizon's mode entries get "changing" (:func:`changing.figures`); returns the
+    "change" section."""
+    from mss_aggregator.privacy import changing
+
+    chain = change.chain(setup.ch_prr.k, period_s)
+    devices = devices or changing.DEVICES
+    trials = min(trials or changing.TRIALS, devices)
+    got = changing.figures(setup, chain, [h["days"] for h in horizons], [h["reports"] for h in horizons], list(figs),
+                           devices, trials, seed)
+    for i, row in enumerate(horizons):
+        for mode in figs:
+            row[mode]["changing"] = got[mode][i]
+    return {**change.doc(), "per_epoch_change": [float(1 - s) for s in chain.stay], "uniform_jumps": chain.uniform,
+            "stationary": [float(p) for p in chain.pi], "no_information": ceilings.no_information(chain.pi),
+            "devices": devices, "trials": trials, "seed": seed,
+            "attacker": "names the current value at the horizon, MAP under the known chain from all reports seen "
+                        "(fresh: forward filter on the last `window` reports; memoized: the body-change times, "
+                        "each body that appears as a draw of the current value, skips; with a layer on the draws "
+                        "themselves)",
+            "change_time": "dates a change at every epoch whose report differs from the last epoch's (a new "
+                           "body, or a skip); advantage = P(dated | changed) - P(dated | unchanged)",
+            "ceiling": "the epsilon-LDP ceiling at the loss spent (fresh: T eps_report; memoized: the mean over "
+                       "devices of the ceiling at its fresh draws x eps_draw, capped by the budget); holds when "
+                       "the change pattern says nothing of the value's label (uniform jumps)"}
+
+
+def changing_at(cfg, period_s, change, days, mode="budgeted", *, memoize=True, budget=None, memo_max=MEMO_MAX,
+                seed=SEED):
+    """The "changing" figures of one ``mode`` at one horizon of ``days`` for ``cfg``
+    (what :func:`over_time` gives with ``change``, without the stable value's figures):
+    the options of ``mss plan``'s table of what hides change times."""
+    from mss_aggregator.privacy import changing
+
+    setup = change_setup(cfg, period_s, memoize, budget, memo_max)
+    got = changing.figures(setup, change.chain(setup.ch_prr.k, period_s), [days], [reports_in(days, period_s)],
+                           [mode], changing.DEVICES, changing.TRIALS, seed)
+    return got[mode][0]
