@@ -331,6 +331,27 @@ def test_irr_change_dating_exact():
     tpr = 1 - (c * same + (1 - c) * diff)
     assert m["change_time_tpr"] == pytest.approx(tpr, abs=Z * math.sqrt(c * (1 - c) / m["changes_seen"]))
     assert m["change_time_advantage"] < 0.9  # the layer blurs the dates (without it: about 1 - c)
+    for h in ot["horizons"]:  # the attacker on the draws is held to the draws' ceiling, not the reports'
+        for mode in ot["modes"]:
+            c = h[mode]["changing"]
+            assert not c["conflict"] and c["success"] <= c["bound"] + 1e-12
+
+
+@pytest.mark.parametrize("name,irr", [("grr", None), ("olh", 2.0), ("hr", None), ("pgr", 2.0), ("sue", None),
+                                      ("ss", None)])
+def test_every_protocol_under_its_ceiling(name, irr):
+    """Every protocol (with a layer where it takes one): each changing figure at most its bound,
+    no conflict, its interval around the measurement (k = 8, epsilon 3, a budget that bites)."""
+    cfg = _ss(8, 3.0) if name == "ss" else OracleConfig(name, 8, 3.0, seed="device" if name == "olh" else "epoch",
+                                                         irr_epsilon=irr)
+    ot = over_time(cfg, DAY_S, None, 45, True, (6.0, 30), change=changing.Change(every_days=3), trials=20,
+                   change_devices=200, change_trials=150, max_draws=20)
+    for h in ot["horizons"]:
+        for mode in ot["modes"]:
+            c = h[mode]["changing"]
+            assert not c["conflict"], (mode, h["days"], c["measured"], c["bound"])
+            assert c["success"] <= c["bound"] + 1e-12 and c["ci"][0] <= c["measured"] <= c["ci"][1]
+            assert c["view"] == ("draws" if irr and mode != "fresh" else "reports")
 
 
 def test_audit_deployment_carries_the_change_model():

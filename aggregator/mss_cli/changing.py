@@ -61,7 +61,7 @@ def print_changing(out, ot, labels):
             bias = max(abs(b) for b in c["bias"])
             half = max(c["bias_ci"])
             table.add_row((labels[mode] + (" *" if this else "")) if i == 0 else "", str(h["days"]),
-                          ("≥ " if c["window"] else "") + _cell(c),
+                          ("≥ " if c["window"] else "") + _cell(c) + ("‡" if c.get("view") == "draws" else ""),
                           f"{c['ceiling']:.3g}" + ("" if c["ceiling_holds"] else " (ε part)"),
                           f"[{COLOUR[v]}]{v}[/{COLOUR[v]}]",
                           "-" if c["change_time_tpr"] is None else f"{c['change_time_tpr']:.3f}",
@@ -76,6 +76,9 @@ def print_changing(out, ot, labels):
               f"dated - false dates (0: the reports do not date changes); skip rate and bias (share of reports minus "
               f"share of devices per category, ± 95%) over {ch['devices']} devices and the epochs up to the horizon "
               "(docs/privacy.md, values that change)", highlight=False)
+    if any(h[m]["changing"].get("view") == "draws" for h in ot["horizons"] for m in ot["modes"]):
+        out.print("‡ with the instantaneous layer, the attacker on the permanent draws the reports are a "
+                  "post-processing of (it sees more than the reports show)", highlight=False)
     memo = [h[m]["changing"] for h in ot["horizons"] for m in ot["modes"] if m != "fresh"]
     if any((c["change_time_advantage"] or 0) > 0.5 for c in memo):
         out.print("[yellow]change times are visible under memoization: a new body (or a skip) marks the epoch "

@@ -53,7 +53,8 @@ pattern says nothing about the current value's label (uniform jumps,
 ``every_days``; the chain is symmetric under relabelling) the prior given the
 pattern is still the stationary law and the success is at most the mean over
 devices of ldp_prior(pi, D_i eps) (D_i a device's fresh draws by then, at most
-the budget's B ceil(days / D) and T eps_report).  For a transition matrix the
+the budget's B ceil(days / D) and, without a layer, T eps_report: with one the
+attacker sees the draws, so the ceiling is theirs).  For a transition matrix the
 pattern itself can tell the value (a category that changes faster), which no
 epsilon covers: ``ceiling_holds`` is then false and the figure is not held to
 it (its bound is 1).
@@ -577,7 +578,8 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
     """{mode: [per horizon {...}]} for ``modes`` (of "fresh", "memoized", "budgeted") at the
     horizons ``days`` (``reports`` epochs each): "success", "ci", "measured", "capped",
     "conflict", "bound", "ceiling", "ceiling_holds", "verdict", "window" (reports the fresh
-    filter used, else None), "fresh_draws" (mean over devices), "change_time_tpr",
+    filter used, else None), "view" ("reports", or "draws": with an instantaneous layer the
+    memoized attacker runs on the permanent draws), "fresh_draws" (mean over devices), "change_time_tpr",
     "change_time_fpr", "change_time_advantage", "skip_rate", "skip_rate_ci", "bias",
     "bias_ci" (module docstring)."""
     rng = np.random.default_rng(seed)
@@ -601,14 +603,16 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
             tr = len(sched["log"])
             for h, (d, t) in enumerate(zip(days, reports)):
                 n = sched["draws"][:, h]
-                cap = [t * setup.eps_report]
+                # the attacker sees the reports (at most T eps_report), or with a layer the draws themselves
+                cap = [t * setup.eps_report] if setup.layer is None else []
                 if budgeted:
                     cap.append(setup.budget_eps * math.ceil(d / setup.budget_days))
                 vals, cnt = np.unique(n, return_counts=True)
                 ceiling = float(sum(c * ceilings.ldp_prior(pi, min([v * setup.eps_draw] + cap))
                                     for v, c in zip(vals, cnt)) / n.size)
                 row = _row(att["hits"][h], tr, ceiling, holds, no_info)
-                row.update(window=None, fresh_draws=float(n.mean()), **_dating(att["tp"][h], att["changes"][h],
+                row.update(window=None, view="draws" if setup.layer is not None else "reports",
+                           fresh_draws=float(n.mean()), **_dating(att["tp"][h], att["changes"][h],
                                                                               att["fp"][h], att["quiet"][h]),
                            **sb[h])
                 rows.append(row)
@@ -633,7 +637,7 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
                 tpr = rr * (1 - pair_eq[1]) + differ
                 fpr = rr * (1 - pair_eq[0]) + differ
                 skip = 0.0 if fresh is None else 1 - n / t
-                row.update(window=used[h] if used[h] < t else None, fresh_draws=float(n),
+                row.update(window=used[h] if used[h] < t else None, view="reports", fresh_draws=float(n),
                            change_time_tpr=tpr, change_time_fpr=fpr, change_time_advantage=tpr - fpr,
                            skip_rate=skip, skip_rate_ci=[skip, skip], bias=[0.0] * k, bias_ci=[0.0] * k)
                 rows.append(row)
