@@ -99,6 +99,8 @@ FRESH_CELLS = 1 << 23  # (report, device, value) cells of the fresh filter a hor
 CLIENT_REPORTS = 20000  # reports drawn by one client call each where no vectorised sampler exists
 PAIRS = 2000  # pairs of fresh bodies compared for the fresh change-dating test
 BATCHES = 20  # batch means of the skip rate and the bias
+SCHEDULE_CELLS = 1 << 23  # (device, value) cells of a schedule's memo tables: fewer devices at a large k
+PAIR_CELLS = 4_000_000  # (pair, value) cells of the fresh bodies compared: fewer pairs at a large k
 Z95 = 1.959963984540054
 _NEVER = -(1 << 40)
 
@@ -263,9 +265,9 @@ def schedule(chain, reports, devices, trials, rng, rules, horizons=()):
     batch = np.arange(devices) * nb // devices
     x = chain.start(devices, rng)
     held = np.zeros((devices, k), dtype=bool)
-    ident = np.full((devices, k), -1, dtype=np.int64)  # the draw memoized for each value
+    ident = np.full((devices, k), -1, dtype=np.int32)  # the draw memoized for each value
     lru = memoize and memo_max < k
-    used = np.zeros((devices, k), dtype=np.int64) if lru else None
+    used = np.zeros((devices, k), dtype=np.int32) if lru else None
     count = np.zeros(devices, dtype=np.int64)
     ring = np.full((devices, draws), _NEVER, dtype=np.int64) if draws else None
     ptr = np.zeros(devices, dtype=np.int64)
@@ -315,7 +317,7 @@ def schedule(chain, reports, devices, trials, rng, rules, horizons=()):
                 if lru:
                     full = f[count[f] >= memo_max]
                     if full.size:
-                        age = np.where(held[full], used[full], np.iinfo(np.int64).max)
+                        age = np.where(held[full], used[full], np.iinfo(np.int32).max)
                         gone = np.argmin(age, axis=1)
                         held[full, gone] = False
                         count[full] -= 1
@@ -484,10 +486,12 @@ def memo_attack(ch, chain, sched, rng, device_seed=False, irr=None):
     return {"hits": hits, "tp": tp, "changes": nchg, "fp": fp, "quiet": quiet}
 
 
-def _sampler(ch, rng, device):
+def _sampler(ch, rng, device, seeds=None):
     """A function values -> (n, k) log-likelihoods of one fresh report each, and whether it
-    is vectorised (else one client call a report)."""
-    if ch.name == "grr" and not hasattr(ch.oracle, "irr"):
+    is vectorised (else one client call a report); ``seeds``: olh's hash seed of each device
+    (``seed: device``), else drawn afresh per report."""
+    layered = getattr(ch.oracle, "irr", None) is not None
+    if ch.name == "grr" and not layered:
         o = ch.oracle
 
         def grr_ll(x):
@@ -497,17 +501,23 @@ def _sampler(ch, rng, device):
             out[np.arange(x.size), y] = ch.log_r
             return out
         return grr_ll, True
-    if hasattr(ch, "sample_logliks") and not hasattr(ch.oracle, "irr"):
+    if hasattr(ch, "sample_logliks") and not layered:
+        if seeds is not None:
+            return (lambda x: ch.sample_logliks(x, rng, seeds=seeds)), True
         return (lambda x: ch.sample_logliks(x, rng)), True
     return (lambda x: np.array([ch.loglik(ch.client(int(v), device)) for v in x])), False
 
 
-def fresh_attack(ch, chain, horizons, trials, rng, fresh=None):
+def fresh_attack(ch, chain, horizons, trials, rng, fresh=None, device_seed=False):
     """The forward filter on fresh reports (module docstring): hits at naming the value at
     each horizon (H,) and the reports used (H,) (the last L before the horizon).
-    ``fresh``: bool per epoch, False for a skipped epoch (a budget without memoize)."""
+    ``fresh``: bool per epoch, False for a skipped epoch (a budget without memoize);
+    ``device_seed``: olh's hash seed drawn once a device (``seed: device``)."""
     device = ByteRng(random.Random(int(rng.integers(1 << 62))).randbytes)
-    sample, fast = _sampler(ch, rng, device)
+    seeds = None
+    if device_seed and ch.name == "olh" and getattr(ch.oracle, "irr", None) is None:
+        seeds = ch.oracle.sample_seeds(trials, rng)
+    sample, fast = _sampler(ch, rng, device, seeds)
     k = chain.k
     cells = FRESH_CELLS // (trials * k * (1 if chain.uniform else k))
     most = max(1, cells if fast else CLIENT_REPORTS // trials)
@@ -584,6 +594,8 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
     "bias_ci" (module docstring)."""
     rng = np.random.default_rng(seed)
     k = chain.k
+    devices = max(min(devices, SCHEDULE_CELLS // k), min(trials, 50))  # memory at a large k (stated)
+    trials = min(trials, devices)
     pi = chain.pi
     no_info = ceilings.no_information(pi)
     out = {}
@@ -621,9 +633,10 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
             if budgeted:
                 fresh = attacks.schedule(max(reports), False, draws, window)
             ch = setup.ch_report
-            hits, used = fresh_attack(ch, chain, reports, trials, rng, fresh)
+            hits, used = fresh_attack(ch, chain, reports, trials, rng, fresh, setup.device_seed)
             if pair_eq is None:
-                pair_eq = fresh_bodies_equal(ch, chain, PAIRS, rng, setup.device_seed)
+                pair_eq = fresh_bodies_equal(ch, chain, max(200, min(PAIRS, PAIR_CELLS // k)), rng,
+                                             setup.device_seed)
             for h, (d, t) in enumerate(zip(days, reports)):
                 n = int(np.count_nonzero(fresh[:t])) if fresh is not None else t
                 ceiling = ceilings.ldp_prior(pi, n * setup.eps_report)
@@ -641,6 +654,8 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
                            change_time_tpr=tpr, change_time_fpr=fpr, change_time_advantage=tpr - fpr,
                            skip_rate=skip, skip_rate_ci=[skip, skip], bias=[0.0] * k, bias_ci=[0.0] * k)
                 rows.append(row)
+        for row in rows:
+            row.update(devices=devices, trials=trials)
         out[mode] = rows
     return out
 

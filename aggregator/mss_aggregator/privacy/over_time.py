@@ -329,6 +329,8 @@ def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
     for i, row in enumerate(horizons):
         for mode in figs:
             row[mode]["changing"] = got[mode][i]
+    first = got[list(figs)[0]][0]
+    devices, trials = first["devices"], first["trials"]  # fewer at a large k (changing.SCHEDULE_CELLS)
     return {**change.doc(), "per_epoch_change": [float(1 - s) for s in chain.stay], "uniform_jumps": chain.uniform,
             "stationary": [float(p) for p in chain.pi], "no_information": ceilings.no_information(chain.pi),
             "devices": devices, "trials": trials, "seed": seed,
