@@ -4,6 +4,7 @@ import click
 from rich.table import Table
 
 from mss_aggregator.privacy.changing import Change, load_matrix
+from mss_cli.common import FloatRange
 
 
 def options(f):
@@ -14,7 +15,7 @@ def options(f):
                           "P[i][j] the probability of moving from category i to j between two reports; the "
                           "privacy over time then adds the attacker on the current value, the change-time leak, "
                           "the budget's skip rate and its bias (docs/privacy.md, values that change).")(f)
-    f = click.option("--change-every", "change_every", type=click.FloatRange(min=1e-6, max=1e6), default=None,
+    f = click.option("--change-every", "change_every", type=FloatRange(min=1e-6, max=1e6), default=None,
                      metavar="D",
                      help="A value that changes on average every D days, to a uniformly chosen other category "
                           "(as --transitions, for that chain).")(f)
