@@ -370,3 +370,18 @@ def test_audit_deployment_carries_the_change_model():
     assert audit.conflicts(report) == []
     c.update(conflict=True)
     assert any("a changing value" in p for p in audit.conflicts(report))
+
+
+def test_transitions_file_json_and_csv(tmp_path):
+    """--transitions reads JSON rows, {"matrix": rows} or CSV; a chain whose categories change at
+    different rates claims no epsilon ceiling (ceiling_holds false, printed "(ε part)")."""
+    rows = [[0.5, 0.5, 0, 0], [0.01, 0.97, 0.01, 0.01], [0.01, 0.01, 0.97, 0.01], [0.01, 0.01, 0.01, 0.97]]
+    (tmp_path / "m.json").write_text(__import__("json").dumps({"matrix": rows}))
+    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    assert np.allclose(changing.load_matrix(tmp_path / "m.json", 4), changing.load_matrix(tmp_path / "m.csv", 4))
+    with pytest.raises(ValueError, match="row 1"):
+        changing.check_matrix([[1, 0], [0.5, 0.6]], 2)
+    r = _cli("plan", "--k", 4, "--epsilon", 2, "--period", DAY_S, "--n", 300, "--campaign-days", 40,
+             "--transitions", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    assert "(ε part)" in r.output and "what hides the change times" in r.output
