@@ -35,7 +35,10 @@ reporting are compared:
 Not counted (state them to the reviewer): re-draws after a lost or reset
 state file or a config switch (each costs eps_draw; the budget's ledger
 survives both on the board), and the value's own changes (the attacker's
-figure is for a stable value, the worst case for epsilon only).
+figure is for a stable value, the worst case for epsilon only; with a change
+model, ``change``, each figure also has "changing": the attacker on a value
+that changes, the change-time leak and the budget's skips and bias,
+:mod:`mss_aggregator.privacy.changing`).
 
 The attacker is the audit's (:func:`mss_aggregator.privacy.audit.horizon_figures`,
 :func:`mss_aggregator.privacy.attacks.longitudinal`): ``trials`` devices with
