@@ -6,6 +6,8 @@ from rich.table import Table
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
+from mss_cli import changing as change_opts
+from mss_cli import learned as learned_opts
 from mss_cli.common import (AUDIT_FAILED, EPSILON, SEED, NumberList, console, csv_list, fail, make_console,
                             output_file, progress, writing)
 from mss_protocol import registry
@@ -61,9 +63,12 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
               help="Include the firmware under the MicroPython unix port in --empirical.")
 @click.option("--control/--no-control", default=True, show_default=True,
               help="Include a deliberately broken client (MSS at 2 epsilon) that --empirical must catch.")
+@learned_opts.options
+@change_opts.options
 def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json, plot, plot_epsilons,
               longitudinal, horizons, long_trials, campaign_days, link_pairs, empirical, audit_trials, firmware,
-              control):
+              control, learned, public_path, public_follow, learned_devices, learned_days, change_days,
+              change_every, transitions):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
     from mss_aggregator.privacy import audit as privacy_audit
@@ -82,6 +87,16 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
         k, epsilon = cfg.k, cfg.epsilon
     if k is None or epsilon is None:
         raise click.UsageError("give --k and --epsilon, or --config")
+    change = change_opts.change_model(change_every, transitions, k)
+    if change is not None and not (longitudinal and cfg is not None):
+        raise click.BadParameter("a value that changes is audited for a deployment: needs --config and "
+                                 "--longitudinal", param_hint="--change-every" if change_every else "--transitions")
+    campaign = None
+    if public_path and not learned:
+        raise click.UsageError("--public-signal goes with --learned")
+    if learned:
+        campaign = learned_opts.campaign(cfg, public_path, public_follow, learned_devices, learned_days, change_days,
+                                         seed)
     given = names is not None
     if not given:
         names = [cfg.name] if cfg is not None else list(privacy_audit.PROTOCOLS)
@@ -103,7 +118,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     for s in skipped or long_skipped[:longitudinal]:
         console.print(f"[yellow]left out:[/yellow] {s['reason']}")
     steps = len(names) + ((3 * len(long_names) + (len(long_names) if cfg is not None else 0)) if longitudinal
-                          else 0) + ((len(names) + 2) if empirical else 0)
+                          else 0) + ((len(names) + 2) if empirical else 0) + (7 if learned else 0)
     try:
         with progress("audit", steps) as tick:
             report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
@@ -117,7 +132,11 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
                 if cfg is not None:
                     report["deployment"] = privacy_audit.deployment(
                         k, epsilon, prior, long_names, device, cfg, campaign_days, trials=long_trials, seed=seed,
-                        progress=tick)
+                        progress=tick, change=change)
+            if learned:
+                from mss_aggregator.privacy.learned import learned_attack
+
+                report["learned"] = learned_attack(cfg, device, campaign, prior, tick)
             if empirical:
                 report["epsilon_audit"] = privacy_audit.empirical_epsilon(
                     k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
@@ -246,6 +265,13 @@ def _print_audit(report, plot):
         capped = capped or any(any(r["capped"]) for r in dep["rows"])
         out.print("verdict: weak when the attacker is right at least half the time or has gained half the room "
                   "above the prior; moderate from 10 points above the prior (docs/privacy.md)")
+        ot = dep.get("over_time") or {}
+        if ot.get("change"):
+            b = ot["budget"]
+            change_opts.print_changing(out, ot, {"fresh": "fresh", "memoized": "memoized", "budgeted":
+                                                 f"budget {b['epsilon']:g}/{b['days']}d" if b else ""})
+    if report.get("learned"):
+        learned_opts.print_learned(out, report["learned"])
     ea = report.get("epsilon_audit")
     if ea:
         table = Table(title=f"empirical epsilon (ldp-audit): inputs {ea['x1']} vs {ea['x2']}, "
