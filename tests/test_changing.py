@@ -385,3 +385,25 @@ def test_transitions_file_json_and_csv(tmp_path):
              "--transitions", tmp_path / "m.json")
     assert r.exit_code == 0, r.output
     assert "(ε part)" in r.output and "what hides the change times" in r.output
+
+
+def test_audit_cli_change_every(tmp_path):
+    """mss audit --config CFG --longitudinal --change-every D: the deployment's over_time carries
+    the changing figures in --json and the table in the text output; without --longitudinal
+    (or --config) it is a usage error naming the flag."""
+    cfg = tmp_path / "c.json"
+    r = _cli("plan", "--k", 4, "--epsilon", 2, "--protocol", "grr", "--period", DAY_S, "--device-config", cfg)
+    assert r.exit_code == 0, r.output
+    common = ("audit", "--config", cfg, "--trials", 0, "--long-trials", 20, "--horizons", "1,2", "--link-pairs", 10,
+              "--campaign-days", 40, "--change-every", 5)
+    r = _cli(*common, "--longitudinal", "--json")
+    assert r.exit_code == 0, r.output
+    import json
+
+    ot = json.loads(r.output)["deployment"]["over_time"]
+    assert ot["change"]["every_days"] == 5
+    assert all("changing" in h[m] for h in ot["horizons"] for m in ot["modes"])
+    r = _cli(*common, "--longitudinal")
+    assert r.exit_code == 0 and "a value that changes" in r.output and "change times are visible" in r.output
+    r = _cli(*common)
+    assert r.exit_code == 2 and "--change-every" in r.output
