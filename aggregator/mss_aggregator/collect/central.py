@@ -17,7 +17,10 @@ bound; one of a single epoch holds one report a device (the shuffler's check).
 ``--all-epochs``) is released in B batches; a device has at most one body in each, but may be
 in several (a batch released for epoch e also takes late reports of earlier epochs), so the
 release is the B-fold composition of the worst batch's guarantee (``shuffling.compose``:
-basic or Kairouz, Oh and Viswanath's, whichever is smaller; total delta (B + 1) delta).
+basic, Kairouz, Oh and Viswanath's, or the worst batch's clones pair composed through its
+privacy-loss distribution, whichever is smaller; total delta (B + 1) delta).  The worst batch is
+the one with the fewest honest devices, whose pair dominates every other batch's (more clones
+are post-processing), so composing its pair B times bounds the scope.
 
 **Regimes: fresh or memoized.**  Composition holds for fresh draws only (``device.memoize``
 false: every report an independent eps0-LDP draw).  A memoized body is the same bytes in
@@ -43,7 +46,7 @@ instantaneous layer the composed report's; else ``eps_effective``), never above 
 GRR without an instantaneous layer gets the accountant's k-ary randomised response bound.
 """
 from mss_aggregator.collect.store import SHUFFLER
-from mss_protocol.shuffling import Central, bound_args, central_epsilon, compose
+from mss_protocol.shuffling import bound_args, central_epsilon, compose
 
 DELTA = 1e-6  # per batch, mss estimate --delta's default (issue 29)
 FRESH, MEMOIZED = "fresh", "memoized"
@@ -132,7 +135,7 @@ def guarantee(store, scope, delta=DELTA):
                  f"a batch of {doc['devices']} honest device{'' if doc['devices'] == 1 else 's'}")
         return dict(doc, guarantee=LOCAL, eps=local, delta=0.0, method="local", why=(
             f"no central bound below eps0 for {worst}: {_local_words(len(batches), eps0)}"))
-    worst = max(per_batch, key=lambda c: (c.eps, c.delta))
+    worst = max(per_batch, key=lambda c: (c.eps, c.delta, -c.n))  # ties: the fewest devices, whose pair dominates
     doc.update(per_batch_eps=worst.eps, per_batch_delta=worst.delta, method=worst.method)
     # fresh draws of other epochs are other releases: this figure is the scope's, and says so
     rest = (f"; of this scope's {len(batches)} of the store's {stored} batches only (fresh draws of the "
@@ -140,7 +143,7 @@ def guarantee(store, scope, delta=DELTA):
     if len(batches) == 1:
         return dict(doc, eps=worst.eps, delta=worst.delta, why=(
             "one batch" + (": the memoized body released once" if regime == MEMOIZED else "") + rest))
-    total = compose(Central(worst.eps, worst.delta, worst.n, eps0, worst.method), len(batches))
+    total = compose(worst, len(batches))  # worst.eps0 is eps0; its pair is composed too
     if total.eps > (1 - MIN_GAIN) * local:
         return dict(doc, guarantee=LOCAL, eps=local, delta=0.0, why=(
             f"the composition over {len(batches)} batches ({total.eps:.4g}) is not below the local guarantee: "
