@@ -230,15 +230,22 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     except PlanError as exc:
         fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
     n = result["n"]
-    if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" \
-            and result["protocol"] == "grr":
-        # auto plans every protocol at the generic bound's epsilon; GRR's own bound is tighter
-        grr_bound = shuffling.bound_args("grr", k, irr_epsilon is not None)
-        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *grr_bound)
+    if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" and irr_epsilon is None:
+        # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
+        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *shuffling.bound_args("grr", k))
         own = math.floor(own * 1e4) / 1e4
-        if own > epsilon:
-            notes.append(f"GRR's own bound (Balle et al.'s blanket) meets --central-epsilon {central_epsilon:g} up to "
-                         f"epsilon {own:g}: --protocol grr plans it there")
+        words = (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {central_epsilon:g} up "
+                 f"to epsilon {own:g}")
+        if own > epsilon and result["protocol"] == "grr":
+            notes.append(f"{words}: --protocol grr plans it there")
+        elif own > epsilon and result["predicted_mse"] is not None:
+            try:
+                grr = choose(k, own, "grr", exclude={"olh": OLH_LEFT_OUT}, **common)
+            except (DistributionError, PlanError):
+                grr = None  # GRR does not fit this plan's limits: nothing to suggest
+            if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
+                notes.append(f"{words}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this plan's "
+                             f"{result['predicted_mse']:.4g}: --protocol grr plans it there")
     if "shuffle" in result and memoize:
         notes.append("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every epoch "
                      "is found by intersecting batches, so over more than one batch the guarantee is the memoized "
