@@ -67,7 +67,7 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 @change_opts.options
 def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json, plot, plot_epsilons,
               longitudinal, horizons, long_trials, campaign_days, link_pairs, empirical, audit_trials, firmware,
-              control, learned, public_path, public_follow, learned_devices, learned_days, change_days,
+              control, learned, public_path, public_follow, learned_devices, learned_days,
               change_every, transitions):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
@@ -88,15 +88,16 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     if k is None or epsilon is None:
         raise click.UsageError("give --k and --epsilon, or --config")
     change = change_opts.change_model(change_every, transitions, k)
-    if change is not None and not (longitudinal and cfg is not None):
+    if change is not None and not ((longitudinal or learned) and cfg is not None):
         raise click.BadParameter("a value that changes is audited for a deployment: needs --config and "
-                                 "--longitudinal", param_hint="--change-every" if change_every else "--transitions")
+                                 "--longitudinal or --learned",
+                                 param_hint="--change-every" if change_every else "--transitions")
     campaign = None
     if public_path and not learned:
         raise click.UsageError("--public-signal goes with --learned")
     if learned:
-        campaign = learned_opts.campaign(cfg, public_path, public_follow, learned_devices, learned_days, change_days,
-                                         seed)
+        campaign = learned_opts.campaign(cfg, public_path, public_follow, learned_devices, learned_days, change_every,
+                                         transitions, seed)
     given = names is not None
     if not given:
         names = [cfg.name] if cfg is not None else list(privacy_audit.PROTOCOLS)

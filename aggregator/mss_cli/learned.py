@@ -7,7 +7,8 @@ from mss_cli.common import FloatRange, fail
 
 
 def options(f):
-    """--learned, --public-signal, --public-follow, --learned-devices, --learned-days, --learned-change-days."""
+    """--learned, --public-signal, --public-follow, --learned-devices, --learned-days (the change model is
+    mss audit's --change-every, shared with --longitudinal)."""
     for opt in reversed(_OPTIONS):
         f = opt(f)
     return f
@@ -27,18 +28,19 @@ _OPTIONS = [
                  help="--learned: simulated devices (70% train the classifier, the rest score it)."),
     click.option("--learned-days", type=click.IntRange(1, 3650), default=30, show_default=True,
                  help="--learned: the simulated campaign's length in days."),
-    click.option("--learned-change-days", "change_days", type=FloatRange(0.01, 36500), default=7.0,
-                 show_default=True,
-                 help="--learned: a device's value changes every this many days on average."),
 ]
 
 
-def campaign(cfg, public_path, follow, devices, days, change_days, seed):
-    """--learned's checks (a config, scikit-learn, the public signal file) and its Campaign."""
+def campaign(cfg, public_path, follow, devices, days, change_every, transitions, seed):
+    """--learned's checks (a config, scikit-learn, the public signal file) and its Campaign: values
+    change every --change-every days on average (the Campaign's default without it)."""
     from mss_aggregator.privacy import learned
 
     if cfg is None:
         raise click.UsageError("--learned needs --config (the deployment whose metadata is attacked)")
+    if transitions:
+        raise click.BadParameter("--learned simulates uniform changes: give --change-every D, not a transitions file",
+                                 param_hint="--transitions")
     try:
         learned.require_sklearn()
     except learned.LearnedUnavailable:
@@ -49,8 +51,8 @@ def campaign(cfg, public_path, follow, devices, days, change_days, seed):
             public = learned.read_public_signal(public_path, cfg.k)
         except (OSError, ValueError) as exc:
             fail(f"--public-signal: {exc}")
-    return learned.Campaign(devices=devices, days=days, change_days=change_days, public=public, follow=follow,
-                            seed=seed)
+    change = {} if change_every is None else {"change_days": change_every}
+    return learned.Campaign(devices=devices, days=days, public=public, follow=follow, seed=seed, **change)
 
 
 def print_learned(out, le):
