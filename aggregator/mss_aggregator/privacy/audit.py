@@ -451,18 +451,14 @@ def conflicts(report):
     ``deployment`` and its ``over_time``) that lie above their exact bound beyond
     sampling noise (:func:`.attacks.bounded_rate`), one sentence each."""
     out = []
-    lon = report.get("longitudinal") or {}
-    for r in lon.get("rows", []):
-        for t, bad, m, ci, b in zip(lon["horizons"], r["conflict"], r["measured"], r["ci"], r["bound"]):
-            if bad:
-                out.append(f"longitudinal {r['protocol']} {r['mode']}, T = {t}: simulated success {m:.4g} {_ci(ci)} "
-                           f"above its exact bound {b:.4g} beyond sampling noise")
-    dep = report.get("deployment") or {}
-    for r in dep.get("rows", []):
-        for d, bad, m, ci, b in zip(dep["horizons_days"], r["conflict"], r["measured"], r["ci"], r["bound"]):
-            if bad:
-                out.append(f"deployment {r['protocol']} {r['mode']}, {d} days: simulated success {m:.4g} {_ci(ci)} "
-                           f"above its exact bound {b:.4g} beyond sampling noise")
+    lon, dep = report.get("longitudinal") or {}, report.get("deployment") or {}
+    for name, section, horizons, at in (("longitudinal", lon, lon.get("horizons", []), "T = {}"),
+                                        ("deployment", dep, dep.get("horizons_days", []), "{} days")):
+        for r in section.get("rows", []):
+            for t, bad, m, ci, b in zip(horizons, r["conflict"], r["measured"], r["ci"], r["bound"]):
+                if bad:
+                    out.append(f"{name} {r['protocol']} {r['mode']}, {at.format(t)}: simulated success {m:.4g} "
+                               f"{_ci(ci)} above its exact bound {b:.4g} beyond sampling noise")
     for h in (dep.get("over_time") or {}).get("horizons", []):
         for mode in dep["over_time"]["modes"]:
             m = h[mode]
