@@ -9,6 +9,10 @@ mss_protocol.shuffling.central_epsilon:
 * ``grr_k2``: binary randomised response's own bound (GRR at k = 2: the blanket, which is also
   the SODA 2023 stronger-clone pair);
 * ``grr_k256``: GRR on 256 items (blanket or stronger clone, the smaller, or the generic one);
+* ``ss_k16``, ``ss_k1024``: subset selection on 16 and 1024 items at its variance-optimal subset
+  size (mss_protocol.subset_selection.optimal_omega); ``oue_k256``, ``sue_k256``: unary encodings
+  on 256 items; ``hr_k256``: Hadamard response on 256 items in one block of 512 -- each the
+  smallest of the protocol's own bounds (per-protocol blanket, stronger clone) and the generic ones;
 
 beside ``lower``: mss_protocol.shuffling.binary_rr_lower_bound, the exact central eps of shuffled
 binary RR (others all holding one value), below which no bound valid for every eps0-LDP randomiser
@@ -20,6 +24,7 @@ means that decomposition proves no generic bound at that eps.
 Usage: python tools/bench_shuffle_bounds.py [--json docs/bench-shuffle-bounds.json]
 """
 import argparse
+import collections
 import json
 import math
 import time
@@ -27,6 +32,7 @@ import time
 import numpy as np
 
 from mss_protocol import shuffling
+from mss_protocol.subset_selection import optimal_omega
 
 EPS0 = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
 NS = (100, 1000, 10_000, 100_000, 1_000_000)
@@ -48,7 +54,10 @@ def sup_s(eps0, n, delta):
 def cell(eps0, n, delta):
     lower = shuffling.binary_rr_lower_bound(eps0, n, delta)
     row = {"eps0": eps0, "n": n, "delta": delta, "lower": lower}
-    for key, args in (("generic", (None, None)), ("grr_k2", ("grr", 2)), ("grr_k256", ("grr", 256))):
+    bounds = (("generic", (None, None)), ("grr_k2", ("grr", 2)), ("grr_k256", ("grr", 256)),
+              ("ss_k16", ("ss", 16, optimal_omega(16, eps0))), ("ss_k1024", ("ss", 1024, optimal_omega(1024, eps0))),
+              ("oue_k256", ("oue", 256)), ("sue_k256", ("sue", 256)), ("hr_k256", ("hr", 256, 512)))
+    for key, args in bounds:
         start = time.perf_counter()
         c = shuffling.central_epsilon(eps0, n, delta, *args)
         row[key] = c.eps
@@ -64,8 +73,9 @@ def main():
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     rows, start = [], time.perf_counter()
-    print("| delta | eps0 | n | 2-RR exact (lower) | generic | ratio | GRR k=2 | ratio | GRR k=256 | method |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| delta | eps0 | n | 2-RR exact (lower) | generic | ratio | GRR k=2 | ratio | GRR k=256 | method | "
+          "SS k=16 | SS k=1024 | OUE | SUE | HR | (ratios) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for delta in DELTAS:
         for eps0 in EPS0:
             for n in NS:
@@ -76,16 +86,24 @@ def main():
                     return "-" if r[key + "_ratio"] is None else f"{r[key + '_ratio']:.3f}"
 
                 print(f"| {delta:g} | {eps0:g} | {n:,} | {r['lower']:.4g} | {r['generic']:.4g} | {ratio('generic')} | "
-                      f"{r['grr_k2']:.4g} | {ratio('grr_k2')} | {r['grr_k256']:.4g} | {r['grr_k256_method']} |",
+                      f"{r['grr_k2']:.4g} | {ratio('grr_k2')} | {r['grr_k256']:.4g} | {r['grr_k256_method']} | "
+                      + " | ".join(ratio(key) for key in ("ss_k16", "ss_k1024", "oue_k256", "sue_k256", "hr_k256"))
+                      + " |",
                       flush=True)
     seconds = time.perf_counter() - start
     summary = {}
-    for key in ("generic", "grr_k2"):
+    for key in ("generic", "grr_k2", "grr_k256", "ss_k16", "ss_k1024", "oue_k256", "sue_k256", "hr_k256"):
         ratios = [(r[key + "_ratio"], r) for r in rows if r[key + "_ratio"] is not None]
         worst, at = max(ratios, key=lambda x: x[0])
+        amplified = [(x, r) for x, r in ratios if r[key] < r["eps0"] * (1 - shuffling.USEFUL)]
         summary[key] = {"cells": len(ratios), "at_most_target": int(sum(x <= TARGET for x, _ in ratios)),
+                        "amplified_cells": len(amplified),
+                        "amplified_at_most_target": int(sum(x <= TARGET for x, _ in amplified)),
                         "worst_ratio": worst, "worst_at": {"eps0": at["eps0"], "n": at["n"], "delta": at["delta"]},
-                        "at_eps0": int(sum(r[key] >= r["eps0"] * (1 - shuffling.USEFUL) for r in rows))}
+                        "at_eps0": int(sum(r[key] >= r["eps0"] * (1 - shuffling.USEFUL) for r in rows)),
+                        "below_lower": int(sum(r[key] < r["lower"] - 1e-9 for r in rows)),
+                        "methods": dict(sorted(collections.Counter(r[key + "_method"].split(":")[0] for r in rows).items())),
+                        "max_seconds": max(r[key + "_seconds"] for r in rows)}
     sups = [r["sup_s"] for r in rows if r["sup_s"] is not None]
     summary["sup_s"] = {"cells": len(sups), "min": float(min(sups)), "max": float(max(sups)),
                         "above_1": int(sum(x > 1 for x in sups))}

@@ -5,7 +5,8 @@ eps0-LDP randomiser, releases a multiset that is (eps, delta)-DP in the central 
 below eps0 once n is in the thousands (amplification by shuffling: Erlingsson et al., SODA 2019;
 Balle, Bell, Gascon, Nissim, CRYPTO 2019; Feldman, McMillan, Talwar, FOCS 2021).
 
-Bounds implemented (:func:`central_epsilon` returns the smallest that applies):
+Bounds implemented (:func:`central_epsilon` returns the smallest that applies; one call takes at most
+0.4 s on the 70-cell grid of tools/bench_shuffle_bounds.py):
 
 ``feldman-closed-form``
     Feldman, McMillan, Talwar, "Hiding among the clones: a simple and nearly optimal analysis of
@@ -75,8 +76,45 @@ it proves nothing better than the 2021 pair for an unknown randomiser.  We know 
 bound for all eps0-LDP randomisers tighter than the 2021 numerical one whose statement and
 conditions we could check here, and implement none.
 
-Not implemented: bounds of their own for the unary (OUE/SUE), subset and hashing families (their
-TV and worst ratios would give their s, as above, but each needs its derivation and a brute force).
+Per-protocol blanket (``ss-``, ``oue-``, ``sue-``, ``hr-blanket``; ``protocol`` with ``k``, and
+``size``: the subset size w for "ss", the block size b for "hr"); :func:`clone_pairs` gives the pairs.
+Balle, Bell, Gascon, Nissim (CRYPTO 2019), Section 3: if every user's law satisfies
+R_x(y) >= gamma omega(y) for one law omega (the blanket: gamma omega(y) = min_x R_x(y) is the
+largest, and Su, Cheng, Wang, arXiv 2504.07414, show this decomposition optimal in their general
+clone paradigm; any smaller omega is also valid), each other user's report is a blanket draw with
+probability gamma, and revealing which users are not blanket users and their reports (their law
+does not depend on the device's value) can only raise the divergence.  We reveal more, as for
+grr-blanket: for the pair x0, x1 split the outputs into D0, D1 (where R_x0 != R_x1) and the rest
+(where R_x0 = R_x1, identical under both values: revealed, including whether the device's own
+report lies there, which has the same probability R_x0(D) = R_x1(D) under both).  The reduction
+to the clones pair is exact for what is left when (i) R_x0 = e^eps0 R_x1 on D0 and the reverse on
+D1, (ii) R_x0, R_x1 and omega are each constant multiples of one law on D0 (and on D1), and (iii)
+omega(D0) = omega(D1): then the view is the number of D0 reports among the device's report and
+the C ~ Bin(n - 1, gamma omega(D)) blanket draws in D, and
+delta(eps) <= R_x0(D) * D_{e^eps}(P || Q) for the pair P, Q above with alpha = e^eps0/(e^eps0 + 1).
+The three protocols meet (i)-(iii) (our derivation; every one checked by brute force over every
+data set at n <= 8 in tests/test_shuffle_blanket.py):
+
+* subset selection of w out of k (w = 1 is k-RR: the grr pairs): Z = C(k-1, w-1) e^eps0 + C(k-1, w),
+  omega uniform (gamma omega = 1/Z), D0 the C(k-2, w-1) subsets with x0 but not x1:
+  p_clone = 2 w (k - w) / ((k - 1)(w e^eps0 + k - w)), weight = (e^eps0 + 1) p_clone / 2;
+* unary encoding, bit x one with p, the others with q (OUE p = 1/2, q = 1/(e^eps0 + 1); SUE
+  p = e^(eps0/2)/(e^(eps0/2) + 1) = 1 - q): gamma omega(y) = base(y) (1 - p)/(1 - q) (base the
+  all-q law; the minimum over x wherever y has a zero), D0 the vectors with bit x0 one and bit x1
+  zero: p_clone = 2 q (1 - p), weight = p (1 - q) + q (1 - p);
+* Hadamard response with blocks of b (mss_protocol.hr's layout, K = B b outputs, b/2 supported
+  per item at e^eps0 the weight of the others, lo = 1/(e^eps0 b/2 + K - b/2)): omega uniform;
+  x0, x1 in one block share b/4 supported outputs, D0 b/4 of them; in two blocks D0 is b/2:
+  p_clone = 2 |D0| lo, weight = |D0| (e^eps0 + 1) lo, the bound the larger eps of the two kinds.
+
+The stronger clone (beta = min over x, y of R_x(y)/(R_x0(y) + R_x1(y))) gives these protocols
+nothing: wherever R_x0 and R_x1 share a favoured output (SS with w >= 2, unary, HR in one block)
+beta = 1/(2 e^eps0), the 2021 pair; it is listed only where they share none (w = 1, i.e. k-RR).
+This is not the exact divergence of the optimal blanket (Su, Cheng, Wang compute that by FFT over
+the whole output class counts): revealing which blanket draws land on the shared outputs loses
+their dilution of the likelihood ratio, which is why OUE, HR and SS at large k gain little
+(docs/privacy.md, section 5).  Not covered: PGR, MSS, OLH (refused by the shuffler) and any
+report with an instantaneous layer; they keep the generic bound.
 
 Over epochs, :func:`compose` composes the batch's clones pair through its privacy-loss
 distribution (:func:`compose_pld`) beside the closed-form theorems, and returns the smallest.
@@ -99,7 +137,8 @@ DEFAULT_DELTA = 1e-6  # the central delta a shuffled epoch is stated at unless g
 EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
 TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (added to delta: still an upper bound)
 SEARCH_RTOL = 1e-11  # Brent's tolerance on eps, relative to the bracket (eps0 or the closed form)
-PROTOCOLS = (None, "grr")
+PROTOCOLS = (None, "grr", "ss", "oue", "sue", "hr")
+SIZED = {"ss": "the subset size w, an integer in [1, k - 1]", "hr": "the block size b, a power of two >= 2"}
 USEFUL = 1e-6  # a bound within this fraction of eps0 is reported as no amplification ("none: ...")
 
 
@@ -138,7 +177,7 @@ class Composed:
     central: Central
 
 
-def _check(eps0, n, delta, protocol, k):
+def _check(eps0, n, delta, protocol, k, size=None):
     if not (isinstance(eps0, (int, float)) and 0 < eps0 < math.inf):
         raise ValueError(f"eps0 must be a positive finite number, got {eps0!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -146,9 +185,13 @@ def _check(eps0, n, delta, protocol, k):
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be None (any eps0-LDP randomiser) or 'grr', got {protocol!r}")
-    if protocol == "grr" and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2):
-        raise ValueError(f"protocol 'grr' needs the domain size k, an integer >= 2, got {k!r}")
+        raise ValueError(f"protocol must be None (any eps0-LDP randomiser) or one of {PROTOCOLS[1:]}, got {protocol!r}")
+    if protocol is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2):
+        raise ValueError(f"protocol {protocol!r} needs the domain size k, an integer >= 2, got {k!r}")
+    if protocol in SIZED:
+        bad = isinstance(size, bool) or not isinstance(size, (int, np.integer))
+        if bad or (protocol == "ss" and not 1 <= size < k) or (protocol == "hr" and (size < 2 or size & (size - 1))):
+            raise ValueError(f"protocol {protocol!r} needs size, {SIZED[protocol]}, got {size!r}")
 
 
 def closed_form(eps0, n, delta):
@@ -267,6 +310,46 @@ def binary_rr_lower_bound(eps0, n, delta):
     return low
 
 
+def _set_pairs(e, d0_lo, both):
+    """The blanket and stronger-clone pairs of a support-set randomiser for one pair x0, x1.
+
+    Item x has a support S_x; the report is each output of S_x with probability hi, each other one
+    with lo = hi / e (e = e^eps0).  ``d0_lo`` is |S_x0 minus S_x1| lo, ``both`` whether
+    S_x0 and S_x1 intersect.  Blanket: (2 d0 lo, d0 lo (e + 1)); stronger clone: beta =
+    1/(2e) if they intersect (a common output, at most lo under some x, against 2 hi), else
+    1/(e + 1); the pair (2 beta, 1), left out when they intersect (beta = 1/(2e) is the 2021
+    generic pair, feldman-numerical).  Module docstring, "per-protocol blanket"."""
+    pairs = {"blanket": (2 * d0_lo, d0_lo * (e + 1))}
+    if not both:
+        pairs["stronger-clone"] = (2 / (e + 1), 1.0)
+    return pairs
+
+
+def clone_pairs(protocol, eps0, k, size=None):
+    """Every (p_clone, weight) pair proven for ``protocol`` (module docstring, "per-protocol blanket").
+
+    Returns {method: ((p_clone, weight), ...)}: one pair per kind of neighbouring values x0, x1
+    (several only for HR with more than one block: x0, x1 in one block or in two); the bound of a
+    method is the largest eps over its pairs."""
+    e = math.exp(eps0)
+    if protocol == "grr":
+        kinds = [_set_pairs(e, 1 / (e + k - 1), False)]
+    elif protocol == "ss":
+        w = size  # d0 = C(k - 2, w - 1) subsets, lo = 1/Z, Z = C(k - 1, w - 1) e + C(k - 1, w)
+        kinds = [_set_pairs(e, w * (k - w) / ((k - 1) * (w * e + k - w)), w >= 2)]
+    elif protocol == "hr":
+        b, blocks = size, -(-k // (size - 1))
+        lo = 1 / (e * b / 2 + blocks * b - b / 2)  # K = blocks b outputs, b/2 supported by x
+        kinds = ([_set_pairs(e, b / 4 * lo, True)] if b >= 4 else []) + \
+                ([_set_pairs(e, b / 2 * lo, False)] if blocks >= 2 else [])
+    else:  # unary: each bit 1 with p at the item, q elsewhere
+        half = math.exp(eps0 / 2)
+        p, q = (0.5, 1 / (e + 1)) if protocol == "oue" else (half / (half + 1), 1 / (half + 1))
+        kinds = [{"blanket": (2 * q * (1 - p), p * (1 - q) + q * (1 - p))}]  # stronger clone: 1/(2e), the generic
+    return {f"{protocol}-{name}": tuple(kind[name] for kind in kinds) for name in kinds[0]
+            if all(name in kind for kind in kinds)}
+
+
 @lru_cache(maxsize=4096)
 def bound_args(protocol, k, irr=False):
     """The (protocol, k) to pass :func:`central_epsilon` for reports of ``protocol`` on
@@ -275,7 +358,7 @@ def bound_args(protocol, k, irr=False):
     return ("grr", k) if protocol == "grr" and not irr else (None, None)
 
 
-def central_epsilon(eps0, n, delta, protocol=None, k=None):
+def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
     """The smallest central eps of the bounds that apply to a shuffled batch of ``n`` eps0-LDP reports.
 
     Parameters
@@ -286,25 +369,28 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None):
         Reports in the shuffled batch, one a device.
     delta : float
         The central delta, in (0, 1).
-    protocol : None or "grr"
-        None: any eps0-LDP randomiser (Feldman et al. bounds).  "grr": k-ary randomised
-        response, which also gets its own two bounds (module docstring).
+    protocol : None, "grr", "ss", "oue", "sue" or "hr"
+        None: any eps0-LDP randomiser (Feldman et al. bounds).  Otherwise the randomiser in use,
+        exactly at eps0 (the ideal channel, no quantised threshold), which also gets its own
+        bounds (module docstring: grr-blanket, grr-stronger-clone, per-protocol blanket).
     k : int
-        The domain size, for ``protocol="grr"``.
+        The domain size, for every ``protocol``.
+    size : int
+        The subset size w (1 <= w < k) for "ss", the block size b (a power of two) for "hr".
 
     Returns
     -------
     Central
         ``eps`` the smallest of: Feldman et al. Theorem 3.1 (where its condition holds), their
-        Theorem 3.2 computed numerically, GRR's blanket and stronger-clone bounds
-        (``protocol="grr"``) and eps0 itself.  Non-increasing in n and non-decreasing in eps0 (the bounds are).
+        Theorem 3.2 computed numerically, the protocol's own bounds and eps0 itself; ``pair``
+        None for HR over several blocks (no one pair dominates both kinds of neighbours).  Non-increasing in n and non-decreasing in eps0 (the bounds are).
 
     Raises
     ------
     ValueError
-        For an eps0, n, delta, protocol or k out of range, naming it.
+        For an eps0, n, delta, protocol, k or size out of range, naming it.
     """
-    _check(eps0, n, delta, protocol, k)
+    _check(eps0, n, delta, protocol, k, size)
     eps0, delta = float(eps0), float(delta)
     found = {}
     closed = closed_form(eps0, n, delta)
@@ -314,23 +400,25 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None):
     numerical = _Clones(eps0, n, delta, math.exp(-eps0)).epsilon(delta, upper)
     if numerical is not None:
         found["feldman-numerical"] = numerical
-    if protocol == "grr":
-        e = math.exp(eps0)
-        for name, p_clone, weight in (("grr-blanket", 2 / (e + k - 1), (e + 1) / (e + k - 1)),
-                                      ("grr-stronger-clone", 2 / (e + 1), 1.0)):
-            if name == "grr-stronger-clone" and k == 2:
-                break  # the same pair as the blanket's at k = 2
+    pairs = clone_pairs(protocol, eps0, k, size) if protocol is not None else {}
+    for name, kinds in pairs.items():
+        if name == "grr-stronger-clone" and k == 2:
+            continue  # the same pair as the blanket's at k = 2
+        worst = 0.0
+        for p_clone, weight in kinds:  # the largest eps over the kinds of neighbours
             eps = _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, min(found.values(), default=eps0))
-            if eps is not None:
-                found[name] = eps
+            if eps is None:
+                break
+            worst = max(worst, eps)
+        else:
+            found[name] = worst
     method = min(found, key=found.get, default=None)
     bounds = tuple(found.items())
     if method is None or found[method] >= eps0 * (1 - USEFUL):
         return Central(eps0, delta, int(n), eps0, f"none: no bound below eps0 at n={n} (the release is eps0-DP, "
                                                   "delta 0)", bounds)
-    e = math.exp(eps0)
-    pair = {"grr-blanket": (2 / (e + (k or 2) - 1), (e + 1) / (e + (k or 2) - 1)),
-            "grr-stronger-clone": (2 / (e + 1), 1.0)}.get(method, (math.exp(-eps0), 1.0))
+    kinds = pairs.get(method, ((math.exp(-eps0), 1.0),))
+    pair = kinds[0] if len(kinds) == 1 else None  # HR over several blocks: no one pair dominates
     return Central(found[method], delta, int(n), eps0, method, bounds, pair)
 
 
@@ -477,7 +565,7 @@ def compose(central, epochs, delta_total=None):
     return Composed(best, float(delta_total), t, method, central)
 
 
-def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX):
+def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX, size=None):
     """The largest eps0 in (0, eps0_max] whose :func:`central_epsilon` is at most ``eps_c``.
 
     Bisection on eps0 (central_epsilon is non-decreasing in eps0 and at most eps0, so the answer
@@ -493,10 +581,10 @@ def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX):
     if not (isinstance(eps_c, (int, float)) and 0 < eps_c < math.inf):
         raise ValueError(f"eps_c must be a positive finite number, got {eps_c!r}")
     lo = min(float(eps_c), eps0_max)
-    if central_epsilon(eps0_max, n, delta, protocol, k).eps <= eps_c:
+    if central_epsilon(eps0_max, n, delta, protocol, k, size).eps <= eps_c:
         return float(eps0_max)
     hi = eps0_max
     while hi - lo > 1e-4:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if central_epsilon(mid, n, delta, protocol, k).eps <= eps_c else (lo, mid)
+        lo, hi = (mid, hi) if central_epsilon(mid, n, delta, protocol, k, size).eps <= eps_c else (lo, mid)
     return lo
