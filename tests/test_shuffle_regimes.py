@@ -27,10 +27,11 @@ from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.sampler import sample_bitmaps
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.shuffled_batch import compact_body, encode_batch
-from mss_protocol.shuffling import central_epsilon, compose
+from mss_protocol.shuffling import bound_args, central_epsilon, compose, config_bound
 
 KEY = bytes(range(32))
 SS = MssConfig.subset_selection(256, 4.0)  # omega = 5
+OWN = bound_args(*config_bound(SS))  # the central figure's bound: subset selection's own (ss, 256, 5)
 N, DELTA = 10_000, 1e-6
 TRIALS = 150
 ALPHA = 1e-3  # each one-sided Clopper-Pearson bound below: a false alarm at most once in 1000 runs
@@ -142,14 +143,14 @@ def test_fresh_draws_compose_and_one_memoized_batch_is_central(tmp_path):
         doc = central.guarantee(fresh, scopes.select(fresh, all_epochs=True), DELTA)
     finally:
         fresh.close()
-    total = compose(central_epsilon(SS.eps_effective, N, DELTA), 2)
+    total = compose(central_epsilon(SS.eps_effective, N, DELTA, *OWN), 2)
     assert (doc["guarantee"], doc["regime"], doc["eps"], doc["delta"], doc["devices"]) == (
         "central", "fresh", total.eps, total.delta, N)
     once = shuffled_store(tmp_path / "m.sqlite", SS, [(b"\1" * 16, 5, 5, bodies, 0)], memoize=True)
     try:
         doc = central.guarantee(once, scopes.select(once, epoch=5), DELTA)
         assert (doc["guarantee"], doc["regime"], doc["eps"]) == (
-            "central", "memoized", central_epsilon(SS.eps_effective, N, DELTA).eps)
+            "central", "memoized", central_epsilon(SS.eps_effective, N, DELTA, *OWN).eps)
         view = LiveView(str(tmp_path / "m.sqlite"))  # the dashboard's API states the same, with its line
         try:
             shown = view.estimates()["central"]

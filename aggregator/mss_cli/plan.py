@@ -166,10 +166,12 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         raise click.UsageError("Missing option '--epsilon' (or --central-epsilon C with --shuffle-n N)")
     if shuffle_n is not None and protocol == "olh":
         raise click.BadParameter(f"olh cannot be shuffled: {OLH_NAMES_DEVICE}", param_hint="--protocol")
-    bound = shuffling.bound_args(protocol, k, irr_epsilon is not None)  # a named GRR plan: its tighter bound
+    # a named GRR, OUE or SUE plan: its own bound (SS and HR: the generic bound here, their size
+    # depends on epsilon; the plan's central figure at the epsilon found uses theirs)
+    bound = dict(zip(("protocol", "k", "size"), shuffling.bound_args(protocol, k, irr_epsilon is not None)))
     if central_epsilon is not None:
         # to 4 decimals, rounded down (a smaller epsilon still meets C): the config and the title state it
-        epsilon = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *bound) * 1e4) / 1e4
+        epsilon = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, **bound) * 1e4) / 1e4
     if shuffle_n is not None and ctx.get_parameter_source("n") == ParameterSource.DEFAULT:
         n = shuffle_n  # one epoch's estimate is of one shuffled batch
     if detect is not None and target_se is not None:
@@ -232,7 +234,7 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
     n = result["n"]
     if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" and irr_epsilon is None:
         # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
-        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, *shuffling.bound_args("grr", k))
+        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, protocol="grr", k=k)
         own = math.floor(own * 1e4) / 1e4
         words = (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {central_epsilon:g} up "
                  f"to epsilon {own:g}")
@@ -369,11 +371,15 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
 
 def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon, irr):
     """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``shuffle_n``
-    reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, GRR's own bound
-    when GRR is chosen; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
+    reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, the protocol's own
+    bound when GRR, OUE, SUE, SS or HR is chosen: shuffling.bound_args; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
     --central-epsilon the pure-local plan ``local`` at epsilon = C beside it (ratio: local MSE over
     shuffled MSE, above 1 when shuffling pays)."""
-    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *shuffling.bound_args(result["protocol"], k, irr))
+    from mss_protocol import oracle_config
+
+    cfg = oracle_config.load_dict(result["config"])  # the device config: its protocol's size (ss: w, hr: b)
+    name, _, _, size = shuffling.config_bound(cfg)
+    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *shuffling.bound_args(name, k, irr, size))
     out = {"n": shuffle_n, "delta": delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}
     if local is not None:
         out.update(central_epsilon=central_epsilon, local_protocol=local["protocol"],

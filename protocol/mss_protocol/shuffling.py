@@ -350,12 +350,41 @@ def clone_pairs(protocol, eps0, k, size=None):
             if all(name in kind for kind in kinds)}
 
 
+# registry names whose device randomiser's law IS the ideal channel of the protocol at the config's
+# eps_effective (enumerated over every random decision of the integer client, to 1e-12, on a grid of
+# planned configs: tests/test_shuffle_device_channel.py), so its own bounds hold for the device
+DEVICE_EXACT = ("grr", "ss", "rappor", "sue", "hr")
+BOUND_NAME = {"rappor": "oue"}  # the registry's name of OUE
+
+
 @lru_cache(maxsize=4096)
-def bound_args(protocol, k, irr=False):
-    """The (protocol, k) to pass :func:`central_epsilon` for reports of ``protocol`` on
-    ``k`` items: GRR's own bound for plain k-ary randomised response, the generic bound
-    for any other randomiser (an instantaneous layer ``irr`` included)."""
-    return ("grr", k) if protocol == "grr" and not irr else (None, None)
+def bound_args(protocol, k, irr=False, size=None):
+    """The (protocol, k, size) to pass :func:`central_epsilon` for reports of registry protocol
+    ``protocol`` on ``k`` items: the protocol's own bounds for GRR, OUE (``rappor``), SUE, subset
+    selection (``ss``, one block; ``size`` its subset size w) and Hadamard response (``size`` its
+    block size b), whose device channels are the ideal ones at eps_effective (DEVICE_EXACT); the
+    generic bound (None, None, None) for any other randomiser, for an instantaneous layer ``irr``,
+    and for ss or hr without ``size``."""
+    if irr or protocol not in DEVICE_EXACT:
+        return None, None, None
+    name = BOUND_NAME.get(protocol, protocol)
+    if name in SIZED:
+        return (name, k, int(size)) if size is not None else (None, None, None)
+    return name, k, None
+
+
+def config_bound(cfg):
+    """(protocol, k, irr, size) of a loaded device config for :func:`bound_args`: ``size`` the subset
+    size of a one-block ``ss`` config over all k items (MSS, several blocks: None), the block size
+    of an ``hr`` one."""
+    name, k = cfg.name, cfg.k
+    irr = getattr(cfg, "irr_epsilon", None) is not None
+    size = None
+    if name == "ss" and tuple(cfg.moduli) == (k,) and len(cfg.omegas) == 1:
+        size = int(cfg.omegas[0])
+    elif name == "hr":
+        size = int(cfg.protocol.b)
+    return name, k, irr, size
 
 
 def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
@@ -372,7 +401,9 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
     protocol : None, "grr", "ss", "oue", "sue" or "hr"
         None: any eps0-LDP randomiser (Feldman et al. bounds).  Otherwise the randomiser in use,
         exactly at eps0 (the ideal channel, no quantised threshold), which also gets its own
-        bounds (module docstring: grr-blanket, grr-stronger-clone, per-protocol blanket).
+        bounds (module docstring: grr-blanket, grr-stronger-clone, per-protocol blanket).  A device
+        config's integer channel is the ideal one at its eps_effective for DEVICE_EXACT:
+        :func:`bound_args` of :func:`config_bound` gives the arguments.
     k : int
         The domain size, for every ``protocol``.
     size : int

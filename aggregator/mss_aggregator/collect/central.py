@@ -43,10 +43,11 @@ MIN_GAIN (1%): a central (eps, delta) a hair under the local eps with delta 0 is
 
 eps0 is the config's exact worst log-ratio of one report (``report_eps_effective``, with an
 instantaneous layer the composed report's; else ``eps_effective``), never above its epsilon;
-GRR without an instantaneous layer gets the accountant's k-ary randomised response bound.
+GRR, SS (one block), OUE, SUE and HR without an instantaneous layer get their protocol's own bound
+(``bound_args(*config_bound(cfg))``: their device channels are the ideal ones at eps_effective).
 """
 from mss_aggregator.collect.store import SHUFFLER
-from mss_protocol.shuffling import bound_args, central_epsilon, compose
+from mss_protocol.shuffling import bound_args, central_epsilon, compose, config_bound
 
 DELTA = 1e-6  # per batch, mss estimate --delta's default (issue 29)
 FRESH, MEMOIZED = "fresh", "memoized"
@@ -89,8 +90,7 @@ def batch_guarantee(cfg, devices, delta):
     honest devices (the device included), or None when no bound is below eps0 there."""
     if devices is None or devices < 2:
         return None
-    layered = getattr(cfg, "irr_epsilon", None) is not None
-    c = central_epsilon(eps0_of(cfg), int(devices), delta, *bound_args(cfg.name, cfg.k, layered))
+    c = central_epsilon(eps0_of(cfg), int(devices), delta, *bound_args(*config_bound(cfg)))
     return None if c.method.startswith("none") or c.eps > (1 - MIN_GAIN) * c.eps0 else c
 
 
