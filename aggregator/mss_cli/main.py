@@ -22,6 +22,7 @@ COMMANDS = {  # name -> (module of mss_cli, its click command)
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
     "quarantine": ("inspect", "quarantine_cmd"), "decode": ("inspect", "decode_cmd"),
     "shuffle": ("shuffle", "shuffle_cmd"),
+    "export": ("export", "export_cmd"),
 }
 
 
