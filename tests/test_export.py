@@ -184,3 +184,5 @@ def test_nothing_to_export_is_one_error_line(store_path, tmp_path):
     out = run("export", "--store", empty, "--out", tmp_path / "y.csv")
     assert out.exit_code == 3 and "holds no accepted reports" in out.stderr, out.stderr
     assert not (tmp_path / "x.csv").exists() and not (tmp_path / "y.csv").exists()
+    out = run("export", "--store", store_path, "--out", "-")
+    assert out.exit_code == 2 and out.stderr.startswith("error: --out -: give a file"), out.stderr

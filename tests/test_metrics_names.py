@@ -20,6 +20,7 @@ from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.web.live import LiveView
 from mss_aggregator.web.server import WebServer
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.vectors import report_from_stream
 
@@ -107,6 +108,46 @@ def test_no_label_names_a_device(metrics):
     assert series < 60, f"{series} series for 40 devices: grows with the fleet?"  # bounded by causes and reasons
 
 
+def shuffled_metrics(tmp_path):
+    """/metrics' samples of a shuffled store that took one batch twice (a shuffler re-publishes)."""
+    from loadgen import make_reports
+    from mss_aggregator.collect.shuffled import ShuffledIngest
+    from mss_aggregator.collect.store import SHUFFLER
+    from mss_protocol.shuffled_batch import compact_body, encode_batch
+
+    cfg = MssConfig.build(16, 1.0, [13, 15])
+    key, frames = bytes(range(32)), [p for *_, p in make_reports(cfg, 30, 1, prefix="x", seed=1)]
+    batch = encode_batch(key, cfg, b"\x01" * 16, 0, 0, [compact_body(cfg, "full", f) for f in frames])
+    ingest = ShuffledIngest(cfg, "t", key)
+    store = open_store(tmp_path / "s.sqlite", cfg)
+    store.record_mode(SHUFFLER)
+    for _ in range(2):
+        store.write_batch(ingest.decode_batch([ingest.receive_mqtt(b"mss/v1/t/shuffled", batch, "mqtt:w")]))
+    store.close()
+    view = LiveView(tmp_path / "s.sqlite", interval=60)
+    web = WebServer(view, "127.0.0.1:0").start()
+    try:
+        with urllib.request.urlopen(web.url + "metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        web.stop()
+        view.close()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_a_shuffled_stores_outcomes_are_reports_and_its_batches_their_own_counter(tmp_path):
+    """Before: the store's batch counters (batches, duplicate_batches) were two more outcomes of
+    mss_reports_total, whose outcomes then no longer summed to received (a sum over a label must mean
+    something, Prometheus's naming practice): a batch is no report."""
+    samples = shuffled_metrics(tmp_path)
+    outcomes = {dict(lab)["outcome"]: v for (name, lab), v in samples.items() if name == "mss_reports_total"}
+    assert outcomes == {"accepted": 30, "duplicate": 30}
+    assert sum(outcomes.values()) == samples[("mss_reports_received_total", ())] == 60
+    batches = {dict(lab)["outcome"]: v for (name, lab), v in samples.items() if name == "mss_shuffled_batches_total"}
+    assert batches == {"stored": 1, "duplicate": 1}
+
+
 def dashboard_queries():
     doc = json.loads((GRAFANA / "mss-aggregator.json").read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", ())]
@@ -121,6 +162,14 @@ def test_the_dashboard_reads_only_served_metrics(metrics):
     used = {m.group(0) for e in exprs for m in NAME.finditer(e)}
     assert {"mss_reports_total", "mss_devices_last_epoch", "mss_broker_connected"} <= used
     assert not used - served, f"the dashboard queries metrics /metrics does not serve: {sorted(used - served)}"
+    for e in exprs:  # balanced, and a counter is read only through rate() or increase() over a range
+        assert e.count("(") == e.count(")") and e.count("{") == e.count("}") and e.count("[") == e.count("]"), e
+        for m in NAME.finditer(e):
+            if m.group(0).endswith("_total"):
+                assert re.search(r"(rate|increase)\($", e[:m.start()]), f"a raw counter in {e}"
+                assert re.match(r"\{[^}]*\}\[[^]]+\]", e[m.end():]), f"no range after {m.group(0)} in {e}"
+        for m in re.finditer(r"(rate|increase)\((mss_[a-z0-9_]+)", e):
+            assert m.group(2).endswith("_total"), f"{m.group(1)}() of {m.group(2)}, not a counter, in {e}"
     for p in doc["panels"]:  # every panel has a place and says what it shows
         assert p["title"] and p["description"] and set(p["gridPos"]) == {"x", "y", "w", "h"}, p["title"]
         assert p["gridPos"]["x"] + p["gridPos"]["w"] <= 24, p["title"]

@@ -28,6 +28,8 @@ from mss_protocol.config_file import ConfigError
 def export_cmd(store_path, fmt, what, out, epochs, post, as_json):
     """Write a store's per-epoch estimates with their intervals, or its additive counts, as CSV or Parquet,
     with the config id, SPEC version and campaign in the file's metadata (docs/metrics.md)."""
+    if out == "-":
+        raise click.UsageError("--out -: give a file (a CSV's metadata is written beside it, Parquet is binary)")
     try:
         store = open_store(store_path)
     except (ConfigError, StoreError) as exc:

@@ -118,6 +118,12 @@ def host_names(bind_host, hosts=()):
     return allowed
 
 
+# the store's counters (Store.counters) that are no outcome of a received report: their sum, received,
+# the capped rows, and a shuffled store's batches (BATCH_OUTCOMES: store counter -> outcome)
+BATCH_OUTCOMES = {"batches": "stored", "duplicate_batches": "duplicate"}
+NO_OUTCOMES = ("received", "rejected", "quarantine_dropped", "extra_dropped", *BATCH_OUTCOMES)
+
+
 class MetricsCollector:
     """Exports the store's counters (as counters: they only grow) and the
     latest decode, read from the snapshot at scrape time."""
@@ -138,10 +144,18 @@ class MetricsCollector:
         reports = CounterMetricFamily("mss_reports", "Reports by outcome (they sum to received)",
                                       labels=["outcome"])
         for name, value in snap["counters"].items():
-            # rejected is the sum of the rejected_<reason> series; the *_dropped counters are no outcomes
-            if name not in ("received", "rejected", "quarantine_dropped", "extra_dropped"):
+            # rejected is the sum of the rejected_<reason> series; the *_dropped counters are no outcomes,
+            # and a shuffler's batches are no reports (they have their own counter, below)
+            if name not in NO_OUTCOMES:
                 reports.add_metric([name], value)
         yield reports
+        if snap["counters"].keys() & BATCH_OUTCOMES.keys():  # a shuffled store's (present once non-zero)
+            batches = CounterMetricFamily("mss_shuffled_batches", "A shuffler's batches by outcome: stored, "
+                                          "or a re-published one counted as duplicate (mss aggregate --shuffled)",
+                                          labels=["outcome"])
+            for name, outcome in BATCH_OUTCOMES.items():
+                batches.add_metric([outcome], snap["counters"].get(name, 0))
+            yield batches
         yield CounterMetricFamily("mss_quarantine_dropped", "Rejected reports whose quarantine row the "
                                   "cap left out (aggregator.quarantine_max_rows)",
                                   value=snap["counters"].get("quarantine_dropped", 0))
