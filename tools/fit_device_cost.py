@@ -38,7 +38,7 @@ def fit(points, isa="m0"):
     (the features of every family are the M0 model's; a family with no point keeps ``isa``'s, else the M0's)."""
     coef = {}
     for family, names in device_cost.COEF["m0"].items():
-        rows = [(device_cost.features(c), y) for c, y in points if device_cost.FAMILY[c.name] == family]
+        rows = [(device_cost.features(c), y) for c, y in points if device_cost.family(c) == family]
         if not rows:
             coef[family] = dict(device_cost.COEF.get(isa, device_cost.COEF["m0"])[family])
             continue
@@ -63,7 +63,7 @@ def main():
     for cfg, instr in sorted(points, key=lambda p: (p[0].name, p[0].k, p[0].epsilon)):
         model = device_cost.instructions(cfg, args.isa)
         ratio = instr / model if model else float("inf")
-        fam = device_cost.FAMILY[cfg.name]
+        fam = device_cost.family(cfg)
         worst[fam] = max(worst.get(fam, 1.0), ratio, 1 / ratio if ratio else float("inf"))
         print(f"{cfg.name:8} {cfg.k:>6} {cfg.epsilon:>4g} {instr:>15,} {model:>15,.0f} {ratio:>6.2f}")
     print("worst measured/model (or its inverse) per family: "

@@ -25,7 +25,17 @@ audit (the real client and the channel).
                                 are f: the decoder's standard error squared
                                 times n at expected counts, affine in f
 ``channel()``                   the attacker's view (:mod:`.channel`)
+``cost_family``                 the device cost model's family (a key of
+                                ``device_cost.COEF[isa]``)
+``device_features()``           that model's features of one report
+``decode_cells(n)``             array cells the decoder touches for n reports
+``ingest_us()``                 microseconds to parse and check one report
+``has_seed``                    a report carries a public hash seed (OLH)
 ==============================  ================================================
+
+What depends on the protocol is asked of its object, never decided by its
+name elsewhere: a protocol that lacks one of these raises
+NotImplementedError naming itself and what it lacks.
 
 Counts are whatever additive statistic the protocol decodes from (support
 counts (k,), a histogram over the output space, per-block counts); the
@@ -42,23 +52,53 @@ class Protocol:
     """Base class: subclasses set the attributes above and implement the methods."""
 
     name = ""
+    # A report carries a public hash seed (OLH's (a, b)) that a device may keep for all its
+    # draws (config ``seed: device``); ``randomise(x, rng, seed=...)`` then takes it.
+    has_seed = False
+
+    def missing(self, what):
+        """The NotImplementedError of a protocol that does not define ``what``."""
+        return NotImplementedError(f"protocol {self.name!r} ({type(self).__name__}) does not define {what} "
+                                   f"(mss_protocol.base.Protocol)")
+
+    @property
+    def cost_family(self):
+        """The key of ``mss_protocol.device_cost.COEF[isa]`` whose linear model
+        gives this protocol's instructions a report."""
+        raise self.missing("cost_family")
+
+    def device_features(self):
+        """The features of one report in the cost model of :attr:`cost_family`:
+        a dict keyed like ``device_cost.COEF[isa][cost_family]`` (counts of the
+        device's work: draws, limb steps, coins, ...; ``base`` 1)."""
+        raise self.missing("device_features()")
+
+    def decode_cells(self, n):
+        """Array cells the decoder touches for ``n`` reports (the host's decode time
+        is this over ``choose.DECODE_CELLS_PER_S``)."""
+        raise self.missing("decode_cells(n)")
+
+    def ingest_us(self):
+        """Microseconds to parse and check one report on the host (fitted to
+        ``tools/bench_codecs.py``)."""
+        raise self.missing("ingest_us()")
 
     @property
     def bits(self):
-        raise NotImplementedError
+        raise self.missing("bits")
 
     def randomise(self, x, rng):
-        raise NotImplementedError
+        raise self.missing("randomise(x, rng)")
 
     def sample_counts(self, values, rng):
-        raise NotImplementedError
+        raise self.missing("sample_counts(values, rng)")
 
     def estimate(self, counts, n):
-        raise NotImplementedError
+        raise self.missing("estimate(counts, n)")
 
     def decode(self, counts, n=None, post="none"):
         """Estimates with standard errors and 95% CIs (closed-form decoders);
-        ``counts`` may be a :class:`~mss_protocol.mss.counts.Counts` (n implied)."""
+        ``counts`` may be a :class:`~mss_protocol.counts.Counts` (n implied)."""
         t0 = time.perf_counter()
         if hasattr(counts, "cfg"):
             counts, n = counts.c, counts.total
@@ -69,13 +109,13 @@ class Protocol:
         return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
 
     def variance(self, n, prior=None):
-        raise NotImplementedError
+        raise self.missing("variance(n, prior=None)")
 
     def unit_item_variance(self, f):
         """(k,) n Var(fhat_v) at frequencies f (n-free: every decoder's variance is
         proportional to 1/n); a polynomial of degree <= 2 in f, which
         :mod:`mss_protocol.resolution` uses."""
-        raise NotImplementedError
+        raise self.missing("unit_item_variance(f)")
 
     def channel(self):
-        raise NotImplementedError
+        raise self.missing("channel()")

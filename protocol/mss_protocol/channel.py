@@ -115,6 +115,32 @@ class Channel:
         """A hashable form of the report (identical reports, identical keys)."""
         return report
 
+    def link_key(self, sent):
+        """What a link attacker compares of two sent reports: the whole report (a
+        channel whose report carries a public seed compares its body only)."""
+        return sent
+
+    # -- one-output protocols (an instantaneous layer applies: mss_protocol.irr) ------------
+    # The permanent draw y' in [n_out) of a report, and its law; the attacks over several
+    # reports of one draw (mss_aggregator.privacy.attacks) ask these of the channel.
+    def body(self, report):
+        """The drawn output y' of a report, an int in [0, n_out)."""
+        raise self.oracle.missing("channel().body(report) (a one-output report's drawn output)")
+
+    def with_body(self, report, y):
+        """``report`` with its drawn output replaced by ``y``."""
+        raise self.oracle.missing("channel().with_body(report, y)")
+
+    def prr_rows(self, report, ys):
+        """P_prr(y' | x) of the permanent draw for the outputs ``ys`` (rows) and every x
+        (columns), under ``report``'s public seed if it has one: shape (len(ys), k)."""
+        raise self.oracle.missing("channel().prr_rows(report, ys)")
+
+    def output_marginal(self, prior):
+        """m(y) = sum_x pi(x) P_prr(y | x), the law of one report's drawn output when values
+        follow ``prior`` (a public seed averaged over), shape (n_out,)."""
+        raise self.oracle.missing("channel().output_marginal(prior)")
+
     def wire(self, x, rng):
         """The exact output the client sends (what an empirical audit inspects)."""
         return self.client(x, rng)
@@ -189,3 +215,24 @@ class PointChannel(MembershipChannel):
     def sample_outputs(self, values, rng):
         """Output indices of one report of each of ``values``: the oracle's vectorised draw."""
         return self.oracle.sample_outputs(np.asarray(values), rng)
+
+    # a report is its point u in [K]: the drawn output itself
+    def body(self, report):
+        return int(report)
+
+    def with_body(self, report, y):
+        return int(y)
+
+    def prr_rows(self, report, ys):
+        """a where x is in S_y, else b (:meth:`members`)."""
+        return np.where(self.members(np.asarray(ys, dtype=np.int64)), self.a, self.b)
+
+    def output_marginal(self, prior):
+        """m(u) = b + (a - b) pi(S_u), over the K points in chunks of about 2**22 cells."""
+        prior = np.asarray(prior, dtype=float)
+        m = np.zeros(self.n_outputs)
+        step = max(1, (1 << 22) // self.k)
+        for lo in range(0, self.n_outputs, step):
+            u = np.arange(lo, min(lo + step, self.n_outputs))
+            m[u] = self.b + (self.a - self.b) * (self.members(u) @ prior)
+        return m

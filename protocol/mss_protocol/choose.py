@@ -72,32 +72,14 @@ FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_need
 
 
 def decode_cells(cfg, n):
-    """Array cells the decoder touches for n reports."""
-    name = cfg.name
-    if name in ("mss", "ss"):
-        return 50 * (cfg.k * cfg.l + sum(cfg.moduli))  # LSMR passes over A
-    p = cfg.protocol
-    if name == "olh":
-        return n * cfg.k  # every report against every item
-    if name == "pgr":
-        return p.field ** p.t * (p.t * math.log2(p.field) + cfg.k / max(1, p.field ** (p.t - 1)) + p.field)
-    if name == "hr":
-        return p.K * max(1, p.K.bit_length())
-    return cfg.k
+    """Array cells the decoder touches for n reports (:meth:`~mss_protocol.base.Protocol.decode_cells`)."""
+    return registry.from_config(cfg).decode_cells(n)
 
 
 def ingest_us(cfg):
-    """Microseconds to parse and check one report of ``cfg`` on the host."""
-    name = cfg.name
-    if name in ("mss", "ss"):
-        from mss_protocol.mss.wire import walks
-
-        cost = 5.0
-        for j, (m, w) in enumerate(zip(cfg.moduli, cfg.omegas)):
-            rank_bits = cfg.rank_bits[j]
-            cost += (m * (0.15 + 1.2e-4 * rank_bits) if walks(m, w) else 0.6 * w) / cfg.l
-        return cost
-    return 8.0 + (0.03 * cfg.k if name in ("rappor", "sue") else 0.0)
+    """Microseconds to parse and check one report of ``cfg`` on the host
+    (:meth:`~mss_protocol.base.Protocol.ingest_us`)."""
+    return registry.from_config(cfg).ingest_us()
 
 
 def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick, olh_seed="epoch",

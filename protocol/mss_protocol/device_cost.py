@@ -15,6 +15,9 @@ code does,
   coordinates: rounds x dimension); HR: the bits
   of K; GRR: the bits of k (the width of its draw); OLH: a constant.
 
+Each protocol object names its family (``cost_family``, a key of
+``COEF[isa]``) and gives its features (``device_features()``), beside its math.
+
 The model is of the mean (the expected cost of a report): for PGR, whose
 rounds are geometric, the median is lower and the tail longer.
 
@@ -87,8 +90,6 @@ COEF = {"m0": {
     "grr": {"base": 16490.0, "bits": 1240.0},
     "olh": {"base": 71680.0},
 }}
-FAMILY = {"mss": "mss", "ss": "mss", "rappor": "unary", "sue": "unary", "pgr": "pgr", "hr": "hr",
-          "grr": "grr", "olh": "olh"}
 
 
 def _odd(f):
@@ -129,33 +130,29 @@ def rank_work(m, omega):
     return float(passes), float(adds), hit.size
 
 
+def family(cfg):
+    """The cost model's family of a config: its protocol's ``cost_family`` (a key of ``COEF[isa]``)."""
+    from mss_protocol import registry
+
+    return registry.from_config(cfg).cost_family
+
+
 def features(cfg):
-    """The model's features of a config (``MssConfig`` or ``OracleConfig``):
-    a dict keyed like COEF[FAMILY[cfg.name]].  MSS: the largest block
-    (the one that costs most), as the planner's ``device_ms`` is a bound."""
-    name = cfg.name
-    if name in ("mss", "ss"):
-        j = max(range(len(cfg.moduli)), key=lambda j: cfg.moduli[j] * cfg.rank_bits[j])
-        passes, adds, positions = rank_work(cfg.moduli[j], cfg.omegas[j])
-        return {"base": 1.0, "passes": passes, "adds": adds, "positions": positions, "draws": cfg.omegas[j]}
-    p = cfg.protocol
-    if name in ("rappor", "sue"):
-        return {"base": 1.0, "items": cfg.k}
-    if name == "pgr":  # rejection until the point is on the drawn side of x's hyperplane
-        side = p.c_set / p.K
-        rounds = p.p / side + (1 - p.p) / (1 - side)
-        return {"base": 1.0, "rounds": rounds, "coords": rounds * p.t}
-    if name == "hr":
-        return {"base": 1.0, "bits": p.K.bit_length()}
-    if name == "grr":
-        return {"base": 1.0, "bits": cfg.k.bit_length()}
-    return {"base": 1.0}
+    """The model's features of a config (``MssConfig`` or ``OracleConfig``): its
+    protocol's :meth:`~mss_protocol.base.Protocol.device_features`, a dict keyed like
+    ``COEF[isa][protocol.cost_family]``."""
+    from mss_protocol import registry
+
+    return registry.from_config(cfg).device_features()
 
 
 def instructions(cfg, isa="m0"):
     """Predicted instructions of one report (randomise + encode) on instruction set ``isa`` (``ISAS``)."""
-    coef = COEF[isa][FAMILY[cfg.name]]
-    return float(sum(coef[f] * v for f, v in features(cfg).items()))
+    from mss_protocol import registry
+
+    protocol = registry.from_config(cfg)
+    coef = COEF[isa][protocol.cost_family]
+    return float(sum(coef[f] * v for f, v in protocol.device_features().items()))
 
 
 def board_ms(instr, board):

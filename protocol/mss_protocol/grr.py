@@ -34,6 +34,13 @@ class GRR(SupportOracle):
         """The config integers, in mss_device.params.FIELDS order: (t,)."""
         return (self.threshold,)
 
+    # the device cost model (mss_protocol.device_cost): a constant plus the width of below(k - 1)
+    cost_family = "grr"
+
+    def device_features(self):
+        """{base: 1, bits: the bits of k}: ``below(k - 1)`` draws ~log2 k bits."""
+        return {"base": 1.0, "bits": self.k.bit_length()}
+
     # the instantaneous layer (support.SupportOracle.with_irr): GRR on the k outputs
     @property
     def outputs(self):
@@ -91,3 +98,22 @@ class GRRChannel(Channel):
 
     def paper_closed_form(self):
         return float(self.oracle.p)
+
+    # a report is its value y in [k]: the drawn output itself
+    def body(self, report):
+        return int(report)
+
+    def with_body(self, report, y):
+        return int(y)
+
+    def prr_rows(self, report, ys):
+        """p where x = y, else q."""
+        ys = np.asarray(ys, dtype=np.int64)
+        rows = np.full((ys.size, self.k), self.oracle.q)
+        rows[np.arange(ys.size), ys] = self.oracle.p
+        return rows
+
+    def output_marginal(self, prior):
+        """m(y) = q + (p - q) pi(y)."""
+        o = self.oracle
+        return o.q + (o.p - o.q) * np.asarray(prior, dtype=float)

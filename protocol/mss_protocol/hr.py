@@ -136,6 +136,17 @@ class HadamardResponse(SupportOracle):
         """(K, block, t), in mss_device.params.FIELDS order (block: b)."""
         return (self.K, self.b, self.threshold)
 
+    # the device cost model (mss_protocol.device_cost): the parity of a draw in [K]
+    cost_family = "hr"
+
+    def device_features(self):
+        """{base: 1, bits: the bits of K}: ``below(K)`` and the parity of r & c."""
+        return {"base": 1.0, "bits": self.K.bit_length()}
+
+    def decode_cells(self, n):
+        """K log2 K: the fast Walsh-Hadamard transform of the K-cell histogram (``n`` unused)."""
+        return self.K * max(1, self.K.bit_length())
+
     # the instantaneous layer (support.SupportOracle.with_irr): GRR on the K outputs;
     # the b / 2 outputs of S_x support x
     @property

@@ -34,6 +34,7 @@ from mss_protocol.support import SupportOracle
 class OLH(SupportOracle):
     name = "olh"
     P = 32749
+    has_seed = True  # the report's (a, b); seed: device keeps one per device (randomise's seed=)
 
     def __init__(self, k, epsilon):
         if k > self.P:
@@ -54,6 +55,17 @@ class OLH(SupportOracle):
     def device_values(self):
         """(P, g, t), in mss_device.params.FIELDS order."""
         return (self.P, self.g, self.threshold)
+
+    # the device cost model (mss_protocol.device_cost): the seed's hash and one GRR draw, a constant
+    cost_family = "olh"
+
+    def device_features(self):
+        """{base: 1}: the cost does not depend on k or epsilon measurably."""
+        return {"base": 1.0}
+
+    def decode_cells(self, n):
+        """n k: every report's hash against every item (:meth:`tally`)."""
+        return n * self.k
 
     # the instantaneous layer (support.SupportOracle.with_irr): GRR on the g outputs,
     # given the seed; one output (y = H(x)) supports x
@@ -143,3 +155,29 @@ class OLHChannel(MembershipChannel):
     def paper_closed_form(self):
         """The author code's approximation 1 / (2 max(k / (e^eps + 1), 1))."""
         return 1.0 / (2 * max(self.k / (math.exp(self.oracle.epsilon) + 1), 1))
+
+    # a report (a, b, y): the seed (a, b) is public, y in [g] the drawn output
+    def link_key(self, sent):
+        """y: the seed is derived, not sent (SPEC.md section 3)."""
+        return sent[2]
+
+    def body(self, report):
+        return int(report[2])
+
+    def with_body(self, report, y):
+        return (report[0], report[1], int(y))
+
+    def prr_rows(self, report, ys):
+        """p where H_ab(x) = y, else (1 - p) / (g - 1), under the report's seed (a, b)."""
+        o = self.oracle
+        h = o.hash(int(report[0]), int(report[1]), np.arange(self.k))
+        return np.where(h[None, :] == np.asarray(ys, dtype=np.int64)[:, None], o.p, (1 - o.p) / (o.g - 1))
+
+    def output_marginal(self, prior):
+        """m(y) = (1-p)/(g-1) + (p - (1-p)/(g-1)) c_y / P, whatever the prior: over a uniform
+        seed P(H(x) = y) = c_y / P, c_y = a + 1 for y < b and a for the rest (P = a g + b)."""
+        o = self.oracle
+        a, b = divmod(o.P, o.g)
+        hashed = np.where(np.arange(o.g) < b, a + 1, a) / o.P
+        other = (1 - o.p) / (o.g - 1)
+        return other + (o.p - other) * hashed

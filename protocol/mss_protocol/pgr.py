@@ -23,6 +23,7 @@ histogram placed on F_q^t (a real FFT: half the spectrum suffices) --
 O(q^t t log q) = O(K q t log q), in place of the paper's dynamic program
 of the same order up to the log (measured against it: docs/benchmarks.md).
 """
+import math
 from fractions import Fraction
 from functools import cached_property
 
@@ -97,6 +98,23 @@ class PGR(SupportOracle):
     def device_values(self):
         """(q, d, t), in mss_device.params.FIELDS order (d: the dimension, here self.t)."""
         return (self.field, self.t, self.threshold)
+
+    # the device cost model (mss_protocol.device_cost): rejection rounds and their coordinates
+    cost_family = "pgr"
+
+    def device_features(self):
+        """{base: 1, rounds: R, coords: R t}: rejection until the point is on the drawn side
+        of x's hyperplane, R = p / s + (1 - p) / (1 - s) expected rounds, s = c_set / K the
+        share of points on it; each round a dot product of t coordinates."""
+        side = self.c_set / self.K
+        rounds = self.p / side + (1 - self.p) / (1 - side)
+        return {"base": 1.0, "rounds": rounds, "coords": rounds * self.t}
+
+    def decode_cells(self, n):
+        """q^t (t log2 q + k / q^(t-1) + q): the transform of the K-point histogram to the
+        support counts (``n`` unused)."""
+        q, t = self.field, self.t
+        return q ** t * (t * math.log2(q) + self.k / max(1, q ** (t - 1)) + q)
 
     # -- the instantaneous layer (support.SupportOracle.with_irr): GRR on the K points;
     # the c_set points of x's hyperplane support x

@@ -81,6 +81,17 @@ class SupportOracle(Protocol):
         """The instantaneous layer on drawn outputs, vectorised (none: y, no draw)."""
         return y if self.irr is None else self.irr.perturb(y, rng)
 
+    # -- host costs (mss_protocol.choose) ------------------------------------------
+    def decode_cells(self, n):
+        """k: the estimator reads the k support counts once (``n`` unused);
+        protocols that build them from a larger histogram or from each report add that."""
+        return self.k
+
+    def ingest_us(self):
+        """8 us: the header checks and one integer body (``tools/bench_codecs.py``);
+        the unary encodings add their k bits."""
+        return 8.0
+
     def sample_counts(self, values, rng):
         """Counts of reports for ``values``: an array, or an iterable of arrays
         (chunks, to bound memory), each through ``sample_chunk``."""

@@ -75,6 +75,17 @@ class UnaryEncoding(SupportOracle):
         """(tp, tq), in mss_device.params.FIELDS order."""
         return (self.tp, self.tq)
 
+    # the device cost model (mss_protocol.device_cost): one coin per item
+    cost_family = "unary"
+
+    def device_features(self):
+        """{base: 1, items: k}: k coins, ``chance(tp)`` or ``chance(tq)``."""
+        return {"base": 1.0, "items": self.k}
+
+    def ingest_us(self):
+        """8 + 0.03 k us: the header checks and the k bits unpacked (``tools/bench_codecs.py``)."""
+        return 8.0 + 0.03 * self.k
+
     def randomise(self, x, rng):
         """The k-bit report body: item v at bit v, most significant first (SPEC.md).
 

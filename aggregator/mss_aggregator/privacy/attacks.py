@@ -100,32 +100,23 @@ def n_out(ch):
     if ch.name not in IRR_PROTOCOLS:
         raise ValueError(f"{ch.name} has no single output: an instantaneous layer applies to "
                          f"{', '.join(IRR_PROTOCOLS)} only")
-    return {"grr": ch.k, "olh": getattr(ch.oracle, "g", None)}.get(ch.name) or ch.oracle.K
+    return ch.oracle.outputs
 
 
 def body(ch, report):
-    """The drawn output y' of a one-output report (olh: y of (a, b, y))."""
-    return int(report[2]) if ch.name == "olh" else int(report)
+    """The drawn output y' of a one-output report (olh: y of (a, b, y)): ``ch.body``."""
+    return ch.body(report)
 
 
 def with_body(ch, report, y):
-    """``report`` with its output replaced by ``y`` (olh keeps its seed)."""
-    return (report[0], report[1], int(y)) if ch.name == "olh" else int(y)
+    """``report`` with its output replaced by ``y`` (olh keeps its seed): ``ch.with_body``."""
+    return ch.with_body(report, y)
 
 
 def prr_rows(ch, report, ys):
     """P_prr(y' | x) for the outputs ``ys`` (rows) and every x (columns), under
-    ``report``'s hash seed for olh: shape (len(ys), k)."""
-    ys = np.asarray(ys, dtype=np.int64)
-    o = ch.oracle
-    if ch.name == "grr":
-        rows = np.full((ys.size, ch.k), o.q)
-        rows[np.arange(ys.size), ys] = o.p
-        return rows
-    if ch.name == "olh":
-        h = o.hash(int(report[0]), int(report[1]), np.arange(ch.k))
-        return np.where(h[None, :] == ys[:, None], o.p, (1 - o.p) / (o.g - 1))
-    return np.where(ch.members(ys), ch.a, ch.b)  # hr, pgr: PointChannel
+    ``report``'s hash seed for olh: shape (len(ys), k) (``ch.prr_rows``)."""
+    return ch.prr_rows(report, ys)
 
 
 class Irr:
@@ -238,7 +229,7 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
     events = sorted(draws | set(horizons))
     if irr is None and hasattr(ch, "sample_logliks"):
         return _longitudinal_batch(ch, log_prior, rng.choice(ch.k, size=trials, p=prior), horizons, draws,
-                                   events, rng, device_seed and ch.name == "olh")
+                                   events, rng, device_seed and ch.oracle.has_seed)
     # log-likelihood by report: the devices' reports repeat where the output set is small (HR, GRR,
     # SS at small k); kept up to LOGLIK_CACHE_BYTES of (k,) rows
     logliks, room = {}, LOGLIK_CACHE_BYTES // (8 * ch.k)
@@ -255,7 +246,7 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
                 if memo is not None:  # a new draw: the old one's reports are complete
                     post = post + irr_loglik(ch, irr, *memo)
                     memo = None
-                if device_seed and ch.name == "olh":
+                if device_seed and ch.oracle.has_seed:
                     report = ch.oracle.randomise(x, device, seed=fixed)
                     fixed = report[:2]
                 else:
@@ -331,23 +322,7 @@ def link_exact(ch, prior, irr=None):
       through the IRR m'(y) = p1 m(y) + q1 (1 - m(y)).
 
     {"tpr", "fpr", "advantage" (tpr - fpr)}."""
-    prior = np.asarray(prior, dtype=float)
-    o = ch.oracle
-    if ch.name == "grr":
-        m = o.q + (o.p - o.q) * prior
-    elif ch.name == "olh":
-        a, b = divmod(o.P, o.g)  # c_r = a + 1 for r < b, a for the rest
-        hashed = np.where(np.arange(o.g) < b, a + 1, a) / o.P
-        other = (1 - o.p) / (o.g - 1)
-        m = other + (o.p - other) * hashed
-    elif ch.name in ("hr", "pgr"):
-        m = np.zeros(ch.n_outputs)
-        step = max(1, (1 << 22) // ch.k)
-        for lo in range(0, ch.n_outputs, step):
-            u = np.arange(lo, min(lo + step, ch.n_outputs))
-            m[u] = ch.b + (ch.a - ch.b) * (ch.members(u) @ prior)
-    else:
-        raise ValueError(f"no exact linkability for {ch.name} (not a one-output protocol)")
+    m = ch.output_marginal(np.asarray(prior, dtype=float))  # a NotImplementedError names a protocol without it
     if irr is None:
         tpr = 1.0
     else:
@@ -387,4 +362,4 @@ def linkability(ch, prior, pairs, seed=0, irr=None):
 
 def _key(ch, sent):
     """What the link attacker compares: the body (olh: y; its seed is not sent)."""
-    return sent[2] if ch.name == "olh" else sent
+    return ch.link_key(sent)

@@ -378,7 +378,8 @@ def _draw(ch, x, device, seed, olh_seed):
 
 
 def _body(ch, report):
-    return attacks.body(ch, report) if ch.name == "olh" else ch.key(report)
+    """What a memo keeps and a link attacker compares (OLH: y, its seed is not sent)."""
+    return ch.link_key(ch.key(report))
 
 
 def _stayed(a, log_stay):
@@ -404,7 +405,7 @@ def memo_attack(ch, chain, sched, rng, device_seed=False, irr=None):
     hits = np.zeros(H)
     tp, fp, nchg, quiet = np.zeros(H), np.zeros(H), np.zeros(H), np.zeros(H)
     stay_log = np.log(np.maximum(chain.stay, 1e-300))
-    olh_seed = device_seed and ch.name == "olh"
+    olh_seed = device_seed and ch.oracle.has_seed
     if irr is not None:
         same_eq = irr.p1 ** 2 + (1 - irr.p1) ** 2 / (irr.n - 1)
         diff_eq = 2 * irr.p1 * irr.q1 + (irr.n - 2) * irr.q1 ** 2
@@ -491,6 +492,8 @@ def _sampler(ch, rng, device, seeds=None):
     is vectorised (else one client call a report); ``seeds``: olh's hash seed of each device
     (``seed: device``), else drawn afresh per report."""
     layered = getattr(ch.oracle, "irr", None) is not None
+    # GRR: a faster sampler than the client's (its report is its value); a protocol without one
+    # takes the real client below, the same law
     if ch.name == "grr" and not layered:
         o = ch.oracle
 
@@ -515,7 +518,7 @@ def fresh_attack(ch, chain, horizons, trials, rng, fresh=None, device_seed=False
     ``device_seed``: olh's hash seed drawn once a device (``seed: device``)."""
     device = ByteRng(random.Random(int(rng.integers(1 << 62))).randbytes)
     seeds = None
-    if device_seed and ch.name == "olh" and getattr(ch.oracle, "irr", None) is None:
+    if device_seed and ch.oracle.has_seed and getattr(ch.oracle, "irr", None) is None:
         seeds = ch.oracle.sample_seeds(trials, rng)
     sample, fast = _sampler(ch, rng, device, seeds)
     k = chain.k
@@ -543,7 +546,7 @@ def fresh_bodies_equal(ch, chain, pairs, rng, device_seed=False):
     """(P[two fresh bodies of one value are equal], P[of a value before and after a change]),
     from ``pairs`` pairs drawn by the real client (values from the chain)."""
     device = ByteRng(random.Random(int(rng.integers(1 << 62))).randbytes)
-    olh_seed = device_seed and ch.name == "olh"
+    olh_seed = device_seed and ch.oracle.has_seed
     same = diff = 0
     xs = chain.start(pairs, rng)
     ys = xs.copy()

@@ -133,3 +133,37 @@ class MssProtocol(Protocol):
 
     def channel(self):
         return ResidueChannel(self)
+
+    # -- costs (mss_protocol.device_cost, mss_protocol.choose) -----------------------
+    cost_family = "mss"
+
+    def device_features(self):
+        """{base, passes, adds, positions, draws} of the block that costs most (largest
+        m_j rank_bits_j, as the planner's ``device_ms`` is a bound): the rank kernel's limb
+        steps (:func:`mss_protocol.device_cost.rank_work`), the positions scanned and
+        Floyd's omega_j draws."""
+        from mss_protocol.device_cost import rank_work
+
+        cfg = self.cfg
+        j = max(range(len(cfg.moduli)), key=lambda j: cfg.moduli[j] * cfg.rank_bits[j])
+        passes, adds, positions = rank_work(cfg.moduli[j], cfg.omegas[j])
+        return {"base": 1.0, "passes": passes, "adds": adds, "positions": positions, "draws": cfg.omegas[j]}
+
+    def decode_cells(self, n):
+        """50 (k l + sum m_j): LSMR's passes over the (sum m_j) x k matrix A of l blocks
+        (``n`` unused: the decoder reads counts)."""
+        cfg = self.cfg
+        return 50 * (cfg.k * cfg.l + sum(cfg.moduli))
+
+    def ingest_us(self):
+        """5 us plus, per block (weighted 1 / l), the unrank of the subset: m_j (0.15 +
+        1.2e-4 rank_bits_j) us when it walks the m_j positions
+        (:func:`mss_protocol.mss.wire.walks`), else 0.6 omega_j us (``tools/bench_codecs.py``:
+        0.25 ms a report at k = 1024, eps = 1; 53 ms at k = 22000, eps = 1)."""
+        from mss_protocol.mss.wire import walks
+
+        cfg = self.cfg
+        cost = 5.0
+        for j, (m, w) in enumerate(zip(cfg.moduli, cfg.omegas)):
+            cost += (m * (0.15 + 1.2e-4 * cfg.rank_bits[j]) if walks(m, w) else 0.6 * w) / cfg.l
+        return cost
