@@ -60,7 +60,7 @@ bench-mcu: $(STAMP) system-deps
 	$(BIN)/python tools/bench_mcu.py --json build/mcu/bench_mcu.json
 
 vectors: $(STAMP)
-	$(BIN)/python -m mss_protocol.vectors --write protocol/vectors
+	$(BIN)/python -m mss_protocol.all_vectors --write protocol/vectors
 	$(BIN)/python -m mss_aggregator.collect.link_vectors --write protocol/vectors
 
 clean:

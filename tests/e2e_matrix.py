@@ -129,7 +129,7 @@ def refusal(cell):
 def plan_config(protocol, kind):
     """The config of ``mss plan --protocol P --frame F`` at K, EPSILON."""
     from mss_protocol.choose import choose
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.configs import load_dict
 
     return load_dict(choose(K, EPSILON, protocol, frame=kind)["config"])
 
@@ -637,7 +637,7 @@ def paired(run):
 
 
 def tally(cfg, reports):
-    from mss_protocol.mss.counts import Counts
+    from mss_protocol.counts import Counts
 
     return Counts(cfg).add(reports)
 
@@ -650,7 +650,7 @@ def offline(run, seed_of=None):
     from dataclasses import replace
 
     from mss_device.olh import seed
-    from mss_protocol.oracle_config import codec
+    from mss_protocol.codec import codec
 
     c, by = codec(run.cfg), {}
     for dev, epoch, hex_, t in run.drawn:

@@ -20,8 +20,8 @@ from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, covered_epochs, open_store, slot
 from mss_cli.main import main as mss_main
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.shuffled_batch import compact_body, encode_batch
 from mss_protocol.shuffling import central_epsilon, compose

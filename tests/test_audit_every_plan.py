@@ -23,7 +23,7 @@ from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import chirpstack_uplink
 from mss_aggregator.web.live import LiveView
 from mss_device.frame import KINDS
-from mss_protocol import oracle_config, registry
+from mss_protocol import configs, registry
 from mss_protocol.vectors import report_from_stream
 
 EU, US = "lorawan:eu868:0", "lorawan:us915:0"
@@ -85,7 +85,7 @@ def test_empirical_audit_of_a_planned_config(tmp_path, args, name, frame, seed):
     out = mss("audit", "--config", path, "--empirical", "--trials", 0, "--audit-trials", 2000, "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    cfg = oracle_config.load(path)
+    cfg = configs.load(path)
     assert doc["config"]["config_id"] == cfg.config_id_hex and doc["config"]["frame"] == frame
     assert [r["protocol"] for r in doc["rows"]] == [name]
     row = doc["rows"][0]
@@ -110,7 +110,7 @@ def _pilot_store(path, cfg_path, raw, devices=300, seed=6):
     memoized: the same report in the last two epochs) over LoRaWAN (ChirpStack uplinks,
     dated by the network server's time), one board's budget spent in the last epoch
     (the 1-byte skipped-epoch uplink on the time port)."""
-    cfg = oracle_config.load(cfg_path)
+    cfg = configs.load(cfg_path)
     clock = campaign_clock(raw)
     period = clock["period_s"]
     now = time.time()
@@ -152,7 +152,7 @@ def test_signoff_checklist_on_a_lorawan_config(tmp_path):
     raw["device"].update(transport="lorawan", lorawan={"modem": "rak3172", "uart": 1, "tx": 4, "rx": 5})
     cfg_path = tmp_path / "cfg.json"
     cfg_path.write_text(json.dumps(raw))
-    config_id = oracle_config.load(cfg_path).config_id_hex
+    config_id = configs.load(cfg_path).config_id_hex
 
     # 1. the config is the audited one
     out = mss("audit", "--config", cfg_path)

@@ -17,8 +17,8 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import UPLINK_FIELDS, UplinkError, parse_spec
 from mss_aggregator.devices.modem import (TTS_UPLINK_FIELDS, chirpstack_event, marshal, tts_uplink)
-from mss_protocol.mss.counts import Counts
-from mss_protocol.oracle_config import codec
+from mss_protocol.codec import codec
+from mss_protocol.counts import Counts
 from test_collect_lorawan import APP, GRR, PERIOD, SPECS, TENANT, eui, run
 
 CS = parse_spec(SPECS["chirpstack"])

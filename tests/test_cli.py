@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from mss_protocol import oracle_config, registry
+from mss_protocol import configs, registry
 from mss_protocol.mss.config import MssConfig
 
 PLAN_FIELDS = {"k", "epsilon", "eps_effective", "moduli", "omegas", "bits_per_report",
@@ -29,7 +29,7 @@ def test_plan_json_and_device_config(tmp_path, protocol):
     assert PLAN_FIELDS <= set(d)
     assert set(d["bits_per_report"]) == {"max", "mean"}
     assert d["eps_effective"] <= d["epsilon"] == 1.0
-    cfg = oracle_config.load(tmp_path / "cfg.json")
+    cfg = configs.load(tmp_path / "cfg.json")
     assert cfg.config_id_hex == d["config_id"] and cfg.name == d["protocol"]
     assert d["frame"] == "full" and d["frame_bytes"] == 11 + (d["body_bits"] + 7) // 8
     assert {c["protocol"] for c in d["candidates"]} == ({protocol} if protocol != "auto" else
@@ -266,7 +266,7 @@ def test_merge_counts_of_two_sites(tmp_path):
     assert merged["n"] == whole["n"] == 160 and whole["epochs"] == 2 and whole["devices"] == 80
     assert [r["estimate"] for r in merged["estimates"]] == pytest.approx(
         [r["estimate"] for r in whole["estimates"]], abs=1e-12)
-    from mss_protocol.mss.counts import Counts
+    from mss_protocol.counts import Counts
 
     Counts(MssConfig.build(64, 1.0, [59, 61, 63])).save(tmp_path / "other.json")
     out = mss("merge", tmp_path / "a.json", tmp_path / "other.json", "-o", tmp_path / "x.json")
@@ -315,7 +315,7 @@ def test_json_everywhere(tmp_path):
               "--protocols", "mss,grr", "--json")
     assert out.returncode == 0, out.stderr
     assert [r["protocol"] for r in json.loads(out.stdout)["rows"]] == ["mss", "grr"]
-    from mss_protocol.mss.counts import Counts
+    from mss_protocol.counts import Counts
 
     cfg = MssConfig.build(64, 2.0, [59, 61, 63])
     Counts(cfg).save(tmp_path / "a.json")

@@ -50,8 +50,8 @@ from mss_aggregator.collect.store import open_store
 from mss_aggregator.ports import free_port
 from mss_cli.common import FloatRange
 from mss_cli.main import main
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.sampler import sample_counts
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
@@ -493,7 +493,7 @@ def test_the_password_is_given_once(tmp_path, cfg_path):
 
 def test_switch_config_and_fleet_read_the_password_file(tmp_path, cfg_path, auth_broker):
     from mss_protocol.choose import choose
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.configs import load_dict
 
     got = []
     sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)

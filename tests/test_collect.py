@@ -14,8 +14,8 @@ from brokers import Mosquitto, any_broker, mosquitto  # noqa: F401 (fixtures)
 from collect_helpers import AggregatorProcess, clocked, counters, estimate_json, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.store import open_store
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
 from mss_protocol.mss.wire import WireCodec
 
@@ -187,7 +187,8 @@ def test_fleet_of_any_protocol_end_to_end(tmp_path, any_broker, name, frame):
     store -> estimate: the stored counts equal an offline decode of what the
     broker delivered (OLH's seeds from each topic's device id; the
     compact-epoch frame's epoch from the campaign clock, device.period_s)."""
-    from mss_protocol.oracle_config import OracleConfig, codec
+    from mss_protocol.codec import codec
+    from mss_protocol.oracle_config import OracleConfig
 
     cfg = OracleConfig(name, 32, 2.0, frame)
     path = tmp_path / "cfg.json"

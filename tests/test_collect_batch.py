@@ -18,9 +18,11 @@ from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import chirpstack_uplink
 from mss_device.framing import frame as serial_line
 from mss_protocol.choose import choose
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
-from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+from mss_protocol.oracle_config import OracleConfig
 
 PERIOD = 3600
 NOW = 1_700_000_000.0

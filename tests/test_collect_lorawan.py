@@ -24,8 +24,9 @@ from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng
 from mss_protocol.choose import choose
-from mss_protocol.mss.counts import Counts
-from mss_protocol.oracle_config import codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
+from mss_protocol.counts import Counts
 
 PERIOD = 3600
 APP, TENANT = "mss-demo", "ttn"

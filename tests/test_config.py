@@ -2,7 +2,8 @@
 import pytest
 
 from mss_device.params import Params
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.config_file import ConfigError
+from mss_protocol.mss.config import MssConfig
 
 
 @pytest.mark.parametrize("k,moduli,match", [

@@ -4,8 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.counts import Counts
+from mss_protocol.config_file import ConfigError
+from mss_protocol.counts import Counts
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.sampler import sample_reports
 from mss_protocol.mss.wire import Report
 

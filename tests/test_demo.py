@@ -201,7 +201,7 @@ def test_cpython_fleet_over_lorawan(tmp_path):
     from mss_aggregator.devices.fleet import run_fleet
     from mss_aggregator.devices.modem import ChirpStackEmulator
     from mss_protocol.choose import choose
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.configs import load_dict
 
     broker = EmbeddedBroker().start()
     try:

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from channel import enumerate_outputs
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+from mss_protocol.codec import codec
+from mss_protocol.config_file import ConfigError
 from mss_protocol.frames import WireError
-from mss_protocol.mss.config import ConfigError
-from mss_protocol.oracle_config import NAMES, OracleConfig, codec
+from mss_protocol.oracle_config import NAMES, OracleConfig
 
 # rejection loops (hr, pgr) are enumerated through their first accepted draw
 MAX_DRAWS = {"hr": 2, "pgr": 2}

@@ -30,11 +30,12 @@ from mss_node import auth
 from mss_node.app import Node
 from mss_node.settings import Settings
 from mss_protocol import privacy
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol import sealed
+from mss_protocol.config_file import ConfigError
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
 from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.privacy import ONE
-from mss_protocol import sealed
 from mss_protocol.sealed import seal
 
 MAX_DRAWS = {"hr": 2, "pgr": 2}  # rejection loops: enumerated through their first accepted draw

@@ -33,8 +33,9 @@ from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.ports import free_port
 from mss_protocol import registry
-from mss_protocol.mss.counts import Counts
-from mss_protocol.oracle_config import OracleConfig, codec
+from mss_protocol.codec import codec
+from mss_protocol.counts import Counts
+from mss_protocol.oracle_config import OracleConfig
 
 GRR = OracleConfig("grr", 16, 2.0, "full")  # a support oracle: its one-report bound has a closed form
 PERIOD = 3600

@@ -24,8 +24,9 @@ from mss_aggregator.distributions import parse
 from mss_aggregator.ports import free_port
 from mss_protocol import postprocess
 from mss_protocol.choose import choose
-from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.counts import Counts
+from mss_protocol.config_file import ConfigError
+from mss_protocol.counts import Counts
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.oracle_config import OracleConfig

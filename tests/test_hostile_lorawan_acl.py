@@ -29,7 +29,8 @@ from mss_aggregator.devices.modem import chirpstack_uplink, tts_uplink
 from mss_cli.main import main
 from mss_device.rng import ByteRng
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "mosquitto"
 APP, TENANT = "orchard", "ttn"

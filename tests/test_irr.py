@@ -31,9 +31,11 @@ from channel import enumerate_outputs
 from mss_device.frame import HEADER, put
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+from mss_protocol.codec import codec
 from mss_protocol.config_file import ConfigError
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.privacy import ONE, ratio
 
 MAX_DRAWS = {"hr": 2, "pgr": 2}  # rejection loops: enumerated through their first accepted draw

@@ -31,7 +31,7 @@ from mss_aggregator.collect.service import campaign_clock
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import rfc3339
 from mss_aggregator.devices.uplink_samples import Applications, SampleUplink, refusal
-from mss_protocol.mss.config import read_json
+from mss_protocol.config_file import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "lorawan_samples.py"

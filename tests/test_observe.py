@@ -13,7 +13,8 @@ from collect_helpers import AggregatorProcess, clocked, wait_for
 from loadgen import make_reports, publish
 from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
 from mss_aggregator.collect.store import StoreError, open_store
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.config_file import ConfigError
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from mss_protocol import device_cost
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 from test_plan_link import plan, plan_json  # the plan tests' CLI helpers
 
 

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from mss_cli.main import main
-from mss_protocol import lorawan, oracle_config
+from mss_protocol import configs, lorawan
 
 
 def reference_ms(frm_payload, sf, bw_khz):
@@ -171,7 +171,7 @@ def test_device_config_gets_the_budget_period(tmp_path):
     path = tmp_path / "cfg.json"
     out = plan("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--json", "--device-config", path)
     d = json.loads(out.stdout)
-    assert oracle_config.load(path).config_id_hex == d["config_id"]
+    assert configs.load(path).config_id_hex == d["config_id"]
     period = json.loads(path.read_text())["device"]["period_s"]
     assert period == math.ceil(86400 / d["reports_per_day"]) == d["link_budget"]["min_period_s"]
     assert 86400 / period <= d["reports_per_day"]

@@ -21,7 +21,8 @@ from mss_aggregator.privacy.over_time import over_time
 from mss_cli.main import main
 from mss_cli.plan import attacker_cell
 from mss_protocol import budget
-from mss_protocol.oracle_config import OracleConfig, load_dict
+from mss_protocol.configs import load_dict
+from mss_protocol.oracle_config import OracleConfig
 
 ISSUE = ["--k", "12", "--epsilon", "2", "--link", "lorawan:eu868:0", "--n", "500"]
 

@@ -17,9 +17,9 @@ def test_json_states_central_epsilon_below_eps0_at_large_n():
     assert set(s) == {"n", "delta", "eps0", "eps_c", "method"}
     assert (s["n"], s["delta"], s["eps0"]) == (100_000, 1e-6, 3.0)
     assert s["eps_c"] < 0.2 < s["eps0"]  # Feldman et al.'s closed form alone gives 0.34 at n = 1e5 (eps0 = 3)
-    from mss_protocol import oracle_config  # the chosen protocol's own bound where its device channel is ideal
+    from mss_protocol import configs  # the chosen protocol's own bound where its device channel is ideal
 
-    bound = shuffling.bound_args(*shuffling.config_bound(oracle_config.load_dict(d["config"])))
+    bound = shuffling.bound_args(*shuffling.config_bound(configs.load_dict(d["config"])))
     assert s["eps_c"] == shuffling.central_epsilon(3.0, 100_000, 1e-6, *bound).eps <= \
         shuffling.central_epsilon(3.0, 100_000, 1e-6).eps
     assert d["n"] == 100_000  # without --n the MSE is of one shuffled batch

@@ -30,11 +30,12 @@ from mss_aggregator.devices.fleet import draw_values
 from mss_aggregator.distributions import parse
 from mss_cli.demo import decoded_scope
 from mss_protocol import registry
+from mss_protocol.codec import codec
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.sampler import sample_reports
 from mss_protocol.mss.wire import WireCodec
-from mss_protocol.oracle_config import OracleConfig, codec
+from mss_protocol.oracle_config import OracleConfig
 
 MSS = MssConfig.build(16, 2.0, [13, 15])
 GRR = OracleConfig("grr", 16, 3.0, "full")  # the field demo's channel (mss demo --lorawan: grr, k 16, eps 3)

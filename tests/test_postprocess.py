@@ -16,7 +16,7 @@ import pytest
 
 import estimators
 from mss_protocol import postprocess, registry
-from mss_protocol.mss.counts import Counts
+from mss_protocol.counts import Counts
 
 RNG_SEED = 20260
 

@@ -20,7 +20,8 @@ from mss_aggregator.devices.modem import chirpstack_uplink
 from mss_cli.main import main
 from mss_node.settings import Settings
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 
 CAMPAIGN = "gh-2026"
 EUI = "70B3D57ED0000001"

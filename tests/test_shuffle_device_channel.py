@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 from channel import enumerate_outputs
-from mss_protocol import oracle_config, registry, shuffling
+from mss_protocol import configs, registry, shuffling
 from mss_protocol.choose import choose
 from test_plan_link import plan_json  # the plan tests' CLI helpers
 
@@ -21,7 +21,7 @@ MAX_DRAWS = {"hr": 2}  # HR's rejection loop: through its first accepted draw (t
 
 def planned(name, k, eps):
     """The config ``mss plan --protocol name`` writes for (k, eps), loaded as a device would."""
-    return oracle_config.load_dict(choose(k, eps, name)["config"])
+    return configs.load_dict(choose(k, eps, name)["config"])
 
 
 def ideal(name, k, eps, size, x, report):

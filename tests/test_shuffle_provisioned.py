@@ -13,7 +13,7 @@ from brokers import Mosquitto, mqtt_client, password_file
 from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.store import open_store
 from mss_cli.main import main
-from mss_protocol.mss.counts import Counts
+from mss_protocol.counts import Counts
 from mss_protocol.shuffled_batch import decode_batch
 from test_shuffle_service import CFG, CODEC, KEY, PERIOD, ShufflerProcess, bodies, reports
 

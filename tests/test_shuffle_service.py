@@ -22,8 +22,8 @@ from loadgen import publish
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
 from mss_cli.main import main
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.sampler import sample_reports
 from mss_protocol.mss.wire import WireCodec
 from mss_protocol.oracle_config import OracleConfig

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from mss_protocol.oracle_config import codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 from mss_protocol.shuffled_batch import compact_body
 from mss_protocol.vectors import ROOT
 

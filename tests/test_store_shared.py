@@ -17,8 +17,9 @@ from collect_helpers import AggregatorProcess, clocked, counters, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import SCHEMA_VERSION, StoreError, open_store
-from mss_protocol.mss.config import ConfigError, MssConfig
-from mss_protocol.mss.counts import Counts
+from mss_protocol.config_file import ConfigError
+from mss_protocol.counts import Counts
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
 from postgres import location, pg_url, postgres_server  # noqa: F401 (fixtures)
 

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.subset_selection import ss_p, ss_variance

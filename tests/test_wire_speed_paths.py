@@ -14,10 +14,11 @@ import pytest
 from mss_device.frame import HEADER, start
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+from mss_protocol.codec import codec as codec_of
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.wire import WireCodec, less, limbs, log2, subtract, unrank_rows
-from mss_protocol.oracle_config import OracleConfig, codec as codec_of
+from mss_protocol.oracle_config import OracleConfig
 
 BLOCKS = [(16, 6), (16, 1), (16, 15), (64, 32), (255, 5), (1019, 18), (1024, 275), (1024, 387), (4096, 600)]
 

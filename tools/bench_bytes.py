@@ -24,9 +24,9 @@ import numpy as np
 
 from mss_protocol import registry
 from mss_protocol.choose import choose
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
-from mss_protocol.oracle_config import load_dict
 
 KS = (16, 256, 1024, 22000)
 EPS = (0.5, 1.0, 2.0, 4.0, 5.0)

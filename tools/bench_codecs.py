@@ -37,8 +37,10 @@ from mss_device.frame import HEADER, start
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_protocol.choose import CHOICES, choose, ingest_us
-from mss_protocol.mss.counts import Counts
-from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
+from mss_protocol.counts import Counts
+from mss_protocol.oracle_config import OracleConfig
 
 KS = (16, 1024, 22000)
 EPS = (1.0, 4.0)

@@ -24,8 +24,8 @@ import numpy as np
 import scipy
 
 from mss_aggregator.distributions import parse
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts, sample_reports

@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
 
 

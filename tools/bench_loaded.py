@@ -43,8 +43,8 @@ import time
 import numpy as np
 
 from mss_protocol import registry
+from mss_protocol.config_file import ConfigError
 from mss_protocol.mss import linalg
-from mss_protocol.mss.config import ConfigError
 
 KS = (1024, 22000, 1 << 20)
 SKIP = {("pgr", 1 << 20): "decode ~17 s a run (DFT over 11^7 cells, single-threaded, no BLAS): "

@@ -32,7 +32,7 @@ from mss_aggregator.compare.simulate import simulate
 from mss_aggregator.distributions import parse
 from mss_protocol import registry, shuffling
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 NS = (1_000, 10_000, 100_000)
 EPS_C = (0.5, 1.0, 2.0)

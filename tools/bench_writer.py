@@ -16,11 +16,12 @@ import numpy as np
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
 from mss_protocol.choose import choose
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_reports
 from mss_protocol.mss.wire import WireCodec
-from mss_protocol.oracle_config import codec, load_dict
 
 
 def frames_for(cfg, n, rng):

@@ -32,7 +32,7 @@ class Rows(NamedTuple):
 def rows(protocol, counts, n):
     """:class:`Rows` of ``counts``: the support counts (k,) of the support-count
     protocols (n reports each), or the per-block residue-class inclusion counts
-    of MSS/SS (:mod:`.mss.counts`; block j's rows have n_j reports and A_j maps
+    of MSS/SS (:mod:`.counts`; block j's rows have n_j reports and A_j maps
     items to classes, the decoder's A; SubsetSelection's one block is the identity).
     Hadamard response with several blocks adds each item's block total to its row."""
     if hasattr(counts, "cfg"):
@@ -60,7 +60,7 @@ def mle(protocol, counts, n):
     protocol : a registry protocol (:mod:`.registry`)
     counts : its counts (``sample_counts`` or a store's)
     n : int
-        Reports (implied by MSS/SS :class:`~.mss.counts.Counts`).
+        Reports (implied by MSS/SS :class:`~.counts.Counts`).
 
     Returns
     -------

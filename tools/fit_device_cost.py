@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from mss_protocol import device_cost
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 
 def measured(paths, isa="m0"):

@@ -33,8 +33,8 @@ from mss_aggregator.collect.lorawan import unix_time
 from mss_aggregator.devices.uplink_samples import (CHIRPSTACK_APP, DEV_EUI, FCNT, TTS_APP, TTS_TENANT, Applications,
                                                    sample_uplinks)
 from mss_device.rng import ByteRng
-from mss_protocol.mss.config import ConfigError, read_json
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.config_file import ConfigError, read_json
+from mss_protocol.configs import load_dict
 
 EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")
 

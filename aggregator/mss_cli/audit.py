@@ -11,9 +11,9 @@ from mss_cli import learned as learned_opts
 from mss_cli.common import (AUDIT_FAILED, EPSILON, SEED, NumberList, console, csv_list, fail, make_console,
                             output_file, progress, writing)
 from mss_protocol import registry
-from mss_protocol import oracle_config
+from mss_protocol import configs
 from mss_protocol.config_file import read_json
-from mss_protocol.mss.config import ConfigError
+from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
 from mss_protocol.privacy import MAX_EPSILON
 
@@ -76,7 +76,7 @@ def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json,
     cfg = device = None
     if config_path:
         try:
-            cfg = oracle_config.load(config_path)
+            cfg = configs.load(config_path)
             device = read_json(config_path, "config").get("device")
         except ConfigError as exc:
             fail(str(exc))

@@ -8,8 +8,8 @@ from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import (EPSILON, MAX_SIMULATED, SEED, NumberList, csv_list, fail, figure, make_console,
                             output_file, post_option, progress, writing)
+from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
-from mss_protocol.mss.config import ConfigError
 
 PROTOCOLS = "mss,ss,pgr,grr,rappor,olh,hr"
 

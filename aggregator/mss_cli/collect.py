@@ -8,7 +8,7 @@ from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, bro
 from rich.markup import escape
 
 from mss_protocol.budget import describe
-from mss_protocol.mss.config import ConfigError
+from mss_protocol.config_file import ConfigError
 from mss_protocol.sealed import load_key
 
 

@@ -14,9 +14,9 @@ from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broke
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
+from mss_protocol.configs import load_dict
 from mss_protocol.limits import MAX_K
 from mss_protocol.lorawan import budget, parse_link
-from mss_protocol.oracle_config import load_dict
 
 LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
 PERIOD_S = 3600

@@ -12,9 +12,10 @@ from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.collect import broker_spec
 from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             error_line, fail, output_file, progress, topic_level, writing)
-from mss_protocol import oracle_config
+from mss_protocol import configs
+from mss_protocol.codec import codec as codec_of
+from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
-from mss_protocol.mss.config import ConfigError
 
 
 MAX_FLEET = 10**5  # --devices: a device id is --id-prefix and its index, at most 5 digits
@@ -58,7 +59,7 @@ def device_sim_cmd(config_path, value, check_only, count, runtime, seed_bytes, e
     if value is None:
         raise click.UsageError("--value is required (unless --check-only)")
     try:
-        cfg = oracle_config.load(config_path)
+        cfg = configs.load(config_path)
         bytes.fromhex(seed_bytes)
     except (ConfigError, ValueError) as exc:
         fail(f"{exc}")
@@ -72,7 +73,7 @@ def device_sim_cmd(config_path, value, check_only, count, runtime, seed_bytes, e
     if res.returncode != 0:
         tail = res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or ["no output"]
         fail(f"firmware ({runtime}) failed: {tail[-1]}")
-    codec = oracle_config.codec(cfg)
+    codec = codec_of(cfg)
     for line in res.stdout.split():
         if as_json:
             r = codec.decode(bytes.fromhex(line), device_id, epoch)
@@ -178,7 +179,7 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     from mss_aggregator.devices.fleet import clear_retained, draw_values, fleet_epochs, run_fleet, status_topic
     from mss_aggregator.devices.runtime import RuntimeUnavailable
     from mss_device.frame import kind_index
-    from mss_protocol.mss.config import read_json
+    from mss_protocol.config_file import read_json
 
     logins = None
     if user_template is None:
@@ -196,7 +197,7 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     if store_path and aggregator_url:
         raise click.UsageError("--store and --aggregator-url: give one, the place to count what was stored")
     try:
-        cfg = oracle_config.load(config_path)
+        cfg = configs.load(config_path)
         clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0,
                                                                        "accept_past_epochs": 32}
         values = draw_values(parse(dist, cfg.k), devices, seed)

@@ -13,9 +13,9 @@ from mss_aggregator.collect.store import StoreError, open_store
 from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
 from mss_protocol import categories, registry
 from mss_protocol.config_file import read_json
+from mss_protocol.config_file import ConfigError
+from mss_protocol.configs import load_dict
 from mss_protocol.limits import MAX_K
-from mss_protocol.mss.config import ConfigError
-from mss_protocol.oracle_config import load_dict
 
 
 @click.command("estimate")
@@ -129,7 +129,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
 
 def load_counts(path):
     """The counts file at ``path``; ConfigError when it is something else (an SQLite store: what to do)."""
-    from mss_protocol.mss.counts import Counts
+    from mss_protocol.counts import Counts
 
     with open(path, "rb") as fh:
         if fh.read(16) == b"SQLite format 3\x00":

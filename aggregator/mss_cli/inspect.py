@@ -14,7 +14,7 @@ PREFIX_BYTES = 16  # of a quarantined message shown in hex
 def open_reader(store_path):
     """The store at ``store_path``, only read; a data error (exit 3) if it cannot be opened."""
     from mss_aggregator.collect.store import StoreError, open_store
-    from mss_protocol.mss.config import ConfigError
+    from mss_protocol.config_file import ConfigError
 
     try:
         return open_store(store_path)
@@ -178,8 +178,8 @@ def decode_cmd(config_path, device, epoch, as_json, frame):
     from mss_aggregator import jsonout
     from mss_aggregator.collect.ingest import Ingest
     from mss_aggregator.collect.service import campaign_clock
-    from mss_protocol.mss.config import ConfigError, read_json
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.config_file import ConfigError, read_json
+    from mss_protocol.configs import load_dict
 
     try:
         raw = read_json(config_path, "config")

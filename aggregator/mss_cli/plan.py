@@ -15,10 +15,10 @@ from mss_device.frame import KINDS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan, shuffling
 from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
+from mss_protocol.configs import load_dict
 from mss_protocol.limits import MAX_K
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.progress import Reporter
-from mss_protocol.oracle_config import load_dict
 
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
 DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
@@ -375,9 +375,9 @@ def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon, irr):
     bound when GRR, OUE, SUE, SS or HR is chosen: shuffling.bound_args; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
     --central-epsilon the pure-local plan ``local`` at epsilon = C beside it (ratio: local MSE over
     shuffled MSE, above 1 when shuffling pays)."""
-    from mss_protocol import oracle_config
+    from mss_protocol import configs
 
-    cfg = oracle_config.load_dict(result["config"])  # the device config: its protocol's size (ss: w, hr: b)
+    cfg = configs.load_dict(result["config"])  # the device config: its protocol's size (ss: w, hr: b)
     name, _, _, size = shuffling.config_bound(cfg)
     c = shuffling.central_epsilon(eps0, shuffle_n, delta, *shuffling.bound_args(name, k, irr, size))
     out = {"n": shuffle_n, "delta": delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}

@@ -4,7 +4,7 @@ import click
 from mss_cli.collect import LORAWAN_SPEC, broker_spec, check_id, lorawan_spec, serial_spec
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             counters_line, fail, topic_level)
-from mss_protocol.mss.config import ConfigError
+from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
 

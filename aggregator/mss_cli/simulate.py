@@ -7,10 +7,11 @@ from rich.table import Table
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.common import (EPSILON, MAX_BITS, MAX_SIMULATED, SEED, fail, figure, make_console, output_file,
                             post_option, progress, top_table, writing)
-from mss_protocol import oracle_config, registry
+from mss_protocol import configs, oracle_config, registry
 from mss_protocol.choose import CHOICES, choose
+from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import PlanError
 
 
@@ -42,7 +43,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
 
     try:
         if config_path:
-            cfg = oracle_config.load(config_path)
+            cfg = configs.load(config_path)
             protocol = cfg.name
             if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
                 fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
@@ -54,7 +55,7 @@ def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, tri
             cfg = oracle_config.OracleConfig(protocol, k, epsilon)
         else:
             with progress(f"planning {protocol} for k={k}, epsilon {epsilon:g}"):
-                cfg = oracle_config.load_dict(choose(k, epsilon, protocol, max_bits=max_bits, n=n)["config"])
+                cfg = configs.load_dict(choose(k, epsilon, protocol, max_bits=max_bits, n=n)["config"])
             protocol = cfg.name
         probs = parse(dist, cfg.k)
     except (ConfigError, PlanError, DistributionError) as exc:

@@ -10,7 +10,7 @@ import click
 
 from mss_cli.collect import LORAWAN_SPEC, broker_spec, lorawan_spec
 from mss_cli.common import broker_password_option, broker_url, checked, console, fail
-from mss_protocol.mss.config import ConfigError
+from mss_protocol.config_file import ConfigError
 
 TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
 
@@ -43,8 +43,8 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devi
 
     from mss_aggregator.collect.collectors import parse_broker
     from mss_aggregator.collect.lorawan import config_port
-    from mss_protocol.mss.config import read_json
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.config_file import read_json
+    from mss_protocol.configs import load_dict
 
     if all_seen != bool(store_path):
         raise click.UsageError("--all-seen reads the devices of --store: give both" if all_seen

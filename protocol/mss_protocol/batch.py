@@ -93,9 +93,9 @@ class Batch:
                 in zip(self.epochs, self.seqs, self.j.tolist(), subsets, self.frames)]
 
     def counts(self):
-        """The :class:`~mss_protocol.mss.counts.Counts` of the batch's reports (vectorised tally;
+        """The :class:`~mss_protocol.counts.Counts` of the batch's reports (vectorised tally;
         unary bodies summed bit by bit, CHUNK reports at a time)."""
-        from mss_protocol.mss.counts import Counts
+        from mss_protocol.counts import Counts
 
         counts = Counts(self.cfg)
         if self.bits is None:

@@ -55,8 +55,9 @@ import math
 
 from mss_device.frame import HEADER, KINDS
 from mss_protocol import device_cost, energy, privacy, registry, resolution
+from mss_protocol.config_file import ConfigError, frame_index
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
-from mss_protocol.mss.config import ConfigError, MssConfig, frame_index
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import PlanError, plan as plan_mss
 from mss_protocol.mss.variance import ss_mse
 from mss_protocol.oracle_config import NAMES, OracleConfig

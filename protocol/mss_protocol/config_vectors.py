@@ -6,7 +6,7 @@ implementation's loaders must judge as the file says::
     {"name": "configs", "configs": [{"what", "config", "host", "host_message", "board"}, ...]}
 
 ``host`` and ``board`` are "refuse" or "accept": the host's loader
-(``mss_protocol.oracle_config.load_dict``) and the board's
+(``mss_protocol.configs.load_dict``) and the board's
 (``mss_node.settings.Settings``, the device column, the ``device`` section
 included: caps).  ``host_message`` is a regular expression the host's
 refusal matches: it names the field.  Every config but the deliberately
@@ -17,8 +17,8 @@ does not know); only the ``device`` section (the cap) is the board's alone.
 Cases with a ``device`` section are judged with it as given; the others get
 the section a board needs to reach its protocol checks (:func:`on_board`)::
 
-    python -m mss_protocol.vectors --write protocol/vectors   # this file too
-    python -m mss_protocol.vectors --check protocol/vectors
+    python -m mss_protocol.all_vectors --write protocol/vectors   # this file too
+    python -m mss_protocol.all_vectors --check protocol/vectors
 """
 import json
 import math
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from mss_device.params import FIELDS, config_id, oracle_config_id
 from mss_protocol.config_file import ConfigError
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.oracle_config import NAMES, OracleConfig, load_dict
+from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.privacy import MAX_EPSILON, ONE, cap, threshold
 from mss_protocol.subset_selection import rank_bits
 

@@ -86,7 +86,7 @@ def make_checked(name, k, epsilon):
     when the protocol takes no such parameters (OLH above k = 32749, PGR and
     OLH beyond the device's draw, MSS below k = 4): a comparison over a grid
     (``mss bench``, ``mss audit``) says which cell it cannot run."""
-    from mss_protocol.mss.config import ConfigError
+    from mss_protocol.config_file import ConfigError
 
     try:
         return make(name, k, epsilon)
@@ -95,13 +95,16 @@ def make_checked(name, k, epsilon):
 
 
 def from_config(cfg, name=None):
-    """The protocol of a loaded device configuration (any protocol)."""
-    from mss_protocol.mss.protocol import MssProtocol
-    from mss_protocol.oracle_config import OracleConfig
+    """The protocol of a loaded device configuration (any protocol).
 
-    if isinstance(cfg, OracleConfig):
+    A one-output config made its protocol when it was loaded
+    (``OracleConfig.protocol``, from :func:`make`); an MSS or SS config is
+    decoded by ``MssProtocol``, imported on first use as every entry above is
+    (``mss.protocol`` imports the counts, whose loader imports the one-output
+    configs, which import this module)."""
+    if hasattr(cfg, "protocol"):
         return cfg.protocol
-    return MssProtocol(cfg, name)
+    return import_module("mss_protocol.mss.protocol").MssProtocol(cfg, name)
 
 
 def _load_entry_points():

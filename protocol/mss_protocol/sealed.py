@@ -11,7 +11,7 @@ import hmac
 import json
 import os
 
-from mss_protocol.mss.config import ConfigError
+from mss_protocol.config_file import ConfigError
 
 KEY_MIN_BYTES = 16
 ENV = "MSS_FLEET_KEY"

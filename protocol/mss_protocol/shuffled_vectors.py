@@ -25,7 +25,7 @@ Each of ``unencodable`` must be refused by a writer (reason ``batch``).
 :func:`make` draws every body with the device client, :func:`check` verifies
 the file against :mod:`mss_protocol.shuffled_batch` and the codecs::
 
-    python -m mss_protocol.vectors --write protocol/vectors   # this file too
+    python -m mss_protocol.all_vectors --write protocol/vectors   # this file too
     python -m mss_protocol.shuffled_vectors --check protocol/vectors/shuffled/batches.json
 """
 import hashlib
@@ -35,9 +35,11 @@ import struct
 import sys
 from pathlib import Path
 
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 from mss_protocol.frames import WireError
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.shuffled_batch import (BATCH_ID_BYTES, MAGIC, MIN_KEY_BYTES, VERSION, BatchError, compact_body,
                                          decode_batch, encode_batch)
 from mss_protocol.vector_cli import vector_main

@@ -4,9 +4,9 @@ Every implementation of the device side must reproduce ``report_hex`` bit
 for bit when its client reads its random bytes from ``random_hex`` (SPEC.md
 section 6), and every decoder must decode it to ``j`` and ``subset`` and
 reject each ``rejected`` input with its ``reason``.  Files live in
-``protocol/vectors/<protocol>/``.  ``python -m mss_protocol.vectors --write
-protocol/vectors`` regenerates them from the fixed list below; ``--check``
-verifies them.
+``protocol/vectors/<protocol>/``.  ``python -m mss_protocol.all_vectors
+--write protocol/vectors`` regenerates them from the fixed list below (with
+the other families of vectors); ``--check`` verifies them.
 
 Configs with a memo (olh ``seed: device``, and every config with an
 instantaneous layer ``irr``) also pin the memo: each vector's
@@ -16,19 +16,18 @@ re-send it: ``{"memo_body_hex", "epoch", "seq", "random_hex",
 "bytes_consumed", "report_hex"}``, the report a device makes from that memo
 body reading ``random_hex`` (a fresh IRR draw; nothing without one).
 """
-import argparse
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_protocol import config_vectors, serial_lines, shuffled_vectors
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 from mss_protocol.frames import WireError
-from mss_protocol.oracle_config import OracleConfig, codec, load_dict
+from mss_protocol.oracle_config import OracleConfig
 
 ROOT = Path(__file__).resolve().parents[1] / "vectors"  # protocol/vectors
 DIR = ROOT / "mss"
@@ -328,40 +327,13 @@ def check_file(path):
     return errors
 
 
-# directories of vectors that are not one protocol's: serial lines (mss_protocol.serial_lines), configs
-# (.config_vectors), shuffled batches (.shuffled_vectors); LoRaWAN uplinks and MQTT messages, the
-# aggregator's (mss_aggregator.collect.link_vectors, written and checked by its own --write, --check)
+# directories of vectors that are not one protocol's (mss_protocol.all_vectors writes them): serial
+# lines (mss_protocol.serial_lines), configs (.config_vectors), shuffled batches (.shuffled_vectors);
+# LoRaWAN uplinks and MQTT messages, the aggregator's (mss_aggregator.collect.link_vectors, written
+# and checked by its own --write, --check)
 OTHER_DIRS = ("serial", "configs", "shuffled", "lorawan", "mqtt")
 
 
 def files(root=ROOT):
     """Every protocol's vector files (not those of :data:`OTHER_DIRS`)."""
     return sorted(p for p in Path(root).glob("*/*.json") if p.parent.name not in OTHER_DIRS)
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--write", metavar="DIR", help="write every protocol's vectors under DIR/<protocol>/")
-    ap.add_argument("--check", metavar="DIR")
-    args = ap.parse_args(argv)
-    if args.write:
-        for case in CASES:
-            out = Path(args.write) / case[0]
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"{case[1]}.json").write_text(json.dumps(make_case(*case), indent=1) + "\n")
-        serial_lines.write(Path(args.write) / "serial" / "lines.json")
-        config_vectors.write(Path(args.write) / "configs" / "refused.json")
-        shuffled_vectors.write(Path(args.write) / "shuffled" / "batches.json")
-    if args.check:
-        errors = [e for p in files(args.check) for e in check_file(p)]
-        errors += serial_lines.check(Path(args.check) / "serial" / "lines.json")
-        errors += config_vectors.check(Path(args.check) / "configs" / "refused.json")
-        errors += shuffled_vectors.check(Path(args.check) / "shuffled" / "batches.json")
-        print("\n".join(errors) or f"all vectors reproduce ({len(files(args.check))} files, the serial lines, "
-                                    f"the refused configs and the shuffled batches)")
-        return 1 if errors else 0
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

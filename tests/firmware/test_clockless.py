@@ -25,7 +25,7 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from micropython_runner import command, run
 from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 P = 2  # s: period_s, one epoch
 MARGIN_MS = 200  # device.lorawan.pace_margin_ms: uplinks at least 2.2 s apart without a clock

@@ -10,7 +10,7 @@ mutations of one valid config per protocol -- go through
   ``mss_node.check_config.summary`` (what ``mss device-sim --check-only``
   runs), under the real MicroPython unix port in one process, and under
   CPython: the two agree;
-* the host's loader, ``mss_protocol.oracle_config.load_dict``: it refuses
+* the host's loader, ``mss_protocol.configs.load_dict``: it refuses
   (with a ConfigError, never another exception) whenever the board does,
   naming the field in the table's cases.  The host may refuse more
   (thresholds other than the rule's, epsilon above MAX_EPSILON, a format or
@@ -27,7 +27,8 @@ from mss_node import check_config
 from mss_node.settings import Settings
 from mss_protocol.config_file import ConfigError
 from mss_protocol.config_vectors import BASES, TABLE, on_board, retag
-from mss_protocol.oracle_config import NAMES, load_dict
+from mss_protocol.configs import load_dict
+from mss_protocol.oracle_config import NAMES
 from mss_protocol.privacy import ONE
 
 BOARD = r"""

@@ -169,7 +169,7 @@ def test_refused_cell(tmp_path, device_refusals, cell):
 
     from mss_aggregator.collect.service import Aggregator
     from mss_protocol.choose import PlanError, choose
-    from mss_protocol.mss.config import ConfigError
+    from mss_protocol.config_file import ConfigError
 
     assert device_refusals[cell].startswith("REFUSED") and "frame" in device_refusals[cell], device_refusals[cell]
     d = refused_config(cell)

@@ -14,7 +14,7 @@ from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import ChirpStackEmulator, ModemEmulator
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 EUI = "70b3d57ed00000a1"
 NODE = r"""

@@ -14,7 +14,7 @@ import pytest
 from mss_aggregator.devices.runtime import REPO
 from mss_protocol import device_cost
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 sys.path.insert(0, str(REPO / "tools"))
 import mcu  # noqa: E402

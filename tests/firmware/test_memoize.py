@@ -18,18 +18,19 @@ import pytest
 
 from micropython_runner import run
 from mss_aggregator.distributions import parse
+from mss_device.frame import HEADER_BYTES
 from mss_device.rng import ByteRng
 from mss_node import files, settings
 from mss_node.app import Node
 from mss_node.reporter import Reporter
 from mss_node.state import State
 from mss_protocol import privacy, vectors
+from mss_protocol.codec import codec
+from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder
-from mss_protocol.oracle_config import OracleConfig, codec
-from mss_device.frame import HEADER_BYTES
 from mss_protocol.mss.wire import WireCodec
+from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.sealed import seal
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])

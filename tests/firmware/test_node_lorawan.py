@@ -9,7 +9,8 @@ import pytest
 from micropython_runner import run
 from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import codec, load_dict
+from mss_protocol.codec import codec
+from mss_protocol.configs import load_dict
 
 EUI = "70b3d57ed0000001"
 T0 = 1_800_000_000  # the device's clock: one epoch per tick (period_s = poll_s = 1)
@@ -260,7 +261,7 @@ def test_lorawan_device_ids_at_load(tmp_path):
     from mss_aggregator.collect.lorawan import parse_spec
     from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.shuffle.service import Shuffler
-    from mss_protocol.mss.config import ConfigError
+    from mss_protocol.config_file import ConfigError
 
     cfg = load_dict(choose(16, 2.0, "ss", frame="compact-epoch")["config"]).to_dict()  # any protocol: the link's id
     cases = [("lorawan", None, "LOADED None"), ("lorawan", EUI, f"LOADED {EUI}"),

@@ -16,7 +16,8 @@ import pytest
 from scipy.stats import chi2, chisquare
 
 from micropython_runner import run
-from mss_protocol.oracle_config import NAMES, OracleConfig, codec
+from mss_protocol.codec import codec
+from mss_protocol.oracle_config import NAMES, OracleConfig
 
 N, K, EPS, X = 20000, 16, 2.0, 3
 

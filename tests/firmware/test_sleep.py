@@ -31,7 +31,7 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from mss_aggregator.devices.runtime import BOARD, BoardClock, board_sleeps, board_times
 from mss_protocol import energy, lorawan
 from mss_protocol.choose import choose
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 PERIOD_S = 600  # ten minutes
 EPOCHS = 4
@@ -298,7 +298,7 @@ def test_mqtt_board_disconnects_to_sleep_and_reports_each_wake(tmp_path, mosquit
     import paho.mqtt.client as mqtt
 
     from mss_aggregator.devices.runtime import ensure_umqtt
-    from mss_protocol.oracle_config import codec
+    from mss_protocol.codec import codec
 
     ensure_umqtt()
     cfg = load_dict(choose(16, 2.0, "auto", frame="full")["config"])

@@ -42,8 +42,8 @@ from dataclasses import dataclass, replace
 from mss_aggregator.collect.lorawan import UplinkError
 from mss_device.frame import HEADER_BYTES
 from mss_device.gateway import DEVICE_ID, LineError, parse as parse_line
+from mss_protocol.codec import codec
 from mss_protocol.frames import WireError
-from mss_protocol.oracle_config import codec
 
 MAX_TOPIC = 256
 KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)

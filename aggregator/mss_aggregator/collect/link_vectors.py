@@ -34,8 +34,9 @@ from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, uplink_event_class
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_protocol import shuffled_batch, shuffled_vectors
+from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.oracle_config import OracleConfig, load_dict
+from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.shuffled_batch import BatchError
 from mss_protocol.vector_cli import vector_main
 from mss_protocol.vectors import ROOT, label_stream, report_from_stream

@@ -53,8 +53,8 @@ import time
 from dataclasses import dataclass
 
 from mss_aggregator.collect.store import SHUFFLER
+from mss_protocol.counts import Counts
 from mss_protocol.estimate import Estimate
-from mss_protocol.mss.counts import Counts
 
 
 @dataclass

@@ -11,17 +11,17 @@ from rich.live import Live
 from rich.table import Table
 
 from mss_aggregator.collect.collectors import Failures, MqttCollector, SerialCollector, Writer, check_topic_level
-from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.ingest import PAST_EPOCHS, Ingest
+from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, QUARANTINE_MAX_ROWS, SHUFFLER, StoreError, open_store
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import categories, shuffled_batch
 from mss_protocol.budget import check_device
+from mss_protocol.config_file import ConfigError, read_json
+from mss_protocol.configs import load_dict
 from mss_protocol.frames import dev_eui
-from mss_protocol.mss.config import ConfigError, read_json
-from mss_protocol.oracle_config import load_dict
 from mss_protocol.sealed import seal
 
 

@@ -30,9 +30,9 @@ duplicates by batch id (:meth:`~.store.Store.write_batch`).  Nothing here
 raises on any message.
 """
 from mss_aggregator.collect.ingest import held
-from mss_protocol.mss.config import ConfigError
-from mss_protocol.oracle_config import codec
 from mss_protocol import shuffled_batch
+from mss_protocol.codec import codec
+from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import BatchError, check_key, decode_batch
 
 

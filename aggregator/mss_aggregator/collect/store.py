@@ -83,9 +83,9 @@ from contextlib import closing, contextmanager
 
 import numpy as np
 
-from mss_protocol.mss.config import ConfigError
-from mss_protocol.mss.counts import Counts
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.config_file import ConfigError
+from mss_protocol.configs import load_dict
+from mss_protocol.counts import Counts
 
 # (version, statements); {id}, {blob}, {real} are the dialect's types.
 MIGRATIONS = [

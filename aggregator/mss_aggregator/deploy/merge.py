@@ -281,7 +281,7 @@ def check_aggregator(config_path, raw):
     """The campaign config as ``mss aggregate`` will read it: its clock and device fields."""
     from mss_aggregator.collect.service import campaign_clock
     from mss_protocol.budget import check_device
-    from mss_protocol.oracle_config import load_dict
+    from mss_protocol.configs import load_dict
 
     try:
         campaign_clock(raw)

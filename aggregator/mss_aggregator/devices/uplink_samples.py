@@ -35,7 +35,7 @@ from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
 from mss_node.reporter import Reporter
-from mss_protocol.oracle_config import load_dict
+from mss_protocol.configs import load_dict
 
 # The examples of docs/lorawan.md: a ChirpStack application id (a UUID), a TTS application on TTN,
 # a DevEUI in the TTN-assigned range, a frame counter.

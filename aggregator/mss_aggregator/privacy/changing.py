@@ -718,8 +718,8 @@ def hiding_options(ot, fleet, change, plan_for, central, irr_epsilon=None):
     of 1/k (the level the plan warns above) and this plan's own times sqrt(1 + slack) (the
     MSE slack auto plans with)."""
     from mss_aggregator.privacy.over_time import changing_at
+    from mss_protocol.configs import load_dict
     from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS
-    from mss_protocol.oracle_config import load_dict
 
     cfg, k, n, days = fleet.cfg, fleet.cfg.k, fleet.n, fleet.campaign_days
     threshold = fleet.detect

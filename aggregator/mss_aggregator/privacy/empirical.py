@@ -108,7 +108,8 @@ def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600,
     them, with the link epoch DRAW_EPOCH), else each report decoded by the aggregator's
     strict codec, with that link epoch, into what the channel reads (the point; olh's
     (a, b, y); the unary body)."""
-    from mss_protocol.oracle_config import OracleConfig, codec as codec_of
+    from mss_protocol.codec import codec as codec_of
+    from mss_protocol.oracle_config import OracleConfig
 
     if not isinstance(cfg, OracleConfig):  # mss, ss: bytes, parsed by the channel
         return firmware_reports(cfg, x, n, runtime, timeout)

@@ -123,7 +123,8 @@ def _fast(ch):
 
 
 def _config(cfg, irr):
-    from mss_protocol.oracle_config import OracleConfig, load_dict
+    from mss_protocol.configs import load_dict
+    from mss_protocol.oracle_config import OracleConfig
 
     if isinstance(cfg, dict):
         cfg = load_dict(cfg)

@@ -23,9 +23,9 @@ from mss_aggregator.collect.lorawan import config_port
 from mss_aggregator.collect.service import check_compact_link, check_lorawan_id, checked_clock, counters_table
 from mss_aggregator.shuffle.forward import Forwarder
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
-from mss_protocol.mss.config import ConfigError, read_json
-from mss_protocol.oracle_config import load_dict
 from mss_protocol import shuffled_batch
+from mss_protocol.config_file import ConfigError, read_json
+from mss_protocol.configs import load_dict
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING, check_key
 
 DEFAULT_MIN_BATCH = 100

@@ -15,8 +15,8 @@ import numpy as np
 from mss_device.frame import KINDS
 from mss_device.params import THRESHOLD_BITS, config_id
 from mss_protocol import privacy
-from mss_protocol.config_file import (  # noqa: F401  (FORMAT, FORMAT_VERSION, read_json: imported from here too)
-    FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index, read_json)
+from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
+                                      read_json)
 from mss_protocol.limits import DEVICE_DRAW, check_k
 from mss_protocol.subset_selection import optimal_omega, rank_bits, ss_q, ss_variance
 

@@ -64,7 +64,7 @@ class Decoder:
 
     @blas_threads
     def decode(self, counts, post="none"):
-        """Estimate frequencies from :class:`~mss_protocol.mss.counts.Counts`
+        """Estimate frequencies from :class:`~mss_protocol.counts.Counts`
         (with one BLAS thread: :mod:`.linalg`)."""
         if counts.cfg.config_id != self.cfg.config_id:
             raise ValueError("counts were made under another config")

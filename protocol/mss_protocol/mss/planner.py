@@ -48,7 +48,8 @@ except ImportError:  # not POSIX: no lock, two processes may search the same pla
     fcntl = None
 
 from mss_protocol import privacy
-from mss_protocol.mss.config import ConfigError, MssConfig
+from mss_protocol.config_file import ConfigError
+from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.linalg import ResidueComponents, SingularError, blas_threads
 from mss_protocol.mss.variance import predicted_mse, ss_mse
 from mss_protocol.subset_selection import optimal_omega, rank_bits

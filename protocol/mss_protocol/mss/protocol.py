@@ -16,11 +16,11 @@ from mss_device.frame import HEADER, start
 from mss_device.randomiser import Randomiser
 from mss_device.rng import ByteRng
 from mss_protocol.base import Protocol
+from mss_protocol.counts import Counts
 from mss_protocol.draw_ahead import DrawAhead
 from mss_protocol.host_client import BlockClient, ranker
 from mss_protocol.mss.channel import ResidueChannel
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.counts import Counts
 from mss_protocol.mss.decoder import Decoder, item_variance
 from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts

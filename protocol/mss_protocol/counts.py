@@ -5,14 +5,16 @@ For block j the aggregator keeps n_j (reports with J = j) and c_j[r]
 counts are additive, so accumulators merge by addition, and they are saved
 together with the config that defines them.  The one-output protocols
 (:mod:`mss_protocol.oracle_config`) use the same shape with one block: their
-support counts or report histogram.
+support counts or report histogram, so this type lives outside any one
+protocol's package.
 """
 import json
 import os
 
 import numpy as np
 
-from mss_protocol.mss.config import ConfigError, read_json
+from mss_protocol.config_file import ConfigError, read_json
+from mss_protocol.configs import load_dict
 
 FORMAT = "mss-counts"
 FORMAT_VERSION = 1
@@ -83,8 +85,6 @@ class Counts:
     def from_dict(cls, d, source="counts"):
         if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
             raise ConfigError(f"{source}: not an {FORMAT} v{FORMAT_VERSION} file")
-        from mss_protocol.oracle_config import load_dict
-
         cfg = load_dict(d.get("config"), source=f"{source}: config")
         try:
             n = np.asarray(d["n"], dtype=np.int64)
