@@ -37,7 +37,6 @@ def test_every_command_function_at_most_60_lines():
     assert not FOUND["command"], _listing("command")
 
 
-@pytest.mark.xfail(strict=True, reason="plan_cmd 221 lines when marked")
 def test_plan_cmd_at_most_60_lines():
     """``mss plan`` maps its options to :class:`mss_aggregator.plan.PlanRequest` and renders the plan."""
     assert not [item for item in FOUND["command"] if "plan_cmd" in item["what"]], _listing("command")

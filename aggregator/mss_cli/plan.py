@@ -1,32 +1,38 @@
-"""``mss plan``: choose a protocol and its configuration for a domain, a budget and a link."""
+"""``mss plan``: choose a protocol and its configuration for a domain, a budget and a link.
+
+The command maps its options to a :class:`mss_aggregator.plan.PlanRequest`, plans it
+(:func:`mss_aggregator.plan.plan`) and renders the :class:`~mss_aggregator.plan.Plan` as a table or
+as JSON; the option combinations a request cannot express are refused here, and the planner's
+errors, which name the request's fields, are shown naming the options."""
 import json
 import math
 import os
+from types import SimpleNamespace
 
 import click
 from click.core import ParameterSource
 from rich.table import Table
 
-from mss_aggregator.distributions import DistributionError, parse
-from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
+from mss_aggregator.distributions import DistributionError
+from mss_aggregator.plan import (DEFAULT_BOARD, DEFAULT_MODEM, Hardware, Limits, PlanRequest, Question, Reporting,
+                                 RequestError, Shuffling, plan)
+from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS
 from mss_cli import changing as change_opts
 from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
 from mss_device.frame import KINDS
+from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan, shuffling
-from mss_protocol.choose import CHOICES, IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
-from mss_protocol.configs import load_dict
+from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT
 from mss_protocol.limits import MAX_K
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.progress import Reporter
 
-IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
-DEFAULT_PERIOD_S = 3600  # the firmware's device.period_s default (firmware/lib/mss_node/settings.py)
-DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with --link of the energy model) unless given
-DEFAULT_MODEM = "rak3172"
-OLH_NAMES_DEVICE = ("its hash seed is derived from the device id (protocol/SPEC.md section 3), so a report "
-                    "names its device and no shuffler can hide it")
-OLH_LEFT_OUT = "shuffled: its seed names the device (SPEC.md section 3)"  # the plan table's note
+FLAGS = {"epsilon": "--epsilon", "protocol": "--protocol", "question.target_se": "--target-se",
+         "reporting.budget": "--budget", "reporting.irr_epsilon": "--irr-epsilon", "hardware.board": "--board",
+         "hardware.modem": "--modem", "hardware.battery_mah": "--battery", "hardware.period_s": "--period",
+         "hardware.link": "--link lorawan:REGION:DR", "question.detect": "--detect",
+         "reporting.memoize": "--fresh-reports", "shuffle.central_epsilon": "--central-epsilon"}
 
 
 def _link(ctx, param, value):
@@ -113,7 +119,7 @@ def _writable_in(ctx, param, value):
 @click.option("--period", type=click.IntRange(1, YEAR_S), default=None, metavar="S",
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
                    "Default: with --link the shortest its budget allows (a shorter one is refused), "
-                   f"else the firmware's {DEFAULT_PERIOD_S}.")
+                   f"else the firmware's {DEVICE_DEFAULTS['period_s']}.")
 @click.option("--board", type=click.Choice(tuple(device_cost.CORES)), default=None,
               help=f"The MicroPython board device_ms and --max-device-ms are of (default {DEFAULT_BOARD}: a Pico W; "
                    "docs/device-cost.md), with --link also of the energy model (docs/energy.md; "
@@ -146,174 +152,79 @@ def _writable_in(ctx, param, value):
                    f"{shuffling.EPS0_MAX:g}) whose shuffled batch of N is (C, --delta)-DP, and state its MSE beside "
                    "the pure-local plan at epsilon C.  Replaces --epsilon (give one of them).")
 @change_opts.options
-def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, target_se, prior_spec,
-             max_device_ms, mse_slack, seed, as_json, device_config, period, board, modem, battery, no_cache,
-             campaign_days, budget_spec, fresh_reports, irr_epsilon, shuffle_n, delta, central_epsilon,
-             change_every, transitions):
+def plan_cmd(**options):
     """Choose the protocol and parameters for K categories at EPSILON."""
-    notes = []
-    change = change_opts.change_model(change_every, transitions, k)
-    ctx = click.get_current_context()
-    if central_epsilon is not None and shuffle_n is None:
+    o = SimpleNamespace(**options)
+    request = _request(click.get_current_context(), o)
+    err = make_console(stderr=True)  # MSS's search says how far it is once it has taken 2 s, on stderr
+    try:
+        p = plan(request, progress=Reporter(lambda text: err.print(text, markup=False, highlight=False)))
+    except RequestError as exc:
+        raise _bad_option(exc)
+    except (DistributionError, PlanError) as exc:
+        fail(str(exc))
+    if o.device_config:
+        try:
+            p.save_device_config(o.device_config)
+        except OSError as exc:
+            fail(f"--device-config {o.device_config}: cannot write it: {exc.strerror or exc}")
+    if o.as_json:
+        click.echo(json.dumps(p.to_dict(), indent=1))
+    else:
+        _print_plan(make_console(), p, o.device_config)
+
+
+def _request(ctx, o):
+    """The :class:`PlanRequest` of the options; the combinations a request cannot express (a central
+    epsilon or a delta without a shuffled batch, no epsilon at all) refused naming the options."""
+    def given(name):
+        return ctx.get_parameter_source(name) != ParameterSource.DEFAULT
+
+    change = change_opts.change_model(o.change_every, o.transitions, o.k)
+    if o.central_epsilon is not None and o.shuffle_n is None:
         raise click.BadParameter("needs --shuffle-n N (the central epsilon is of a shuffled batch of N reports)",
                                  param_hint="--central-epsilon")
-    if shuffle_n is None and ctx.get_parameter_source("delta") != ParameterSource.DEFAULT:
+    if o.shuffle_n is None and given("delta"):
         raise click.BadParameter("needs --shuffle-n N (the delta is of a shuffled batch)", param_hint="--delta")
-    if central_epsilon is not None and epsilon is not None:
+    if o.central_epsilon is not None and o.epsilon is not None:
         raise click.BadParameter("--central-epsilon plans the epsilon per report: give --epsilon or "
                                  "--central-epsilon, not both", param_hint="--epsilon")
-    if epsilon is None and central_epsilon is None:
+    if o.epsilon is None and o.central_epsilon is None:
         raise click.UsageError("Missing option '--epsilon' (or --central-epsilon C with --shuffle-n N)")
-    if shuffle_n is not None and protocol == "olh":
-        raise click.BadParameter(f"olh cannot be shuffled: {OLH_NAMES_DEVICE}", param_hint="--protocol")
-    # a named GRR, OUE or SUE plan: its own bound (SS and HR: the generic bound here, their size
-    # depends on epsilon; the plan's central figure at the epsilon found uses theirs)
-    bound = dict(zip(("protocol", "k", "size"), shuffling.bound_args(protocol, k, irr_epsilon is not None)))
-    if central_epsilon is not None:
-        # to 4 decimals, rounded down (a smaller epsilon still meets C): the config and the title state it
-        epsilon = math.floor(shuffling.largest_eps0(central_epsilon, shuffle_n, delta, **bound) * 1e4) / 1e4
-    if shuffle_n is not None and ctx.get_parameter_source("n") == ParameterSource.DEFAULT:
-        n = shuffle_n  # one epoch's estimate is of one shuffled batch
-    if detect is not None and target_se is not None:
-        raise click.BadParameter("a question is a frequency to detect or a standard error to reach: give "
-                                 "--detect or --target-se, not both", param_hint="--target-se")
-    if (detect, target_se) != (None, None) and ctx.get_parameter_source("n") == ParameterSource.DEFAULT:
-        n = None  # stated at the devices the chosen protocol needs
-    if fresh_reports and budget_spec is not None:
-        raise click.BadParameter("a budget limits fresh draws of memoized reports: give --budget or "
-                                 "--fresh-reports, not both", param_hint="--budget")
-    if irr_epsilon is not None and protocol not in ("auto",) + IRR_PROTOCOLS:
-        raise click.BadParameter(f"{protocol} has no instantaneous layer: only {', '.join(IRR_PROTOCOLS)} "
-                                 "(one output a report) take one", param_hint="--irr-epsilon")
-    memoize = not fresh_reports
-    # a memoized OLH report needs one hash seed a device (SPEC.md section 4): compact frames are then fine
-    olh_seed = "device" if memoize else "epoch"
-    if not link:
-        for flag, value in (("--modem", modem), ("--battery", battery)):
-            if value is not None:
-                raise click.BadParameter("needs --link lorawan:REGION:DR (the energy model is of a LoRaWAN "
-                                         "board)", param_hint=flag)
-    if link:
-        board, modem = board or DEFAULT_BOARD, modem or DEFAULT_MODEM
-        if board not in energy.BOARDS:
-            raise click.BadParameter(f"the energy model has no figures for {board} (docs/energy.md: "
-                                     f"{', '.join(energy.BOARDS)}); without --link it gives {board}'s device_ms",
-                                     param_hint="--board")
-        try:
-            energy.check(link, board, modem)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--modem")
-        if max_bytes is not None and max_bytes != link.max_payload:
-            notes.append(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
-                         f"the smaller, {min(max_bytes, link.max_payload)}, is used")
-        max_bytes = min(max_bytes or link.max_payload, link.max_payload)
-        if click.get_current_context().get_parameter_source("frame") == ParameterSource.DEFAULT:
-            # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
-            # needs the drawing epoch on the wire (SPEC.md section 4)
-            frame = "compact-epoch" if protocol == "olh" and olh_seed == "epoch" else "compact"
-    if frame == "compact":
-        notes.append("compact frames are dated by arrival: boards need device.transport lorawan")
-    try:
-        prior = None if prior_spec == "uniform" else parse(prior_spec, k)
-        err = make_console(stderr=True)  # MSS's search says how far it is once it has taken 2 s, on stderr
-        common = dict(max_bytes=max_bytes, max_bits=max_bits, frame=frame, n=n, prior=prior, prior_label=prior_spec,
-                      seed=seed, use_cache=not no_cache, max_device_ms=max_device_ms, mse_slack=mse_slack,
-                      link=link, board=board or DEFAULT_BOARD, modem=modem or DEFAULT_MODEM, period_s=period,
-                      olh_seed=olh_seed, irr_epsilon=irr_epsilon, detect=detect, target_se=target_se,
-                      progress=Reporter(lambda text: err.print(text, markup=False, highlight=False)))
-        result = choose(k, epsilon, protocol, exclude={"olh": OLH_LEFT_OUT} if shuffle_n else None, **common)
-        if shuffle_n is not None:
-            # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
-            local = None if central_epsilon is None else choose(k, central_epsilon, protocol, **common)
-            result["shuffle"] = _shuffle(k, epsilon, shuffle_n, delta, result, local, central_epsilon,
-                                        irr_epsilon is not None)
-    except DistributionError as exc:
-        fail(str(exc))
-    except PlanError as exc:
-        fail(f"{exc} ({link.spec} carries {link.max_payload} bytes)" if link else str(exc))
+    shuffle = (None if o.shuffle_n is None else
+               Shuffling(n=o.shuffle_n, delta=o.delta, central_epsilon=o.central_epsilon))
+    return PlanRequest(
+        k=o.k, epsilon=o.epsilon, protocol=o.protocol, seed=o.seed, use_cache=not o.no_cache, shuffle=shuffle,
+        limits=Limits(max_bytes=o.max_bytes, max_bits=o.max_bits, frame=o.frame if given("frame") else None,
+                      max_device_ms=o.max_device_ms),
+        question=Question(n=o.n if given("n") else None, detect=o.detect, target_se=o.target_se,
+                          prior=o.prior_spec, mse_slack=o.mse_slack),
+        hardware=Hardware(link=o.link, board=o.board, modem=o.modem, battery_mah=o.battery, period_s=o.period),
+        reporting=Reporting(memoize=not o.fresh_reports, budget=o.budget_spec, irr_epsilon=o.irr_epsilon,
+                            campaign_days=o.campaign_days, change=change,
+                            over_time=True if o.device_config else None))
+
+
+def _bad_option(exc):
+    """The usage error of a :class:`RequestError`, naming the options of its fields."""
+    if exc.needs:
+        words = f"needs {FLAGS[exc.needs]} ({exc.reason})"
+    elif exc.excludes:
+        words = f"{exc.reason}: give {FLAGS[exc.field]} or {FLAGS[exc.excludes]}, not both"
+    else:
+        words = exc.reason
+    return click.BadParameter(words, param_hint=FLAGS[exc.field])
+
+
+def _print_plan(out, p, device_config):
+    """The human output: the candidates' table, the choice and why, resolution, link, energy,
+    shuffle, notes, privacy over time and the options that hide change times."""
+    r, result, frame, max_bytes = p.request, p.to_dict(), p.frame, p.max_bytes
+    k, max_bits, prior_spec, link = r.k, r.limits.max_bits, r.question.prior, r.hardware.link
     n = result["n"]
-    if result.get("shuffle", {}).get("central_epsilon") is not None and protocol == "auto" and irr_epsilon is None:
-        # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
-        own = shuffling.largest_eps0(central_epsilon, shuffle_n, delta, protocol="grr", k=k)
-        own = math.floor(own * 1e4) / 1e4
-        words = (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {central_epsilon:g} up "
-                 f"to epsilon {own:g}")
-        if own > epsilon and result["protocol"] == "grr":
-            notes.append(f"{words}: --protocol grr plans it there")
-        elif own > epsilon and result["predicted_mse"] is not None:
-            try:
-                grr = choose(k, own, "grr", exclude={"olh": OLH_LEFT_OUT}, **common)
-            except (DistributionError, PlanError):
-                grr = None  # GRR does not fit this plan's limits: nothing to suggest
-            if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
-                notes.append(f"{words}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this plan's "
-                             f"{result['predicted_mse']:.4g}: --protocol grr plans it there")
-    if "shuffle" in result and memoize:
-        notes.append("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every epoch "
-                     "is found by intersecting batches, so over more than one batch the guarantee is the memoized "
-                     "draw's epsilon, not eps_c composed (mss estimate says so; --fresh-reports compose; "
-                     "docs/privacy.md, the shuffle model)")
-    if link:
-        budget = lorawan.budget(link, result["frame_bytes"])
-        result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
-                      reports_per_day=budget.pop("reports_per_day"), link_budget=budget)
-        least = budget["min_period_s"]
-        if period is not None and period < least:
-            raise click.BadParameter(f"{period} s is shorter than {least} s, the shortest period {link.spec} "
-                                     f"allows a {result['frame_bytes']}-byte report (TTN fair use, duty cycle)",
-                                     param_hint="--period")
-        period = period or least
-        # the energy at the plan's period (the candidates' too: auto's order does not depend on it)
-        for row in result["candidates"]:
-            if "energy_mj_per_report" in row:
-                row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["rp2040_ms"], board, modem,
-                                                            period, board_ms=row["device_ms"])["energy_mj_per_report"]
-        e = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board, modem, period, battery,
-                          board_ms=result["device_ms"])
-        result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
-                      battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
-                      energy_times_s=e["times_s"], energy_model=e["energy_model"])
-    knows_period = period is not None or bool(link) or bool(device_config) or fresh_reports or change is not None
-    result["period_s"] = period = period or DEFAULT_PERIOD_S
-    # a battery (LoRaWAN) board sleeps between reports in its port's best mode (rp2's deepsleep is
-    # lightsleep then a reset: no lower, and a boot a report); a board on mains or Wi-Fi polls
-    result["device_sleep"] = sleep = energy.BOARDS[board]["sleep"] if link else "none"
-    cfg = load_dict(result["config"])
-    section = None
-    if memoize:
-        section = _budget_section(cfg, budget_spec or (budgets.DEFAULT_FACTOR * epsilon, budgets.DEFAULT_DAYS),
-                                  budget_spec is None)
-    result.update(device_memoize=memoize, device_budget=section)
-    if getattr(cfg, "irr_epsilon", None) is not None:
-        # the layer spreads y' over the whole alphabet: p* - q* = (p - q)(p1 - q1) (docs/privacy.md section 3)
-        result["irr_mse_factor"] = cfg.protocol.variance(n, prior) / cfg.protocol.prr.variance(n, prior)
-        if result["irr_mse_factor"] > IRR_MSE_WARN:
-            notes.append(f"[red]the instantaneous layer (irr epsilon {irr_epsilon:g}) multiplies {result['protocol']}'s "
-                         f"predicted MSE by {result['irr_mse_factor']:.3g}[/red]: it re-randomises over all "
-                         f"{cfg.protocol.irr.n} outputs; it pays on grr or olh with few buckets")
-    if knows_period:
-        result["privacy_over_time"] = over_time(cfg, period, prior, campaign_days, memoize, section,
-                                                prior_label=prior_spec, change=change)
-    if change is not None and knows_period:
-        result["hiding_options"] = _hiding(result, cfg, change, n, prior, period, campaign_days, mse_slack, detect,
-                                           common, irr_epsilon, delta)
-    if device_config:
-        # the period, sleep, memoize and budget: a LoRaWAN transport also needs the modem's UART or path,
-        # which a plan cannot know
-        device = {"period_s": period, "sleep": sleep}
-        if memoize:
-            device.update(memoize=True, budget=section)
-        try:
-            cfg.save(device_config, {"device": device})
-        except OSError as exc:
-            fail(f"--device-config {device_config}: cannot write it: {exc.strerror or exc}")
-    if as_json:
-        click.echo(json.dumps(result, indent=1))
-        return
-    out = make_console()
     budget = ", ".join(x for x in (f"<= {max_bytes} bytes" if max_bytes else "",
                                    f"<= {max_bits} body bits" if max_bits else "") if x) or "no size budget"
-    table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior",
+    table = Table(title=f"k={k}, epsilon={p.epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior",
                   caption=f"MSE: the predicted mean squared error of an item's estimated frequency at n={n}, "
                           f"the {prior_spec} prior; vs SS: MSE / SubsetSelection's (below 1: more accurate)"
                           + ("; devices: the fleet the question needs" if result["devices_needed"] is not None
@@ -333,13 +244,36 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
+    _print_choice(out, p)
+    if link:
+        _print_budget(out, link, result)
+        _print_energy(out, result)
+    if "shuffle" in result:
+        _print_shuffle(out, result["shuffle"])
+    for note in p.notes:
+        out.print(f"note: [red]{note.text}[/red]" if note.alarm else f"note: {note.text}")
+    if "privacy_over_time" in result:
+        _print_over_time(out, result["privacy_over_time"], not r.reporting.memoize)
+    if "hiding_options" in result:
+        change_opts.print_hiding(out, result["hiding_options"])
+    if device_config:
+        section = result["device_budget"]
+        extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
+                 if r.reporting.memoize else "; no device.memoize, no device.budget (--fresh-reports)")
+        out.print(f"wrote {device_config} (device.period_s {result['period_s']}), device.sleep "
+                  f"{result['device_sleep']}{extra}")
+
+
+def _print_choice(out, p):
+    """The models' footnote, the chosen plan and why, MSS's moduli, the resolution and the device time."""
+    r, result = p.request, p.to_dict()
     isa, cpi, hz = device_cost.CORES[result["board"]]
     out.print(f"* models: device time per report on {result['board']} ({hz / 1e6:g} MHz) from {isa.upper()} "
               f"instruction counts x {cpi:g} cycles each (tools/bench_mcu.py, docs/device-cost.md), decode time "
               "on one core")
     out.print(f"chosen: {result['protocol']}, {result['body_bits']}-bit body, {result['frame_bytes']}-byte "
-              f"{frame} frame, eps_effective {figure(result['eps_effective'], 6)}, config id {result['config_id']}")
-    out.print(f"why: {_why(protocol, result, link, mse_slack)}", highlight=False)
+              f"{p.frame} frame, eps_effective {figure(result['eps_effective'], 6)}, config id {result['config_id']}")
+    out.print(f"why: {_why(r.protocol, result, r.hardware.link, r.question.mse_slack)}", highlight=False)
     if result["protocol"] == "mss":
         parts = result["predicted_mse_parts"]
         out.print(f"MSS moduli {result['moduli']}, subset sizes {result['omegas']}; predicted MSE "
@@ -348,44 +282,10 @@ def plan_cmd(k, epsilon, protocol, max_bytes, max_bits, frame, link, n, detect, 
         if result["variance_ratio_vs_ss"] > 1 and result["body_bits"] >= result["ss_bits"]:
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}): --protocol ss")
-    _print_resolution(out, k, result)
+    _print_resolution(out, r.k, result)
     if not result["device_ok"]:
         out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on {result['board']} is above --max-device-ms "
-                  f"{max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
-    if link:
-        _print_budget(out, link, result)
-        _print_energy(out, result)
-    if "shuffle" in result:
-        _print_shuffle(out, result["shuffle"])
-    for note in notes:
-        out.print(f"note: {note}")
-    if "privacy_over_time" in result:
-        _print_over_time(out, result["privacy_over_time"], fresh_reports)
-    if "hiding_options" in result:
-        change_opts.print_hiding(out, result["hiding_options"])
-    if device_config:
-        extra = (f", device.memoize true, device.budget {section['epsilon']:g} per {section['days']} days"
-                 if memoize else "; no device.memoize, no device.budget (--fresh-reports)")
-        out.print(f"wrote {device_config} (device.period_s {period}), device.sleep {sleep}{extra}")
-
-
-def _shuffle(k, eps0, shuffle_n, delta, result, local, central_epsilon, irr):
-    """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``shuffle_n``
-    reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, the protocol's own
-    bound when GRR, OUE, SUE, SS or HR is chosen: shuffling.bound_args; epsilon, not the config's eps_effective <= epsilon: an upper bound), and with
-    --central-epsilon the pure-local plan ``local`` at epsilon = C beside it (ratio: local MSE over
-    shuffled MSE, above 1 when shuffling pays)."""
-    from mss_protocol import configs
-
-    cfg = configs.load_dict(result["config"])  # the device config: its protocol's size (ss: w, hr: b)
-    name, _, _, size = shuffling.config_bound(cfg)
-    c = shuffling.central_epsilon(eps0, shuffle_n, delta, *shuffling.bound_args(name, k, irr, size))
-    out = {"n": shuffle_n, "delta": delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}
-    if local is not None:
-        out.update(central_epsilon=central_epsilon, local_protocol=local["protocol"],
-                   local_mse=local["predicted_mse"], shuffled_mse=result["predicted_mse"],
-                   ratio=local["predicted_mse"] / result["predicted_mse"])
-    return out
+                  f"{r.limits.max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")
 
 
 def _print_shuffle(out, s):
@@ -435,23 +335,6 @@ def _print_resolution(out, k, result):
         out.print(f"[red]warning: {warning}[/red]", highlight=False)
 
 
-def _budget_section(cfg, spec, default):
-    """device.budget for ``cfg``, refused (exit 2) when no fresh draw would fit it or the board's ledger
-    could not hold the draws it allows."""
-    section = budgets.budget_section(*spec)
-    n = budgets.draws_per_window(section, budgets.worst_ratio(cfg))
-    how = f"the default {budgets.DEFAULT_FACTOR} x --epsilon" if default else f"--budget {spec[0]:g}/{spec[1]}"
-    if n == 0:
-        raise click.BadParameter(f"{how} is below one fresh draw of the config (eps_effective "
-                                 f"{cfg.eps_effective:.6g}): the board could never report; give at least that",
-                                 param_hint="--budget")
-    if n > budgets.SPENT_MAX:
-        raise click.BadParameter(f"{how} allows {n} fresh draws (eps_effective {cfg.eps_effective:.6g}) in "
-                                 f"{spec[1]} days, more than the {budgets.SPENT_MAX} a board's ledger holds: "
-                                 "give a smaller --budget", param_hint="--budget")
-    return section
-
-
 def attacker_cell(m):
     """An attacker's success as printed (docs/privacy.md section 3, "Simulated figures"): exact
     as it is; simulated with its 95% interval, "≥ " before it past the simulated draws, and
@@ -463,26 +346,6 @@ def attacker_cell(m):
     lo, hi = m["ci"]
     return (("≥ " if m["lower_bound"] else "") + f"{m['success']:.3g}" + ("†" if m["capped"] else "")
             + f" [{lo:.3g}, {hi:.3g}]")
-
-
-def _hiding(result, cfg, change, n, prior, period, campaign_days, mse_slack, detect, common, irr_epsilon, delta):
-    """The plan's ``hiding_options`` (mss_aggregator.privacy.changing.hiding_options): each IRR
-    protocol planned as --protocol NAME --irr-epsilon E1 would plan it, the shuffler at n."""
-    from mss_aggregator.privacy.changing import Fleet, hiding_options
-
-    def plan_for(name, e1):
-        try:
-            return choose(cfg.k, float(cfg.epsilon), name, **dict(common, irr_epsilon=e1, olh_seed="device", n=n,
-                                                                   detect=None, target_se=None, progress=None))
-        except PlanError as exc:
-            raise ValueError(str(exc)) from None
-
-    def central(m):
-        c = shuffling.central_epsilon(float(cfg.epsilon), m, delta)
-        return c.eps, c.method
-
-    fleet = Fleet(cfg, n, prior, period, campaign_days, result["detectable_frequency"], mse_slack, detect)
-    return hiding_options(result["privacy_over_time"], fleet, change, plan_for, central, irr_epsilon)
 
 
 def _print_over_time(out, ot, fresh_reports):

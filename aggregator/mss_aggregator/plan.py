@@ -1,0 +1,408 @@
+"""Plan a deployment: the protocol and its configuration for a domain, a privacy budget, a report
+size and a link, with what it costs the boards and what it concedes over time.
+
+The application layer of ``mss plan`` (the command maps its options to a :class:`PlanRequest` and
+renders the :class:`Plan`); a notebook, a service or a test calls it the same way::
+
+    >>> from mss_aggregator.plan import PlanRequest, Question, plan
+    >>> p = plan(PlanRequest(k=16, epsilon=2.0, question=Question(n=1000)))
+    >>> p.to_dict()["protocol"], p.to_dict()["n"]
+    ('ss', 1000)
+
+``Plan.to_dict()`` is ``mss plan --json``, field for field (other tools read those names).  A
+request the planner cannot serve raises :class:`RequestError`, naming the request field at fault;
+a plan that does not exist (nothing fits the limits) :class:`~mss_protocol.mss.planner.PlanError`;
+an unreadable prior :class:`~mss_aggregator.distributions.DistributionError`.
+"""
+import math
+from dataclasses import dataclass, field
+
+from mss_aggregator.distributions import DistributionError, parse
+from mss_aggregator.privacy.changing import Change
+from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
+from mss_node.settings import DEVICE_DEFAULTS
+from mss_protocol import budget as budgets
+from mss_protocol import energy, lorawan, shuffling
+from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
+from mss_protocol.configs import load_dict
+from mss_protocol.mss.planner import PlanError
+
+IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
+DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with a link of the energy model) unless given
+DEFAULT_MODEM = "rak3172"
+OLH_NAMES_DEVICE = ("its hash seed is derived from the device id (protocol/SPEC.md section 3), so a report "
+                    "names its device and no shuffler can hide it")
+OLH_LEFT_OUT = "shuffled: its seed names the device (SPEC.md section 3)"  # the candidates' note
+
+
+class RequestError(ValueError):
+    """A request the planner refuses: ``field``, the :class:`PlanRequest` field at fault, dotted
+    (``"hardware.board"``), ``reason`` in words, and the field it ``needs`` or ``excludes`` if the
+    fault is a combination (a caller with its own names for the fields words it with them)."""
+
+    def __init__(self, field_name, reason, needs=None, excludes=None):
+        self.field, self.reason, self.needs, self.excludes = field_name, reason, needs, excludes
+        super().__init__(reason + (f" ({field_name} needs {needs})" if needs else "")
+                         + (f" ({field_name} excludes {excludes})" if excludes else ""))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one report may cost: its whole size in bytes, its body in bits, its frame (None: full,
+    on a LoRaWAN link compact, compact-epoch for OLH with a seed an epoch) and its time on the board."""
+    max_bytes: int = None
+    max_bits: int = None
+    frame: str = None
+    max_device_ms: float = MAX_DEVICE_MS
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the estimate must resolve: the fleet size ``n`` it is stated at (None: a shuffled
+    batch's size, or with ``detect``/``target_se`` the devices the chosen protocol needs, else
+    :data:`~mss_protocol.choose.N_DEFAULT`), the frequency to detect or the standard error to reach,
+    the ``prior`` the MSE is predicted at (a :func:`~mss_aggregator.distributions.parse` spec) and
+    auto's ``mse_slack``."""
+    n: int = None
+    detect: float = None
+    target_se: float = None
+    prior: str = "uniform"
+    mse_slack: float = MSE_SLACK
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The boards: their ``link`` (a :class:`~mss_protocol.lorawan.Link` or None), ``board`` and
+    ``modem`` (None: :data:`DEFAULT_BOARD`, with a link :data:`DEFAULT_MODEM`), the battery in mAh
+    (a link's energy model only) and the reporting period in seconds (None: with a link the
+    shortest its budget allows, else the firmware's default)."""
+    link: object = None
+    board: str = None
+    modem: str = None
+    battery_mah: float = None
+    period_s: int = None
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """How the boards spend privacy over time: ``memoize`` (False: every report a fresh draw, no
+    budget), the ``budget`` (epsilon, days) of fresh draws (None: the default factor of epsilon),
+    an instantaneous layer at ``irr_epsilon``, the campaign's length, the value's :class:`Change`
+    model, and ``over_time``: True states the privacy over time even at the default period
+    (None: when the period is known: given, a link's, fresh reports or a change model)."""
+    memoize: bool = True
+    budget: tuple = None
+    irr_epsilon: float = None
+    campaign_days: int = CAMPAIGN_DAYS
+    change: Change = None
+    over_time: bool = None
+
+
+@dataclass(frozen=True)
+class Shuffling:
+    """Reports pass an anonymising shuffler in batches of ``n``: the central (eps_c, ``delta``) of
+    a batch is stated; with ``central_epsilon`` the plan is at the largest epsilon a report whose
+    batch meets it (the request's epsilon is then None)."""
+    n: int
+    delta: float = shuffling.DEFAULT_DELTA
+    central_epsilon: float = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One planning question: ``k`` categories at ``epsilon`` a report (None with
+    ``shuffle.central_epsilon``), ``protocol`` (a :data:`~mss_protocol.choose.CHOICES` name, auto:
+    the planner's choice), the MSS moduli search's ``seed`` and whether it may use its cache."""
+    k: int
+    epsilon: float = None
+    protocol: str = "auto"
+    limits: Limits = field(default_factory=Limits)
+    question: Question = field(default_factory=Question)
+    hardware: Hardware = field(default_factory=Hardware)
+    reporting: Reporting = field(default_factory=Reporting)
+    shuffle: Shuffling = None
+    seed: int = 0
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
+class Note:
+    """A remark on the plan, in words; ``alarm``: it warns of a cost the operator should weigh."""
+    text: str
+    alarm: bool = False
+
+
+@dataclass
+class Plan:
+    """The plan of a :class:`PlanRequest`: ``fields`` (``mss plan --json``'s dict, :meth:`to_dict`),
+    the ``epsilon``, ``frame`` and ``max_bytes`` it was made at (a central epsilon's epsilon, a
+    link's frame and payload), its ``notes``, and the device config and ``device`` section
+    :meth:`save_device_config` writes."""
+    request: PlanRequest
+    fields: dict
+    epsilon: float
+    frame: str
+    max_bytes: int
+    config: object
+    device: dict
+    notes: list = field(default_factory=list)
+
+    def to_dict(self):
+        """``mss plan --json``: the chosen protocol's plan, its candidates, resolution, link, energy,
+        shuffle and privacy over time (mss_protocol.choose.choose's fields and this module's)."""
+        return self.fields
+
+    def save_device_config(self, path):
+        """Write the config file devices and the aggregator load, with this plan's device section
+        (period, sleep, memoize and budget; raises OSError)."""
+        self.config.save(path, {"device": self.device})
+
+
+def check(request):
+    """Raise :class:`RequestError` if the request's parts contradict each other."""
+    r, sh, rep, hw = request, request.shuffle, request.reporting, request.hardware
+    if sh is not None and sh.central_epsilon is not None and r.epsilon is not None:
+        raise RequestError("epsilon", "a central epsilon plans the epsilon per report",
+                           excludes="shuffle.central_epsilon")
+    if r.epsilon is None and (sh is None or sh.central_epsilon is None):
+        raise RequestError("epsilon", "an epsilon per report is needed (or a central epsilon of a shuffled batch)")
+    if sh is not None and r.protocol == "olh":
+        raise RequestError("protocol", f"olh cannot be shuffled: {OLH_NAMES_DEVICE}")
+    if r.question.detect is not None and r.question.target_se is not None:
+        raise RequestError("question.target_se", "a question is a frequency to detect or a standard error to "
+                                                 "reach", excludes="question.detect")
+    if not rep.memoize and rep.budget is not None:
+        raise RequestError("reporting.budget", "a budget limits fresh draws of memoized reports",
+                           excludes="reporting.memoize")
+    if rep.irr_epsilon is not None and r.protocol not in ("auto",) + IRR_PROTOCOLS:
+        raise RequestError("reporting.irr_epsilon", f"{r.protocol} has no instantaneous layer: only "
+                                                    f"{', '.join(IRR_PROTOCOLS)} (one output a report) take one")
+    if hw.link is None:
+        for name in ("modem", "battery_mah"):
+            if getattr(hw, name) is not None:
+                raise RequestError(f"hardware.{name}", "the energy model is of a LoRaWAN board",
+                                   needs="hardware.link")
+    else:
+        board, modem = hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
+        if board not in energy.BOARDS:
+            raise RequestError("hardware.board", f"the energy model has no figures for {board} (docs/energy.md: "
+                                                 f"{', '.join(energy.BOARDS)}); without a link the plan gives "
+                                                 f"{board}'s device_ms")
+        try:
+            energy.check(hw.link, board, modem)
+        except ValueError as exc:
+            raise RequestError("hardware.modem", str(exc)) from None
+
+
+def plan(request, progress=None):
+    """The :class:`Plan` of ``request``; ``progress``: a :class:`mss_protocol.progress.Reporter`
+    for MSS's moduli search (it says how far it is once it has taken 2 s), or None."""
+    check(request)
+    r, sh, q, hw, rep = request, request.shuffle, request.question, request.hardware, request.reporting
+    epsilon = r.epsilon if sh is None or sh.central_epsilon is None else _central_plan_epsilon(r)
+    n = q.n
+    if n is None:  # stated at the devices the chosen protocol needs, or at one shuffled batch
+        n = None if (q.detect, q.target_se) != (None, None) else sh.n if sh is not None else N_DEFAULT
+    # a memoized OLH report needs one hash seed a device (SPEC.md section 4): compact frames are then fine
+    olh_seed = "device" if rep.memoize else "epoch"
+    notes, link, board, modem = [], hw.link, hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
+    max_bytes, frame = r.limits.max_bytes, r.limits.frame
+    if link:
+        if max_bytes is not None and max_bytes != link.max_payload:
+            notes.append(Note(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
+                              f"the smaller, {min(max_bytes, link.max_payload)}, is used"))
+        max_bytes = min(max_bytes or link.max_payload, link.max_payload)
+        if frame is None:
+            # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
+            # needs the drawing epoch on the wire (SPEC.md section 4)
+            frame = "compact-epoch" if r.protocol == "olh" and olh_seed == "epoch" else "compact"
+    frame = frame or "full"
+    if frame == "compact":
+        notes.append(Note("compact frames are dated by arrival: boards need device.transport lorawan"))
+    prior = None if q.prior == "uniform" else parse(q.prior, r.k)
+    common = dict(max_bytes=max_bytes, max_bits=r.limits.max_bits, frame=frame, n=n, prior=prior,
+                  prior_label=q.prior, seed=r.seed, use_cache=r.use_cache, max_device_ms=r.limits.max_device_ms,
+                  mse_slack=q.mse_slack, link=link, board=board, modem=modem, period_s=hw.period_s,
+                  olh_seed=olh_seed, irr_epsilon=rep.irr_epsilon, detect=q.detect, target_se=q.target_se,
+                  progress=progress)
+    try:
+        result = choose(r.k, epsilon, r.protocol, exclude={"olh": OLH_LEFT_OUT} if sh else None, **common)
+        if sh is not None:
+            # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
+            local = None if sh.central_epsilon is None else choose(r.k, sh.central_epsilon, r.protocol, **common)
+            result["shuffle"] = _shuffle_field(request, epsilon, result, local)
+    except PlanError as exc:
+        if link:
+            raise PlanError(f"{exc} ({link.spec} carries {link.max_payload} bytes)") from None
+        raise
+    notes += _shuffle_notes(request, epsilon, result, common)
+    period = hw.period_s
+    if link:
+        period = _link_figures(request, result, board, modem)
+    knows_period = period is not None or bool(link) or not rep.memoize or rep.change is not None or \
+        bool(rep.over_time)
+    result["period_s"] = period = period or DEVICE_DEFAULTS["period_s"]
+    # a battery (LoRaWAN) board sleeps between reports in its port's best mode (rp2's deepsleep is
+    # lightsleep then a reset: no lower, and a boot a report); a board on mains or Wi-Fi polls
+    result["device_sleep"] = sleep = energy.BOARDS[board]["sleep"] if link else "none"
+    cfg = load_dict(result["config"])
+    section = None
+    if rep.memoize:
+        default = rep.budget is None
+        section = budget_section(cfg, (budgets.DEFAULT_FACTOR * epsilon, budgets.DEFAULT_DAYS) if default
+                                 else rep.budget, default)
+    result.update(device_memoize=rep.memoize, device_budget=section)
+    if getattr(cfg, "irr_epsilon", None) is not None:
+        # the layer spreads y' over the whole alphabet: p* - q* = (p - q)(p1 - q1) (docs/privacy.md section 3)
+        result["irr_mse_factor"] = cfg.protocol.variance(result["n"], prior) / cfg.protocol.prr.variance(
+            result["n"], prior)
+        if result["irr_mse_factor"] > IRR_MSE_WARN:
+            notes.append(Note(f"the instantaneous layer (irr epsilon {rep.irr_epsilon:g}) multiplies "
+                              f"{result['protocol']}'s predicted MSE by {result['irr_mse_factor']:.3g}: it "
+                              f"re-randomises over all {cfg.protocol.irr.n} outputs; it pays on grr or olh with few "
+                              "buckets", alarm=True))
+    if knows_period:
+        result["privacy_over_time"] = over_time(cfg, period, prior=prior, campaign_days=rep.campaign_days,
+                                                memoize=rep.memoize, budget=section, prior_label=q.prior,
+                                                change=rep.change)
+    if rep.change is not None and knows_period:
+        result["hiding_options"] = _hiding(request, result, cfg, common)
+    # the period, sleep, memoize and budget: a LoRaWAN transport also needs the modem's UART or path,
+    # which a plan cannot know
+    device = {"period_s": period, "sleep": sleep}
+    if rep.memoize:
+        device.update(memoize=True, budget=section)
+    return Plan(request=request, fields=result, epsilon=epsilon, frame=frame, max_bytes=max_bytes, config=cfg,
+                device=device, notes=notes)
+
+
+def _central_plan_epsilon(request):
+    """The largest epsilon a report whose shuffled batch meets the central epsilon, to 4 decimals
+    rounded down (a smaller epsilon still meets it: the config and the title state it).  A named GRR,
+    OUE or SUE plan: its own bound (SS and HR: the generic bound here, their size depends on epsilon;
+    the plan's central figure at the epsilon found uses theirs)."""
+    sh = request.shuffle
+    bound = shuffling.bound_args(request.protocol, request.k, request.reporting.irr_epsilon is not None)
+    eps0 = shuffling.largest_eps0(sh.central_epsilon, sh.n, sh.delta, **dict(zip(("protocol", "k", "size"), bound)))
+    return math.floor(eps0 * 1e4) / 1e4
+
+
+def _shuffle_field(request, eps0, result, local):
+    """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``n``
+    reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, the protocol's own
+    bound when GRR, OUE, SUE, SS or HR is chosen: shuffling.bound_args; epsilon, not the config's
+    eps_effective <= epsilon: an upper bound), and with a central epsilon the pure-local plan
+    ``local`` at epsilon = C beside it (ratio: local MSE over shuffled MSE, above 1 when shuffling pays)."""
+    sh = request.shuffle
+    cfg = load_dict(result["config"])  # the device config: its protocol's size (ss: w, hr: b)
+    name, _, _, size = shuffling.config_bound(cfg)
+    irr = request.reporting.irr_epsilon is not None
+    c = shuffling.central_epsilon(eps0, sh.n, sh.delta, *shuffling.bound_args(name, request.k, irr, size))
+    out = {"n": sh.n, "delta": sh.delta, "eps0": eps0, "eps_c": c.eps, "method": c.method}
+    if local is not None:
+        out.update(central_epsilon=sh.central_epsilon, local_protocol=local["protocol"],
+                   local_mse=local["predicted_mse"], shuffled_mse=result["predicted_mse"],
+                   ratio=local["predicted_mse"] / result["predicted_mse"])
+    return out
+
+
+def _shuffle_notes(request, epsilon, result, common):
+    """What a shuffled plan should know: GRR's own bounds when auto planned at the generic bound's
+    epsilon, and that memoized bodies are found by intersecting batches."""
+    sh, notes = request.shuffle, []
+    if result.get("shuffle", {}).get("central_epsilon") is not None and request.protocol == "auto" \
+            and request.reporting.irr_epsilon is None:
+        # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
+        own = shuffling.largest_eps0(sh.central_epsilon, sh.n, sh.delta, protocol="grr", k=request.k)
+        own = math.floor(own * 1e4) / 1e4
+        words = (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {sh.central_epsilon:g} "
+                 f"up to epsilon {own:g}")
+        if own > epsilon and result["protocol"] == "grr":
+            notes.append(Note(f"{words}: --protocol grr plans it there"))
+        elif own > epsilon and result["predicted_mse"] is not None:
+            try:
+                grr = choose(request.k, own, "grr", exclude={"olh": OLH_LEFT_OUT}, **common)
+            except (DistributionError, PlanError):
+                grr = None  # GRR does not fit this plan's limits: nothing to suggest
+            if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
+                notes.append(Note(f"{words}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this "
+                                  f"plan's {result['predicted_mse']:.4g}: --protocol grr plans it there"))
+    if "shuffle" in result and request.reporting.memoize:
+        notes.append(Note("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every "
+                          "epoch is found by intersecting batches, so over more than one batch the guarantee is the "
+                          "memoized draw's epsilon, not eps_c composed (mss estimate says so; --fresh-reports "
+                          "compose; docs/privacy.md, the shuffle model)"))
+    return notes
+
+
+def _link_figures(request, result, board, modem):
+    """A LoRaWAN plan's link budget and energy, added to ``result``; returns the period (the
+    request's, checked against the link's budget, or the shortest it allows)."""
+    hw = request.hardware
+    link = hw.link
+    budget = lorawan.budget(link, result["frame_bytes"])
+    result.update(link=link.spec, airtime_ms=budget.pop("airtime_ms"),
+                  reports_per_day=budget.pop("reports_per_day"), link_budget=budget)
+    least = budget["min_period_s"]
+    if hw.period_s is not None and hw.period_s < least:
+        raise RequestError("hardware.period_s", f"{hw.period_s} s is shorter than {least} s, the shortest period "
+                                                f"{link.spec} allows a {result['frame_bytes']}-byte report (TTN "
+                                                "fair use, duty cycle)")
+    period = hw.period_s or least
+    # the energy at the plan's period (the candidates' too: auto's order does not depend on it)
+    for row in result["candidates"]:
+        if "energy_mj_per_report" in row:
+            row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["rp2040_ms"], board=board,
+                                                        modem=modem, period_s=period,
+                                                        board_ms=row["device_ms"])["energy_mj_per_report"]
+    e = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board=board, modem=modem, period_s=period,
+                      battery_mah=hw.battery_mah, board_ms=result["device_ms"])
+    result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
+                  battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
+                  energy_times_s=e["times_s"], energy_model=e["energy_model"])
+    return period
+
+
+def budget_section(cfg, spec, default):
+    """device.budget for ``cfg`` at ``spec`` (epsilon, days; ``default``: the default factor of
+    epsilon), refused (:class:`RequestError`) when no fresh draw would fit it or the board's ledger
+    could not hold the draws it allows."""
+    section = budgets.budget_section(*spec)
+    n = budgets.draws_per_window(section, budgets.worst_ratio(cfg))
+    how = (f"the default budget ({budgets.DEFAULT_FACTOR} x epsilon)" if default
+           else f"a budget of {spec[0]:g} per {spec[1]} days")
+    if n == 0:
+        raise RequestError("reporting.budget", f"{how} is below one fresh draw of the config (eps_effective "
+                                               f"{cfg.eps_effective:.6g}): the board could never report; give at "
+                                               "least that")
+    if n > budgets.SPENT_MAX:
+        raise RequestError("reporting.budget", f"{how} allows {n} fresh draws (eps_effective "
+                                               f"{cfg.eps_effective:.6g}) in {spec[1]} days, more than the "
+                                               f"{budgets.SPENT_MAX} a board's ledger holds: give a smaller budget")
+    return section
+
+
+def _hiding(request, result, cfg, common):
+    """The plan's ``hiding_options`` (mss_aggregator.privacy.changing.hiding_options): each IRR
+    protocol planned as a request for it with an instantaneous layer would plan it, the shuffler at n."""
+    from mss_aggregator.privacy.changing import Fleet, hiding_options
+
+    rep, q = request.reporting, request.question
+
+    def plan_for(name, e1):
+        try:
+            return choose(cfg.k, float(cfg.epsilon), name, **dict(common, irr_epsilon=e1, olh_seed="device",
+                                                                   n=result["n"], detect=None, target_se=None,
+                                                                   progress=None))
+        except PlanError as exc:
+            raise ValueError(str(exc)) from None
+
+    def central(m):
+        delta = request.shuffle.delta if request.shuffle is not None else shuffling.DEFAULT_DELTA
+        c = shuffling.central_epsilon(float(cfg.epsilon), m, delta)
+        return c.eps, c.method
+
+    fleet = Fleet(cfg=cfg, n=result["n"], prior=common["prior"], period_s=result["period_s"], campaign_days=rep.campaign_days,
+                  detectable=result["detectable_frequency"], slack=q.mse_slack, detect=q.detect)
+    return hiding_options(result["privacy_over_time"], fleet, rep.change, plan_for, central=central,
+                          irr_epsilon=rep.irr_epsilon)
