@@ -30,7 +30,12 @@ audit (the real client and the channel).
 ``device_features()``           that model's features of one report
 ``decode_cells(n)``             array cells the decoder touches for n reports
 ``ingest_us()``                 microseconds to parse and check one report
+``simulated_report_us()``       microseconds of one report in the attacks' simulation
 ``has_seed``                    a report carries a public hash seed (OLH)
+``min_k``, ``min_k_why``        the smallest k it takes (class attributes)
+``config_kind``                 "oracle" (fixed by (k, epsilon)) or "mss" (planned)
+``searches_moduli``             the planner searches its moduli sets
+``configures(name)``            its config may be audited as protocol ``name``
 ==============================  ================================================
 
 What depends on the protocol is asked of its object, never decided by its
@@ -55,6 +60,18 @@ class Protocol:
     # A report carries a public hash seed (OLH's (a, b)) that a device may keep for all its
     # draws (config ``seed: device``); ``randomise(x, rng, seed=...)`` then takes it.
     has_seed = False
+    # The smallest domain the protocol takes, and why (a format string of k) where it is above 2
+    min_k = 2
+    min_k_why = ""
+    # Its config: "oracle" (an OracleConfig, fixed by (k, epsilon)) or "mss" (an MssConfig the
+    # planner searches); ``searches_moduli``: ``mss plan`` may search it quickly (greedy sets)
+    config_kind = "oracle"
+    searches_moduli = False
+
+    def configures(self, name):
+        """Whether this protocol's config may be audited as protocol ``name``: its own name
+        (MSS adds SS, its one-block case)."""
+        return name == self.name
 
     def missing(self, what):
         """The NotImplementedError of a protocol that does not define ``what``."""
@@ -82,6 +99,12 @@ class Protocol:
         """Microseconds to parse and check one report on the host (fitted to
         ``tools/bench_codecs.py``)."""
         raise self.missing("ingest_us()")
+
+    def simulated_report_us(self):
+        """Microseconds one report takes in the attacks' simulation (client + posterior),
+        a model fitted on a 2-core AMD EPYC VM (k = 12 to 22000) to one client call a
+        report; ``mss_aggregator.privacy.over_time`` sizes its simulated horizon by it."""
+        raise self.missing("simulated_report_us()")
 
     @property
     def bits(self):

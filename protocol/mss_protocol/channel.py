@@ -150,6 +150,11 @@ class Channel:
         compact frame needs (SPEC.md section 4; read by channels whose wire output is bytes)."""
         return data
 
+    def from_decoded(self, report, data):
+        """The report this channel reads from a frame ``data`` the aggregator's codec decoded
+        into ``report`` (:class:`~mss_protocol.frames.Report`): what :meth:`client` returns."""
+        raise self.oracle.missing("channel().from_decoded(report, data)")
+
     def bayes_exact(self, prior):
         return None
 
@@ -217,6 +222,9 @@ class PointChannel(MembershipChannel):
         return self.oracle.sample_outputs(np.asarray(values), rng)
 
     # a report is its point u in [K]: the drawn output itself
+    def from_decoded(self, report, data):
+        return int(report.subset[0])
+
     def body(self, report):
         return int(report)
 

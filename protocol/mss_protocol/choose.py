@@ -88,15 +88,15 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
     """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
     if irr_epsilon is not None and name not in IRR_PROTOCOLS:
         raise PlanError(f"no instantaneous layer (--irr-epsilon: {', '.join(IRR_PROTOCOLS)} only)")
-    if name in ("mss", "ss"):
-        if name == "mss" and k < 4:
-            raise PlanError("MSS needs k >= 4")
+    cls = registry.protocol_class(name)
+    if k < cls.min_k:
+        raise PlanError(cls.min_k_why.format(k=k))
+    if cls.config_kind == "mss":
         res = plan_mss(k, eps, max_bits=budget_bits, n=n, seed=seed, use_cache=use_cache,
                        prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3,
                        progress=progress, memo=memo)
         return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
-    cfg = OracleConfig(name, k, eps, frame, olh_seed if name == "olh" else "epoch",
-                       irr_epsilon if name in IRR_PROTOCOLS else None)
+    cfg = OracleConfig(name, k, eps, frame, olh_seed if cls.has_seed else "epoch", irr_epsilon)
     bits = cfg.bits_per_report["max"]
     if budget_bits is not None and bits > budget_bits:
         raise PlanError(f"too long ({bits} bits)")
@@ -182,7 +182,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                    device_ms=device_cost.device_ms(cfg, board), rp2040_ms=device_cost.device_ms(cfg),
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         row.update(resolution.figures(registry.from_config(cfg), mse, n, prior, detect, target_se))
-        if quick and name == "mss":
+        if quick and registry.protocol_class(name).searches_moduli:
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         # (what no device can run, the constructors refused above: mss_protocol.limits)
         if protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:

@@ -9,7 +9,6 @@ or, many at a time, a :class:`~mss_protocol.batch.Batch`.
 import numpy as np
 
 from mss_device.frame import HEADER, put, start
-from mss_device.olh import device_seed, seed
 from mss_device.params import Params
 from mss_protocol.batch import Batch
 from mss_protocol.frames import Report, WireError, check_device, split
@@ -30,7 +29,7 @@ class OracleCodec:
         self.cfg = cfg
         self.params = Params(cfg.to_dict())
         self.client = self.params.client()
-        self.unary = cfg.name in ("rappor", "sue")
+        self.unary = cfg.protocol.unary_body
         self.n = None if self.unary else self.client.n
         self.nbits = self.client.nbits
         self.body_lengths = {(self.nbits + 7) // 8}
@@ -64,14 +63,14 @@ class OracleCodec:
             batch.bits = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(len(parts), nbytes)
         else:
             batch.members = np.array(parts, dtype=np.int64).reshape(-1)
-            batch.sizes = np.full(len(parts), 3 if self.cfg.name == "olh" else 1, dtype=np.int64)
+            batch.sizes = np.full(len(parts), self.cfg.protocol.members_per_report, dtype=np.int64)
         return batch
 
     def _parse(self, data, device_id, epoch):
         """(frame, epoch, seq, body, subset) of a valid report, else WireError; the
         subset of a unary encoding (its set bits) is left to the caller (None)."""
         frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
-        if self.cfg.name == "olh":  # its seed: checked with the link's data, before the body
+        if self.cfg.protocol.has_seed:  # its seed: checked with the link's data, before the body
             check_device(device_id)
         code = int.from_bytes(body, "big")
         pad = 8 * len(body) - self.nbits
@@ -82,13 +81,7 @@ class OracleCodec:
             return frame, epoch, seq, body, None
         if code >= self.n:
             raise WireError("value", f"reported value {code} >= {self.n}")
-        subset = (code,)
-        if self.cfg.name == "olh":
-            P = self.cfg.protocol.P
-            a, b = (device_seed(self.cfg.config_id, device_id, P) if self.cfg.seed == "device"
-                    else seed(self.cfg.config_id, epoch, device_id, P))
-            subset = (a, b, code)
-        return frame, epoch, seq, body, subset
+        return frame, epoch, seq, body, self.cfg.protocol.decoded_members(code, self.cfg, device_id, epoch)
 
 
 def codec(cfg):

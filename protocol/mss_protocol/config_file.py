@@ -17,7 +17,7 @@ import json
 
 from mss_device.frame import KINDS
 from mss_device.params import FIELDS, IRR, MODULES, THRESHOLD_BITS
-from mss_protocol import privacy
+from mss_protocol import privacy, registry
 
 FORMAT = "mss-config"
 FORMAT_VERSION = 1
@@ -56,14 +56,15 @@ def check_common(d, source="config"):
     name = d.get("protocol", "mss")
     if not isinstance(name, str) or name not in MODULES:
         raise ConfigError(f"{source}: protocol must be one of {', '.join(PROTOCOLS)}, got {name!r}")
-    ints = MSS_LISTS if name in ("mss", "ss") else FIELDS[name]
+    lists = name not in FIELDS  # the device's tables: a one-output protocol's integers, else MSS's lists
+    ints = MSS_LISTS if lists else FIELDS[name]
     for field in ("k", "epsilon", "config_id") + ints:
         if field not in d:
             raise ConfigError(f"{source}: missing field {field!r}")
-    for field in ("k",) + (() if name in ("mss", "ss") else ints):
+    for field in ("k",) + (() if lists else ints):
         if not is_int(d[field]):
             raise ConfigError(f"{source}: {field} must be a JSON integer, got {d[field]!r}")
-    if name in ("mss", "ss"):
+    if lists:
         for field in ints:
             if not isinstance(d[field], list) or not all(is_int(v) for v in d[field]):
                 raise ConfigError(f"{source}: {field} must be a list of JSON integers, got {d[field]!r}")
@@ -79,12 +80,17 @@ def check_common(d, source="config"):
     issued = d.get("issued", 0)
     if not is_int(issued) or issued < 0:
         raise ConfigError(f"{source}: issued must be a non-negative JSON integer, got {issued!r}")
-    if "seed" in d and name != "olh":
-        raise ConfigError(f"{source}: seed: only olh has a hash seed")
+    if "seed" in d and not registry.protocol_class(name).has_seed:
+        raise ConfigError(f"{source}: seed: only {', '.join(seeded())} has a hash seed")
     if "irr" in d and name not in IRR:
         raise ConfigError(f"{source}: irr: only {', '.join(IRR)} have an instantaneous layer (one output "
                           f"per report), not {name}")
     return name
+
+
+def seeded():
+    """The protocols whose reports carry a hash seed (``Protocol.has_seed``: olh)."""
+    return [name for name in registry.AVAILABLE if registry.protocol_class(name).has_seed]
 
 
 def check_id(d, cid_hex, source):

@@ -7,6 +7,7 @@ and ss, :class:`~mss_protocol.oracle_config.OracleConfig` for the
 one-output protocols.  Every refusal is a
 :class:`~mss_protocol.config_file.ConfigError` naming the field.
 """
+from mss_protocol import registry
 from mss_protocol.config_file import check_common, read_json
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.oracle_config import OracleConfig
@@ -16,7 +17,8 @@ def load_dict(d, source="config"):
     """The config of any protocol: :class:`MssConfig` for mss and ss,
     :class:`OracleConfig` for the others."""
     name = check_common(d, source)
-    return (MssConfig if name in ("mss", "ss") else OracleConfig).from_dict(d, source)
+    kind = registry.protocol_class(name).config_kind  # "mss" (planned) or "oracle" (fixed by k, epsilon)
+    return (MssConfig if kind == "mss" else OracleConfig).from_dict(d, source)
 
 
 def load(path):

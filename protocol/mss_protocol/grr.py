@@ -41,6 +41,10 @@ class GRR(SupportOracle):
         """{base: 1, bits: the bits of k}: ``below(k - 1)`` draws ~log2 k bits."""
         return {"base": 1.0, "bits": self.k.bit_length()}
 
+    def simulated_report_us(self):
+        """3 + 0.001 k us: the posterior update touches one item."""
+        return 3 + 0.001 * self.k
+
     # the instantaneous layer (support.SupportOracle.with_irr): GRR on the k outputs
     @property
     def outputs(self):
@@ -100,6 +104,9 @@ class GRRChannel(Channel):
         return float(self.oracle.p)
 
     # a report is its value y in [k]: the drawn output itself
+    def from_decoded(self, report, data):
+        return int(report.subset[0])
+
     def body(self, report):
         return int(report)
 

@@ -136,6 +136,11 @@ class HadamardResponse(SupportOracle):
         """(K, block, t), in mss_device.params.FIELDS order (block: b)."""
         return (self.K, self.b, self.threshold)
 
+    @property
+    def counts_size(self):
+        """The K-point histogram: :meth:`support` transforms it."""
+        return self.K
+
     # the device cost model (mss_protocol.device_cost): the parity of a draw in [K]
     cost_family = "hr"
 

@@ -56,6 +56,22 @@ class OLH(SupportOracle):
         """(P, g, t), in mss_device.params.FIELDS order."""
         return (self.P, self.g, self.threshold)
 
+    # the counts and the wire: a report stores (a, b, y), its seed derived from the device id
+    members_per_report = 3
+
+    def tally_members(self, members):
+        """Support counts (k,) of stored (a, b, y) triples (flat): :meth:`tally`."""
+        return self.tally(tuple(members.reshape(-1, 3).T))
+
+    def decoded_members(self, code, config, device_id, epoch):
+        """(a, b, y = code): the seed from the config id and the device id (``seed: device``),
+        and the drawing epoch (``seed: epoch``), as the device derives it (SPEC.md section 3)."""
+        from mss_device.olh import device_seed, seed
+
+        a, b = (device_seed(config.config_id, device_id, self.P) if config.seed == "device"
+                else seed(config.config_id, epoch, device_id, self.P))
+        return (a, b, code)
+
     # the device cost model (mss_protocol.device_cost): the seed's hash and one GRR draw, a constant
     cost_family = "olh"
 
@@ -160,6 +176,10 @@ class OLHChannel(MembershipChannel):
     def link_key(self, sent):
         """y: the seed is derived, not sent (SPEC.md section 3)."""
         return sent[2]
+
+    def from_decoded(self, report, data):
+        """(a, b, y): the codec derives the seed from the device id and epoch."""
+        return tuple(int(v) for v in report.subset)
 
     def body(self, report):
         return int(report[2])

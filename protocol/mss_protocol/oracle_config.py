@@ -25,13 +25,14 @@ from mss_device.frame import KINDS
 from mss_device.params import FIELDS, IRR, SEEDS, THRESHOLD_BITS, oracle_config_id
 from mss_protocol import privacy, registry
 from mss_protocol.config_file import (FORMAT, FORMAT_VERSION, ConfigError, check_common, check_id, frame_index,
+                                      seeded as seeded_names,
                                       is_int)
 from mss_protocol.limits import check_k
 
 NAMES = tuple(FIELDS)
 # SPEC.md section 4: OLH's epoch seed is derived from the epoch the board drew in
-OLH_COMPACT = ("frame: olh cannot use compact frames with seed epoch (its seed needs the drawing epoch): "
-               "use compact-epoch, or seed device")
+SEEDED_COMPACT = ("frame: {name} cannot use compact frames with seed epoch (its seed needs the drawing epoch): "
+                  "use compact-epoch, or seed device")
 
 
 class OracleConfig:
@@ -52,11 +53,12 @@ class OracleConfig:
         self.frame = frame_index(frame)
         if seed not in SEEDS:
             raise ConfigError(f"seed must be one of {', '.join(SEEDS)}, got {seed!r}")
-        if seed != "epoch" and name != "olh":
-            raise ConfigError("seed: only olh has a hash seed")
+        seeded = registry.protocol_class(name).has_seed
+        if seed != "epoch" and not seeded:
+            raise ConfigError(f"seed: only {', '.join(seeded_names())} has a hash seed")
         self.seed = seed
-        if name == "olh" and self.frame == 1 and seed == "epoch":
-            raise ConfigError(OLH_COMPACT)
+        if seeded and self.frame == 1 and seed == "epoch":
+            raise ConfigError(SEEDED_COMPACT.format(name=name))
         if irr_epsilon is not None and name not in IRR:
             raise ConfigError(f"irr: only {', '.join(IRR)} have an instantaneous layer (one output per "
                               f"report), not {name}")
@@ -83,7 +85,8 @@ class OracleConfig:
 
     @cached_property
     def size(self):
-        return getattr(self.protocol, "K", self.k) if self.name in ("hr", "pgr") else self.k
+        """Cells of the counts: the protocol's ``counts_size``."""
+        return self.protocol.counts_size
 
     @property
     def offsets(self):
@@ -101,10 +104,9 @@ class OracleConfig:
         return OracleConfig(self.name, self.k, self.epsilon, frame, self.seed, self.irr_epsilon)
 
     def tally(self, j, members, sizes):
-        """Counts (size,) of stored reports: their members, or OLH's support of (a, b, y)."""
-        if self.name == "olh":
-            return self.protocol.tally(tuple(members.reshape(-1, 3).T))
-        return np.bincount(members, minlength=self.size)
+        """Counts (size,) of stored reports: the protocol's ``tally_members`` of their members
+        (the point, or OLH's support of (a, b, y))."""
+        return self.protocol.tally_members(members)
 
     # -- serialisation ------------------------------------------------------
     def to_dict(self):

@@ -99,6 +99,11 @@ class PGR(SupportOracle):
         """(q, d, t), in mss_device.params.FIELDS order (d: the dimension, here self.t)."""
         return (self.field, self.t, self.threshold)
 
+    @property
+    def counts_size(self):
+        """The K-point histogram: :meth:`support` transforms it."""
+        return self.K
+
     # the device cost model (mss_protocol.device_cost): rejection rounds and their coordinates
     cost_family = "pgr"
 

@@ -76,6 +76,13 @@ def factory(name):
     return obj
 
 
+def protocol_class(name):
+    """The class of protocol ``name`` (its factory, or the class of a classmethod factory):
+    what it says before it is built (``min_k``, ``has_seed``)."""
+    obj = factory(name)
+    return getattr(obj, "__self__", obj)
+
+
 def make(name, k, epsilon):
     """Protocol ``name`` with its parameters for (k, epsilon)."""
     return factory(name)(k, epsilon)

@@ -10,5 +10,9 @@ from mss_protocol.mss.protocol import MssProtocol
 
 
 class SubsetSelection(MssProtocol):
+    min_k = 2  # one block, the modulus k
+    min_k_why = ""
+    searches_moduli = False
+
     def __init__(self, k, epsilon):
         super().__init__(MssConfig.subset_selection(k, epsilon))

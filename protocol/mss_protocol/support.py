@@ -81,6 +81,23 @@ class SupportOracle(Protocol):
         """The instantaneous layer on drawn outputs, vectorised (none: y, no draw)."""
         return y if self.irr is None else self.irr.perturb(y, rng)
 
+    # -- the counts and the wire (mss_protocol.oracle_config, mss_protocol.codec) ------------
+    unary_body = False  # the body is one integer (the point); the unary encodings send k bits
+    members_per_report = 1  # what a decoded report stores: the point (OLH: a, b and y)
+
+    @property
+    def counts_size(self):
+        """Cells of the counts: the k support counts (HR and PGR: the K-point histogram)."""
+        return self.k
+
+    def tally_members(self, members):
+        """Counts (counts_size,) of stored reports' members (``members_per_report`` each, flat)."""
+        return np.bincount(members, minlength=self.counts_size)
+
+    def decoded_members(self, code, config, device_id, epoch):
+        """The members of a report whose body is ``code`` (what the counts tally): (code,)."""
+        return (code,)
+
     # -- host costs (mss_protocol.choose) ------------------------------------------
     def decode_cells(self, n):
         """k: the estimator reads the k support counts once (``n`` unused);
@@ -91,6 +108,11 @@ class SupportOracle(Protocol):
         """8 us: the header checks and one integer body (``tools/bench_codecs.py``);
         the unary encodings add their k bits."""
         return 8.0
+
+    def simulated_report_us(self):
+        """10 + 0.03 k us (OLH, HR, PGR's fit; GRR and the unary encodings have their own):
+        a point's client and a support set's posterior update over [k]."""
+        return 10 + 0.03 * self.k
 
     def sample_counts(self, values, rng):
         """Counts of reports for ``values``: an array, or an iterable of arrays

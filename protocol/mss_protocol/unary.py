@@ -75,6 +75,8 @@ class UnaryEncoding(SupportOracle):
         """(tp, tq), in mss_device.params.FIELDS order."""
         return (self.tp, self.tq)
 
+    unary_body = True  # the k bits, item 0 most significant (mss_protocol.codec)
+
     # the device cost model (mss_protocol.device_cost): one coin per item
     cost_family = "unary"
 
@@ -85,6 +87,10 @@ class UnaryEncoding(SupportOracle):
     def ingest_us(self):
         """8 + 0.03 k us: the header checks and the k bits unpacked (``tools/bench_codecs.py``)."""
         return 8.0 + 0.03 * self.k
+
+    def simulated_report_us(self):
+        """5 + 0.8 k us: k coins in the client, k bits in the posterior."""
+        return 5 + 0.8 * self.k
 
     def randomise(self, x, rng):
         """The k-bit report body: item v at bit v, most significant first (SPEC.md).
@@ -126,6 +132,10 @@ class UnaryChannel(Channel):
     def support(self, report):
         bits = np.unpackbits(np.frombuffer(report, dtype=np.uint8))
         return bits[:self.k].astype(bool), self.log_r
+
+    def from_decoded(self, report, data):
+        """The k-bit body: the frame's last ceil(k / 8) bytes."""
+        return data[len(data) - (self.k + 7) // 8:]
 
     def paper_exact(self, prior):
         """p (1 - (1-q)^k) / (k q) + (1 - p)(1 - q)^(k-1) / k, whatever the prior:

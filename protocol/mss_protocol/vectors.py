@@ -24,6 +24,7 @@ from pathlib import Path
 from mss_device.frame import HEADER, KINDS, TAG_MASK, VERSION
 from mss_device.params import Params
 from mss_device.rng import ByteRng
+from mss_protocol import registry
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 from mss_protocol.frames import WireError
@@ -127,7 +128,7 @@ def replay_from_stream(config, body, stream, epoch, seq, device_id=DEVICE_ID):
 def memoized(config):
     """A config whose vectors pin the memo: olh with seed device, and every other config with an
     instantaneous layer (olh with its epoch seed never memoizes: the board refuses memoize)."""
-    if config.get("protocol") == "olh":
+    if registry.protocol_class(config.get("protocol", "mss")).has_seed:
         return config.get("seed") == "device"
     return "irr" in config
 
@@ -145,7 +146,7 @@ def label_stream(label, nbytes):
 def build(protocol, k, eps, moduli, frame, extras=None):
     from mss_protocol.mss.config import MssConfig
 
-    if protocol not in ("mss", "ss"):
+    if registry.protocol_class(protocol).config_kind != "mss":
         return OracleConfig(protocol, k, eps, frame, **(extras or {}))
     if moduli is None:
         from mss_protocol.mss.planner import plan
@@ -169,7 +170,7 @@ def _headers(cfg, epoch, seq):
 def _bodies(cfg):
     """(what, body, reason) of malformed bodies of ``cfg``, where the config allows one."""
     out = []
-    if cfg.name in ("mss", "ss"):
+    if registry.from_config(cfg).config_kind == "mss":
         sizes = [math.comb(m, w) for m, w in zip(cfg.moduli, cfg.omegas)]
         bits = [cfg.jbits + b for b in cfg.rank_bits]
         nbytes = [(b + 7) // 8 for b in bits]
@@ -221,7 +222,8 @@ def _rejected(cfg, report, epoch, seq):
         cases += [("no link epoch", report, None, dev), ("link epoch -1", report, -1, dev),
                   ("link epoch 2**32", report, 1 << 32, dev), ("link epoch a string", report, str(epoch), dev),
                   ("one byte more and no link epoch", report + b"\0", None, dev)]
-    if cfg.name == "olh":
+    seeded = registry.from_config(cfg).has_seed  # its seed needs the device id
+    if seeded:
         cases += [("no device id", report, link, None), ("empty device id", report, link, ""),
                   ("non-ASCII device id", report, link, "d\u00e9vice-1"), ("65-character device id", report, link, "d" * 65),
                   ("device id with a slash", report, link, "dev/1")]
@@ -229,7 +231,7 @@ def _rejected(cfg, report, epoch, seq):
         cases.append((what, report[:head] + bad, link, dev))
         if kind:
             cases.append((what + " and no link epoch", report[:head] + bad, None, dev))
-        if cfg.name == "olh":
+        if seeded:
             cases.append((what + " and no device id", report[:head] + bad, link, None))
     out = []
     c = codec(cfg)

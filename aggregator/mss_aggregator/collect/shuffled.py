@@ -30,7 +30,7 @@ duplicates by batch id (:meth:`~.store.Store.write_batch`).  Nothing here
 raises on any message.
 """
 from mss_aggregator.collect.ingest import held
-from mss_protocol import shuffled_batch
+from mss_protocol import registry, shuffled_batch
 from mss_protocol.codec import codec
 from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import BatchError, check_key, decode_batch
@@ -42,9 +42,9 @@ class ShuffledIngest:
     OLH is refused (ConfigError): its hash seed needs the device id (docs/privacy.md, section 5)."""
 
     def __init__(self, cfg, campaign, key):
-        if cfg.name == "olh":
-            raise ConfigError("--shuffled: olh cannot be shuffled (its hash seed is derived from the device id, "
-                              "so its reports cannot be decoded without it); plan another protocol")
+        if registry.from_config(cfg).has_seed:
+            raise ConfigError(f"--shuffled: {cfg.name} cannot be shuffled (its hash seed is derived from the device "
+                              "id, so its reports cannot be decoded without it); plan another protocol")
         check_key(key)
         self.cfg, self.key = cfg, key
         self.codec = codec(cfg.with_frame("compact"))

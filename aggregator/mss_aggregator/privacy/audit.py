@@ -25,28 +25,33 @@ MAX_DRAWS = 1000  # fresh draws simulated per device; beyond, the success shown 
 FIRMWARE_PERIOD_S = 3600  # the firmware's device.period_s default
 
 
+def configures(cfg, name):
+    """Whether ``cfg`` (or None) is a config of protocol ``name`` (``Protocol.configures``)."""
+    return cfg is not None and registry.from_config(cfg).configures(name)
+
+
 def channel(name, k, epsilon, cfg=None):
     """The attacker's view of protocol ``name`` (:mod:`mss_protocol.channel`);
     ``cfg``: audit this configuration (of ``name``, or an MSS one for mss)
     instead of the planner's."""
-    if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
+    if configures(cfg, name):
         return registry.from_config(cfg, name).channel()
     return registry.make_checked(name, k, epsilon).channel()
 
 
 def skipped(names, k):
     """(the protocols of ``names`` that run at k, [{"protocol", "reason"}] of those
-    that do not): MSS below k = 4."""
-    out = [{"protocol": "mss", "reason": f"MSS needs k >= {MSS_MIN_K} (at least two coprime moduli >= 2); "
-                                         f"k = {k}: use ss (MSS's one-block case) or grr"}
-           for name in names if name == "mss" and k < MSS_MIN_K]
-    return [n for n in names if not (n == "mss" and k < MSS_MIN_K)], out
+    that do not): those whose ``min_k`` is above k (MSS below k = 4)."""
+    small = {name: registry.protocol_class(name) for name in names}
+    small = {name: cls for name, cls in small.items() if k < cls.min_k}
+    out = [{"protocol": name, "reason": cls.min_k_why.format(k=k)} for name, cls in small.items()]
+    return [n for n in names if n not in small], out
 
 
 def prr_channel(name, k, epsilon, cfg=None):
     """(the permanent draw's channel, :class:`~.attacks.Irr` or None): the protocol
     without its instantaneous layer, and the layer, for a config that has one."""
-    if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name):
+    if configures(cfg, name):
         proto = registry.from_config(cfg, name)
     else:
         proto = registry.make_checked(name, k, epsilon)
@@ -202,11 +207,15 @@ def _worst_ratio(name, k, epsilon, cfg, ch):
     (the board's ``mss_device.check.verify``), else from ``eps_effective``."""
     from mss_protocol import budget
 
-    own = cfg if cfg is not None and cfg.name in (name, "ss" if name == "mss" else name) else getattr(ch, "cfg", None)
-    if own is None and name in attacks.IRR_PROTOCOLS + ("rappor", "sue"):
+    own = cfg if configures(cfg, name) else getattr(ch, "cfg", None)
+    if own is None:  # a one-output protocol: its config follows from (k, epsilon)
+        from mss_protocol.config_file import ConfigError
         from mss_protocol.oracle_config import OracleConfig
 
-        own = OracleConfig(name, k, epsilon)
+        try:
+            own = OracleConfig(name, k, epsilon)
+        except ConfigError:
+            pass
     if own is not None:
         try:
             return budget.worst_ratio(own)
@@ -322,7 +331,7 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
 
 def device_seed_of(name, cfg):
     """olh configured with ``seed: device``: one hash seed for all of a device's draws."""
-    return name == "olh" and cfg is not None and cfg.name == "olh" and getattr(cfg, "seed", "epoch") == "device"
+    return configures(cfg, name) and getattr(cfg, "seed", "epoch") == "device"  # only a seeded protocol's config has one
 
 
 def irr_doc(cfg):
@@ -411,7 +420,7 @@ def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=
                          "error": str(exc), "control": False, "within_epsilon": None})
         else:
             add(label, ch, reports, "micropython")
-    if control:
+    if control:  # a fixed reference, not the audited protocol: MSS at 2 eps (GRR below k = 4)
         name = "mss" if k >= MSS_MIN_K else "grr"
         if name == "mss":
             honest = channel("mss", k, epsilon, cfg if cfg is not None and cfg.name == "mss" else None).cfg

@@ -114,17 +114,9 @@ def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600,
     if not isinstance(cfg, OracleConfig):  # mss, ss: bytes, parsed by the channel
         return firmware_reports(cfg, x, n, runtime, timeout)
     codec = codec_of(cfg)
-    dev = _olh_device(codec, x1, x2) if cfg.name == "olh" else AUDIT_DEVICE
-    out = []
-    for data in firmware_reports(cfg, x, n, runtime, timeout, dev):
-        r = codec.decode(data, dev, DRAW_EPOCH)
-        if cfg.name in ("rappor", "sue"):
-            out.append(data[len(data) - (cfg.k + 7) // 8:])
-        elif cfg.name == "olh":
-            out.append(tuple(int(v) for v in r.subset))
-        else:
-            out.append(int(r.subset[0]))
-    return out
+    dev = _olh_device(codec, x1, x2) if cfg.protocol.has_seed else AUDIT_DEVICE
+    return [ch.from_decoded(codec.decode(data, dev, DRAW_EPOCH), data)
+            for data in firmware_reports(cfg, x, n, runtime, timeout, dev)]
 
 
 def audit_client(ch, reports_x1, reports_x2, epsilon, alpha=0.001):

@@ -78,24 +78,18 @@ MODES = ("fresh", "memoized", "budgeted")
 DAY_S = 86400
 
 
-def report_us(name, k):
-    """A model of the microseconds one simulated report takes (client + posterior),
-    fitted to timings on a 2-core AMD EPYC VM (k = 12 to 22000) of one client call a
+def report_us(protocol):
+    """The microseconds one simulated report takes (client + posterior): the protocol's
+    :meth:`~mss_protocol.base.Protocol.simulated_report_us`, a model of one client call a
     report.  MSS, SS, OLH, HR and PGR now draw all devices' reports at once (attacks: 1-2 us
     a report at k <= 256) and keep this cap: their figures stay those of the same
     simulated horizon."""
-    if name in ("mss", "ss"):
-        return 5 + 0.2 * k
-    if name in ("rappor", "sue"):
-        return 5 + 0.8 * k
-    if name == "grr":
-        return 3 + 0.001 * k
-    return 10 + 0.03 * k  # olh, hr, pgr
+    return protocol.simulated_report_us()
 
 
-def default_max_draws(name, k, trials=TRIALS):
+def default_max_draws(protocol, trials=TRIALS):
     """Fresh draws simulated per device: what WORK_US allows, 1 to audit.MAX_DRAWS."""
-    return int(max(1, min(audit.MAX_DRAWS, WORK_US // (trials * report_us(name, k)))))
+    return int(max(1, min(audit.MAX_DRAWS, WORK_US // (trials * report_us(protocol)))))
 
 
 def reports_in(days, period_s):
@@ -198,7 +192,7 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     eps_draw = float(cfg.eps_effective)
     eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
     device_seed = audit.device_seed_of(name, cfg)
-    max_draws = default_max_draws(name, k, trials) if max_draws is None else max_draws
+    max_draws = default_max_draws(ch_prr.oracle, trials) if max_draws is None else max_draws
     no_info = ceilings.no_information(prior)
     days = sorted({d for d in HORIZON_DAYS if d <= campaign_days} | {campaign_days})
     reports = [reports_in(d, period_s) for d in days]

@@ -30,6 +30,17 @@ class MssProtocol(Protocol):
     """One MSS configuration; ``name`` defaults to the config's protocol (mss, or ss
     for the one-block case)."""
 
+    config_kind = "mss"  # an MssConfig, planned by .planner
+    searches_moduli = True
+    # two coprime moduli >= 2 need k >= 4 (SS, the one-block case, takes k >= 2)
+    min_k = 4
+    min_k_why = ("MSS needs k >= 4 (at least two coprime moduli >= 2); k = {k}: use ss (MSS's one-block case) "
+                 "or grr")
+
+    def configures(self, name):
+        """Its own name; an SS config (one block) is an MSS config too."""
+        return name == self.name or (name == "mss" and self.name == "ss")
+
     def __init__(self, cfg, name=None):
         self.cfg = cfg
         self.name = name or cfg.name
@@ -154,6 +165,10 @@ class MssProtocol(Protocol):
         (``n`` unused: the decoder reads counts)."""
         cfg = self.cfg
         return 50 * (cfg.k * cfg.l + sum(cfg.moduli))
+
+    def simulated_report_us(self):
+        """5 + 0.2 k us: the device randomiser and the residue support's posterior update."""
+        return 5 + 0.2 * self.k
 
     def ingest_us(self):
         """5 us plus, per block (weighted 1 / l), the unrank of the subset: m_j (0.15 +

@@ -85,3 +85,7 @@ class ToyChannel(Channel):
         mask = np.zeros(self.k, dtype=bool)
         mask[report] = True
         return mask, self.log_r
+
+    def from_decoded(self, report, data):
+        """y, the decoded report's one member."""
+        return int(report.subset[0])
