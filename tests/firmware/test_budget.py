@@ -691,8 +691,9 @@ def test_a_board_with_a_budget_writes_its_nap_before_a_deep_sleep(tmp_path, monk
     import sys
     import types
 
-    from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET, Node
+    from mss_node.app import Node
     from mss_node.power import Rest
+    from mss_node.wallclock import CLOCK_SANE, UNIX_OFFSET
 
     calls = []
     fake = types.SimpleNamespace(lightsleep=lambda ms: calls.append(("light", ms)),
@@ -700,10 +701,10 @@ def test_a_board_with_a_budget_writes_its_nap_before_a_deep_sleep(tmp_path, monk
     monkeypatch.setitem(sys.modules, "machine", fake)
     write(tmp_path, sleep="deep", serial={"path": str(tmp_path / "out")})
     node = Node(str(tmp_path / "config.json"), str(tmp_path / "state.json"), lambda: 1, clock=lambda: 1704067200)
-    Rest(node, lambda: None, lambda s: None, _UNIX_OFFSET, _CLOCK_SANE)(60000)
+    Rest(node, lambda: None, lambda s: None, UNIX_OFFSET, CLOCK_SANE)(60000)
     assert calls == [("deep", 60000)] and json.loads((tmp_path / "state.json").read_text())["nap"] == 60000
     del fake.DEEPSLEEP_RESET
-    Rest(node, lambda: None, lambda s: None, _UNIX_OFFSET, _CLOCK_SANE)(60000)
+    Rest(node, lambda: None, lambda s: None, UNIX_OFFSET, CLOCK_SANE)(60000)
     assert calls[-1] == ("light", 60000)
 
 

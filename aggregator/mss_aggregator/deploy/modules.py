@@ -38,7 +38,7 @@ ENTRY = ("mss_node.app",)  # what main.py runs
 OPTIONS = (
     (lambda dev: dev.get("transport") == "mqtt" and (dev.get("mqtt") or {}).get("tls") is True,
      ("mss_node.tls",)),
-    (lambda dev: dev.get("fleet_key") is not None, ("mss_node.auth",)),
+    (lambda dev: dev.get("fleet_key") is not None, ("mss_node.auth", "mss_node.switch")),
     (lambda dev: bool(dev.get("configs")), ("mss_node.switch",)),
     (lambda dev: dev.get("memoize") is True, ("mss_node.memo",)),
     (lambda dev: dev.get("max_epsilon") is not None or dev.get("max_ratio") is not None, ("mss_node.cap",)),

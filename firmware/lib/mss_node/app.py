@@ -16,12 +16,10 @@ from mss_device.frame import KINDS, kind_index
 from mss_node import log, settings
 from mss_node.reporter import Reporter
 from mss_node.state import State
+from mss_node.wallclock import CLOCK_SANE, UNIX_OFFSET
 
-# ESP32/ESP8266/STM32 count seconds from 2000, unix/rp2 from 1970.
-_UNIX_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 IDLE_RETRY_S = 60
 _COMPACT = kind_index("compact")
-_CLOCK_SANE = 1704067200  # 2024-01-01: a clock before this was never set
 _TELL_S = 60  # "no clock" is said at most once a minute
 _MIN_REST_MS = 1000  # a shorter wait is a poll_s one: not worth a modem sleep
 
@@ -85,7 +83,7 @@ class Node:
         self.skipped = None  # the epoch last skipped for the budget (None: reporting)
 
     def clocked(self):
-        return int(self.clock()) + _UNIX_OFFSET >= max(self.s.device["epoch_origin"], _CLOCK_SANE)
+        return int(self.clock()) + UNIX_OFFSET >= max(self.s.device["epoch_origin"], CLOCK_SANE)
 
     def _dev_eui(self):
         """The id this LoRaWAN board seeds with: its modem's DevEUI, which ``device.device_id``
@@ -107,7 +105,7 @@ class Node:
         # term stays a small int; on 1970-based ports time.time() itself is
         # already a big int (the one exception besides the subset rank).
         d = self.s.device
-        return (int(self.clock() if t is None else t) - (d["epoch_origin"] - _UNIX_OFFSET)) // d["period_s"]
+        return (int(self.clock() if t is None else t) - (d["epoch_origin"] - UNIX_OFFSET)) // d["period_s"]
 
     def tick(self):
         cid, st, p = self.s.config_id, self.state, self.pace
@@ -202,10 +200,15 @@ class Node:
 
     def new_config(self, msg):
         """A config pushed to a board with a fleet key and a cap (the MQTT link passes
-        nothing else on): signed, checked and adopted by :func:`mss_node.auth.pushed`."""
+        nothing else on): signed and checked by :func:`mss_node.auth.pushed`, adopted by
+        :func:`mss_node.switch.adopt`."""
         from mss_node.auth import pushed
 
-        pushed(self, msg)
+        got = pushed(self, msg)
+        if got is not None:
+            from mss_node.switch import adopt
+
+            adopt(self, got[0], "pushed config", got[1])
 
 
 def run(config_path="config.json", state_path="state.json", sensor=None, rng=None,
@@ -235,7 +238,7 @@ def run(config_path="config.json", state_path="state.json", sensor=None, rng=Non
         if node.s.device["sleep"] != "none":
             from mss_node.power import Rest
 
-            rest = Rest(node, feed, _skip if until_sent else sleep, _UNIX_OFFSET, _CLOCK_SANE)
+            rest = Rest(node, feed, _skip if until_sent else sleep, UNIX_OFFSET, CLOCK_SANE)
         log.info("device %s reporting config %s (k=%d) every %d s"
                  % (node.s.device_id, node.s.config_id, node.s.params.k, node.s.device["period_s"]))
         n -= 1  # the attempt that built the node is not a tick

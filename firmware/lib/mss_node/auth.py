@@ -8,13 +8,14 @@ checked before TEXT is parsed.  MicroPython has hashlib.sha256 but no hmac
 module, hence the few lines below (tests compare them with CPython's hmac).
 
 Loaded only on a board with ``device.fleet_key``: :func:`fleet_key` reads
-the key at load, :func:`pushed` takes a pushed message for the node.
+the key at load, :func:`pushed` checks a pushed message for the node (the
+node adopts what it returns with :func:`mss_node.switch.adopt`).
 """
 import hashlib
 import json
 
 from mss_node import files, log
-from mss_node.switch import adopt
+from mss_node.wallclock import CLOCK_SANE, UNIX_OFFSET
 
 _BLOCK = 64  # SHA-256's block size in bytes
 KEY_MIN_HEX = 32  # a fleet key of at least 16 bytes
@@ -104,21 +105,21 @@ def unseal(msg, key, campaign):
 
 
 def pushed(node, msg):
-    """Adopt the pushed ``msg`` on ``node`` (an mss_node.app.Node with a key and a cap) when
-    the HMAC holds, it names this campaign, it was issued after the config in use (an old
-    signed config replayed is refused) and at most SKEW_S after the board's clock (so a
-    far-future counter cannot freeze the board), and the loader accepts it, cap included.
-    The same config issued again only moves the counter on."""
-    from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET
-
+    """(config, issued) for ``node`` (an mss_node.app.Node with a key and a cap) to adopt
+    from the pushed ``msg``, else None (logged why): when the HMAC holds, it names this
+    campaign, it was issued after the config in use (an old signed config replayed is
+    refused) and at most SKEW_S after the board's clock (so a far-future counter cannot
+    freeze the board).  The loader, cap included, has the last word
+    (:func:`mss_node.switch.adopt`).  The same config issued again only moves the counter
+    on (None)."""
     s = node.s
     try:
         d, issued = unseal(msg, s.fleet_key, s.campaign)
     except ValueError as exc:
         log.warn("rejected pushed config: %s" % exc)
         return
-    now = int(node.clock()) + _UNIX_OFFSET
-    if now < _CLOCK_SANE:
+    now = int(node.clock()) + UNIX_OFFSET
+    if now < CLOCK_SANE:
         log.warn("rejected pushed config: the clock is not set")
         return
     if issued > now + SKEW_S:
@@ -137,4 +138,4 @@ def pushed(node, msg):
         s.raw["issued"] = s.issued = issued
         files.save(node.config_path, s.raw)
         return
-    adopt(node, d, "pushed config", issued)
+    return d, issued

@@ -48,9 +48,8 @@ The margin costs a skipped epoch about once every 32 periods (the pace
 drifts by the margin each period); a board with a clock skips none.
 """
 from mss_node import log
-from mss_node.app import _CLOCK_SANE, _UNIX_OFFSET
-
 from mss_node.uptime import napped, ticks_diff, ticks_ms
+from mss_node.wallclock import CLOCK_SANE, UNIX_OFFSET
 
 _DIV = 32  # the default margin: period / 32
 
@@ -71,7 +70,7 @@ class Clock:
 
     def ok(self):
         """True once the clock was set (it reads 2024 or later)."""
-        return int(self()) + _UNIX_OFFSET >= _CLOCK_SANE
+        return int(self()) + UNIX_OFFSET >= CLOCK_SANE
 
 
 class Pace:
@@ -115,7 +114,7 @@ class Pace:
         n = self.node
         if n.clocked():
             d = n.s.device
-            left = (n.epoch() + 1) * d["period_s"] + d["epoch_origin"] - _UNIX_OFFSET - n.clock() + self.guard
+            left = (n.epoch() + 1) * d["period_s"] + d["epoch_origin"] - UNIX_OFFSET - n.clock() + self.guard
         else:
             left = self.due_ms() / 1000
         return min(poll, left) if left > 0 else poll
@@ -214,9 +213,9 @@ def set_clock(clock, unix):
     """Set the node's :class:`Clock` to ``unix`` (whole seconds, UTC):
     machine.RTC where the port has one, and its offset; False for a time before 2024."""
     unix = int(unix)
-    if unix < _CLOCK_SANE:
+    if unix < CLOCK_SANE:
         return False
-    t = unix - _UNIX_OFFSET  # the port's time base
+    t = unix - UNIX_OFFSET  # the port's time base
     try:
         from machine import RTC
         import time
