@@ -110,11 +110,63 @@ data set at n <= 8 in tests/test_shuffle_blanket.py):
 The stronger clone (beta = min over x, y of R_x(y)/(R_x0(y) + R_x1(y))) gives these protocols
 nothing: wherever R_x0 and R_x1 share a favoured output (SS with w >= 2, unary, HR in one block)
 beta = 1/(2 e^eps0), the 2021 pair; it is listed only where they share none (w = 1, i.e. k-RR).
-This is not the exact divergence of the optimal blanket (Su, Cheng, Wang compute that by FFT over
-the whole output class counts): revealing which blanket draws land on the shared outputs loses
-their dilution of the likelihood ratio, which is why OUE, HR and SS at large k gain little
-(docs/privacy.md, section 5).  Not covered: PGR, MSS, OLH (refused by the shuffler) and any
-report with an instantaneous layer; they keep the generic bound.
+Revealing which blanket draws land on the shared outputs loses their dilution of the likelihood
+ratio, which is why these pairs gain little for OUE, HR and SS at large k; the blanket divergence
+below keeps it.  Not covered: PGR, MSS, OLH (refused by the shuffler) and any report with an
+instantaneous layer; they keep the generic bound.
+
+Blanket divergence (``grr-``, ``ss-``, ``oue-``, ``sue-``, ``hr-blanket-divergence``; the same
+arguments; :func:`blanket_kinds` gives each protocol's numbers, :class:`_Blanket` computes it).
+Balle, Bell, Gascon, Nissim (CRYPTO 2019), Section 3: if R_x(y) >= gamma omega(y) for every value x,
+each other user's report is a draw from omega with probability gamma, else from a law that does not
+depend on the device's value; revealing those users and their reports, the view is the multiset of
+the device's report and M ~ Bin(n - 1, gamma) draws from omega.  Its density under value x with
+respect to omega^(M + 1) is (1/(M + 1)) sum_j l_x(z_j), l_x = R_x / omega (the device's report is at
+a uniform place), so the release is (eps, delta(eps))-DP for the pair x, x' with
+
+    delta(eps) = E_M[delta_M],   delta_M = E[(sum_{j <= M + 1} (l_x(Z_j) - e^eps l_x'(Z_j)))_+] / (M + 1),
+
+Z_j iid omega: the blanket divergence (Balle et al. write it (1/(gamma n)) E[(sum_{i <= M'} L_i)_+],
+M' ~ Bin(n, gamma), the same number).  Su, Cheng, Wang (arXiv 2504.07414) prove that the blanket
+gamma omega = min_x R_x gives the smallest such bound over every decomposition of their general clone
+paradigm (the clones pairs above are others).  All five protocols are two-level:
+l_x(z) = gamma e^(eps0 I_x(z)), I_x(z) = 1 iff output z favours x:
+
+* GRR: omega uniform on the k values, gamma = k/(e^eps0 + k - 1), z favours z;
+* SS (w of k): omega uniform on the subsets, gamma = k/(w e^eps0 + k - w), z favours its w members;
+* OUE, SUE: omega the law with every bit one with q, gamma = (1 - p)/(1 - q) = (e^eps0 + 1)/(2 e^eps0)
+  for OUE, q/p = e^(-eps0/2) for SUE; z favours its one-bits (a blanket below min_x R_x at the
+  all-ones vector only: smaller, still valid);
+* HR (blocks of b, K outputs): omega uniform, gamma omega = lo = 1/(e^eps0 b/2 + K - b/2); z favours
+  the items of its block whose half holds it (below min_x R_x only at the outputs every item favours,
+  in one block: smaller, still valid).
+
+With e = e^eps, l_x - e l_x' = gamma ((1 - e) + (e^eps0 - 1)(I_x - e I_x')), so with N1, N2, Nb the
+draws among the M + 1 that favour x only, x' only and both,
+
+    delta_M = gamma (e^eps0 - 1) E[(N1 - e N2 - (e - 1) Nb - t_M)_+] / (M + 1),   t_M = (e - 1)(M + 1)/(e^eps0 - 1).
+
+Per draw, P(x only) = P(x' only) = p_only, P(both) = p_both: GRR 1/k, 0; SS w(k - w)/(k(k - 1)),
+w(w - 1)/(k(k - 1)); unary q(1 - q), q^2; HR x, x' in one block b/(4K), b/(4K), in two b/(2K), 0 (the
+bound is the larger eps of the kinds).  What is computed is an upper bound on delta(eps), each step
+raising it: (a) Nb is at least nb_M, its Bin(M + 1, p_both) quantile at TAIL delta, but with
+probability P(Nb < nb_M), where the integrand is at most M + 1: t_M rises by (e - 1) nb_M and
+gamma (e^eps0 - 1) P(Nb < nb_M) is added (nothing for p_both = 0); (b) (N1, N2) is trinomial, given
+N2 = b N1 ~ Bin(M + 1 - b, r), r = p_only/(1 - p_only), and E[(X - c)_+] for X ~ Bin(s, r) is
+s r P[Bin(s - 1, r) >= floor(c)] - c P[Bin(s, r) > floor(c)]; this is non-increasing in b, so b is
+summed in buckets of width max(1, BLANKET_BSTEP sd(N2)) at their lowest b, the last bucket running
+to M + 1, and the b below the TAIL quantile at b = 0; (c) the exact delta_M is at most 1 and
+non-increasing in M (one more independent omega draw in the multiset is post-processing), so M is
+summed in buckets [M_i, M_i+1) of width max(1, BLANKET_STEP M_i) at the bound at M_i (kept
+non-increasing by a running minimum), the M below the TAIL quantile of Bin(n - 1, gamma) at 1;
+(d) the smallest eps with the bound at most delta (non-increasing in eps), by Brent to BLANKET_RTOL
+and nudged up until it meets delta.  Where every draw favours x or x' (GRR and SS with k = 2) it is
+the blanket clones pair and is not listed; there it measures the buckets' cost, 0.4% of eps at most
+on the 70-cell grid (tests/test_shuffle_blanket_exact.py).  Checked by brute force over every data
+set at n <= 8 beside the pairs (tests/test_shuffle_blanket.py, tests/test_shuffle_bounds.py).
+It has no clones pair: the :class:`Central` it gives carries the pair of the smallest clones-pair
+bound (the batch is dominated by it alone), which :func:`compose` composes, so a composition is
+proven but does not gain what the divergence gains for one batch.
 
 Over epochs, :func:`compose` composes the batch's clones pair through its privacy-loss
 distribution (:func:`compose_pld`) beside the closed-form theorems, and returns the smallest.
@@ -139,6 +191,9 @@ TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (
 SEARCH_RTOL = 1e-11  # Brent's tolerance on eps, relative to the bracket (eps0 or the closed form)
 PROTOCOLS = (None, "grr", "ss", "oue", "sue", "hr")
 SIZED = {"ss": "the subset size w, an integer in [1, k - 1]", "hr": "the block size b, a power of two >= 2"}
+BLANKET_BSTEP = 0.02  # width of a bucket of N2 in the blanket divergence, relative to its standard deviation (at least 1)
+BLANKET_RTOL = 1e-7  # Brent's tolerance for the blanket divergence (each evaluation costs more)
+BLANKET_STEP = 0.003  # width of a bucket of M in the blanket divergence, relative to M (at least 1)
 USEFUL = 1e-6  # a bound within this fraction of eps0 is reported as no amplification ("none: ...")
 
 
@@ -149,7 +204,8 @@ class Central:
     ``method``: the bound that gave ``eps`` (module docstring), or ``"none: ..."`` when no bound
     is below eps0 (then ``eps == eps0`` and the guarantee holds with delta 0).  ``pair``: the
     (p_clone, weight) of the clones pair that dominates the batch for that method (the 2021 pair
-    for the closed form too), which :func:`compose` composes; None for "none".  ``bounds``: every
+    for the closed form too; for a blanket divergence, which has none, the pair of the smallest
+    clones-pair bound), which :func:`compose` composes; None for "none".  ``bounds``: every
     bound computed, (method, eps) in the order tried; one is left out when it is not below the
     smaller of eps0 and the bounds before it (not compared: two guarantees are equal on the five
     fields above)."""
@@ -244,7 +300,7 @@ class _Clones:
         d = a * sf0 + (1 - a) * sf1 - t * (a * sf1 + (1 - a) * sf0)
         return self.weight * float(np.dot(self.w, np.maximum(d, 0.0))) + self.left_out
 
-    def epsilon(self, delta, upper):
+    def epsilon(self, delta, upper, rtol=SEARCH_RTOL):
         """The smallest eps in [0, upper] with self.delta(eps) <= delta, or None if upper does not meet it.
 
         self.delta is continuous and non-increasing in eps (a hockey-stick divergence), so Brent's
@@ -256,9 +312,94 @@ class _Clones:
             return 0.0
         from scipy import optimize
 
-        tol = SEARCH_RTOL * upper
-        eps = optimize.brentq(lambda e: self.delta(e) - delta, 0.0, upper, xtol=tol, rtol=SEARCH_RTOL)
+        tol = rtol * upper
+        eps = optimize.brentq(lambda e: self.delta(e) - delta, 0.0, upper, xtol=tol, rtol=rtol)
         while eps < upper and self.delta(eps) > delta:
+            eps = min(eps + tol, upper)
+        return eps
+
+
+class _Blanket:
+    """The privacy-blanket divergence of a two-level randomiser (module docstring, "blanket divergence").
+
+    Every other user's report is a blanket draw with probability ``gamma`` (M ~ Bin(n - 1, gamma) of
+    them); each of the M + 1 draws (the device's own, after the change of measure, included) favours
+    x only with probability ``p_only``, x' only with the same, both with ``p_both``.  :meth:`delta`
+    is an upper bound on delta(eps) = E_M[delta_M]: M summed in buckets [M_i, M_i+1) at delta_{M_i}
+    (delta_M of the exact divergence is non-increasing in M), each delta_M bounded by the relaxation
+    that counts the "both" draws as "neither" but for the nb_i that all but TAIL delta of the mass
+    holds, the only-x' count N2 summed where all but TAIL delta of its mass lies, its tails at the
+    integrand's bound there; the mass of M below the lowest bucket at 1."""
+
+    def __init__(self, eps0, n, delta, gamma, p_only, p_both):
+        from scipy.stats import binom
+
+        self.binom, self.gamma, self.e0m1 = binom, gamma, math.expm1(eps0)
+        self.r = p_only / (1 - p_only)  # N1 given N2 = b: Bin(M + 1 - b, r)
+        cut = TAIL * delta / 4
+        lo, hi = (int(x) for x in binom.ppf([cut, 1 - cut], n - 1, gamma))
+        lo = max(lo - 1, 0)
+        self.below = float(binom.cdf(lo - 1, n - 1, gamma)) if lo > 0 else 0.0
+        edges = [lo]
+        while edges[-1] < min(hi, n - 1):
+            edges.append(edges[-1] + max(1, int(edges[-1] * BLANKET_STEP)))
+        M = np.array([m for m in edges if m <= n - 1], dtype=np.int64)
+        self.mass = np.diff(np.append(binom.cdf(M - 1, n - 1, gamma), 1.0))  # bucket i: M_i <= M < M_i+1 (the last: n - 1)
+        m1 = M + 1
+        self.m1 = m1.astype(float)
+        both_cut = cut / (gamma * self.e0m1)  # the integrand is at most gamma (e^eps0 - 1) where fewer "both" draws
+        if p_both > 0:
+            self.nb = np.maximum(binom.ppf(both_cut, m1, p_both) - 1, 0.0)
+            self.nb_miss = binom.cdf(self.nb - 1, m1, p_both)
+        else:
+            self.nb, self.nb_miss = np.zeros(len(M)), np.zeros(len(M))
+        only_cut = cut / (gamma * self.e0m1 * (1 + self.r))  # the b = 0 integrand is at most gamma (e^eps0 - 1) (1 + r)
+        blo = np.maximum(binom.ppf(only_cut, m1, p_only) - 1, 0).astype(np.int64)
+        bhi = binom.ppf(1 - cut, m1, p_only).astype(np.int64)
+        width = np.maximum(1, (BLANKET_BSTEP * np.sqrt(m1 * p_only * (1 - p_only))).astype(np.int64))
+        sizes = (bhi - blo) // width + 1  # buckets [blo + j width, blo + (j + 1) width) of b, the last to M + 1
+        row = np.repeat(np.arange(len(M)), sizes)
+        b = blo[row] + width[row] * (np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+        last = np.cumsum(sizes) - 1
+        upto = binom.cdf(b + width[row] - 1, m1[row], p_only)
+        upto[last] = 1.0
+        w = upto - binom.cdf(b - 1, m1[row], p_only)  # each bucket at the integrand of its lowest b (non-increasing in b)
+        low = np.flatnonzero(blo > 0)  # b < blo at the integrand of b = 0
+        self.row = np.concatenate([row, low])
+        self.b = np.concatenate([b, np.zeros(len(low), dtype=np.int64)]).astype(float)
+        self.w = np.concatenate([w, binom.cdf(blo[low] - 1, m1[low], p_only)])
+        self.s = self.m1[self.row] - self.b
+        self.rows = len(M)
+
+    def delta(self, eps):
+        """An upper bound on the blanket divergence at ``eps`` (class docstring), plus the mass left out."""
+        e, em1 = math.exp(eps), math.expm1(eps)
+        t = em1 * (self.m1 / self.e0m1 + self.nb)  # t_M, raised by e^eps - 1 for each sure "both" draw
+        c = t[self.row] + e * self.b
+        ok = c < self.s  # elsewhere N1 <= s <= c: no term
+        s, c, f = self.s[ok], c[ok], np.floor(c[ok])
+        g = s * self.r * self.binom.sf(f - 1, s - 1, self.r) - c * self.binom.sf(f, s, self.r)  # E[(N1 - c)+]
+        total = np.bincount(self.row[ok], weights=self.w[ok] * np.maximum(g, 0.0), minlength=self.rows)
+        scale = self.gamma * self.e0m1
+        d = np.minimum(scale * (total / self.m1 + self.nb_miss), 1.0)
+        d = np.minimum.accumulate(d)  # delta_M is non-increasing: a bound at a smaller M holds at every larger one
+        return float(np.dot(self.mass, d)) + self.below
+
+    def epsilon(self, delta, upper, rtol=BLANKET_RTOL):
+        """The smallest eps in [0, upper] with self.delta(eps) <= delta, or None if upper does not meet it.
+
+        As :meth:`_Clones.epsilon`, on log self.delta (about quadratic in eps: fewer evaluations,
+        each costing more here); the result is checked and nudged up until it meets delta."""
+        from scipy import optimize
+
+        at = lru_cache(maxsize=None)(self.delta)
+        if at(float(upper)) > delta:
+            return None
+        if at(0.0) <= delta:
+            return 0.0
+        tol = rtol * upper
+        eps = optimize.brentq(lambda e: math.log(max(at(e), 1e-300) / delta), 0.0, float(upper), xtol=tol, rtol=rtol)
+        while eps < upper and at(eps) > delta:
             eps = min(eps + tol, upper)
         return eps
 
@@ -274,6 +415,19 @@ def clones_epsilon(eps0, n, delta, p_clone, weight=1.0):
     divergence for C ~ Bin(n - 1, p_clone) at most delta, or None if not even eps0 meets it."""
     return _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, eps0)
 
+
+def blanket_epsilon(eps0, n, delta, protocol, k, size=None):
+    """The smallest eps (to Brent's tolerance, rounded up) at which the blanket divergence of ``protocol``
+    (module docstring) meets delta, the largest over the kinds of neighbours, or None if not even eps0
+    does; exposed for tests (:func:`central_epsilon` takes it where it is the smallest)."""
+    _check(eps0, n, delta, protocol, k, size)
+    worst = 0.0
+    for kind in blanket_kinds(protocol, float(eps0), k, size):
+        eps = _Blanket(float(eps0), n, float(delta), *kind).epsilon(float(delta), float(eps0), BLANKET_RTOL)
+        if eps is None:
+            return None
+        worst = max(worst, eps)
+    return worst
 
 def binary_rr_lower_bound(eps0, n, delta):
     """A lower bound on any central eps valid for all eps0-LDP randomisers: shuffled binary RR, exactly.
@@ -350,6 +504,26 @@ def clone_pairs(protocol, eps0, k, size=None):
             if all(name in kind for kind in kinds)}
 
 
+def blanket_kinds(protocol, eps0, k, size=None):
+    """The blanket of ``protocol`` for each kind of neighbouring values x, x' (module docstring, "blanket divergence").
+
+    Returns ((gamma, p_only, p_both), ...): the blanket probability gamma (R_x >= gamma omega for
+    every x) and, for one draw from omega, the probability that it favours x only (equally, x' only)
+    and that it favours both; one kind but for HR over several blocks (x, x' in one block, in two)."""
+    e = math.exp(eps0)
+    if protocol in ("grr", "ss"):
+        w = 1 if protocol == "grr" else size  # omega uniform on the w-subsets; x in a subset with probability w/k
+        return ((k / (w * e + k - w), w * (k - w) / (k * (k - 1)), w * (w - 1) / (k * (k - 1))),)
+    if protocol == "hr":
+        b, blocks = size, -(-k // (size - 1))
+        K = blocks * b  # omega uniform on the K outputs, gamma omega = lo
+        gamma = K / (e * b / 2 + K - b / 2)
+        return (((gamma, b / 4 / K, b / 4 / K),) if b >= 4 else ()) + (((gamma, b / 2 / K, 0.0),) if blocks >= 2 else ())
+    half = math.exp(eps0 / 2)  # unary: omega the all-q law; OUE gamma = (1 - p)/(1 - q), SUE q/p
+    gamma, q = ((e + 1) / (2 * e), 1 / (e + 1)) if protocol == "oue" else (1 / half, 1 / (half + 1))
+    return ((gamma, q * (1 - q), q * q),)
+
+
 # registry names whose device randomiser's law IS the ideal channel of the protocol at the config's
 # eps_effective (enumerated over every random decision of the integer client, to 1e-12, on a grid of
 # planned configs: tests/test_shuffle_device_channel.py), so its own bounds hold for the device
@@ -413,7 +587,8 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
     -------
     Central
         ``eps`` the smallest of: Feldman et al. Theorem 3.1 (where its condition holds), their
-        Theorem 3.2 computed numerically, the protocol's own bounds and eps0 itself; ``pair``
+        Theorem 3.2 computed numerically, the protocol's own bounds (its blanket divergence
+        included) and eps0 itself; ``pair`` the clones pair of the smallest clones-pair bound,
         None for HR over several blocks (no one pair dominates both kinds of neighbours).  Non-increasing in n and non-decreasing in eps0 (the bounds are).
 
     Raises
@@ -422,7 +597,14 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
         For an eps0, n, delta, protocol, k or size out of range, naming it.
     """
     _check(eps0, n, delta, protocol, k, size)
-    eps0, delta = float(eps0), float(delta)
+    k = None if protocol is None else int(k)
+    size = int(size) if protocol in SIZED else None  # (ignored by the other protocols)
+    return _central_epsilon(float(eps0), int(n), float(delta), protocol, k, size)
+
+
+@lru_cache(maxsize=4096)
+def _central_epsilon(eps0, n, delta, protocol, k, size):
+    """:func:`central_epsilon`, cached: ``mss plan`` and :func:`largest_eps0` ask again for one batch."""
     found = {}
     closed = closed_form(eps0, n, delta)
     if closed is not None:
@@ -443,12 +625,23 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
             worst = max(worst, eps)
         else:
             found[name] = worst
+    kinds = blanket_kinds(protocol, eps0, k, size) if protocol is not None else ()
+    if any(2 * p_only + p_both < 1 for _, p_only, p_both in kinds):  # else every draw favours x or x': the blanket pair
+        worst = 0.0
+        for kind in kinds:
+            eps = _Blanket(eps0, n, delta, *kind).epsilon(delta, min(found.values(), default=eps0), BLANKET_RTOL)
+            if eps is None:
+                break
+            worst = max(worst, eps)
+        else:
+            found[f"{protocol}-blanket-divergence"] = worst
     method = min(found, key=found.get, default=None)
     bounds = tuple(found.items())
     if method is None or found[method] >= eps0 * (1 - USEFUL):
         return Central(eps0, delta, int(n), eps0, f"none: no bound below eps0 at n={n} (the release is eps0-DP, "
                                                   "delta 0)", bounds)
-    kinds = pairs.get(method, ((math.exp(-eps0), 1.0),))
+    paired = {name: eps for name, eps in found.items() if not name.endswith("-blanket-divergence")}
+    kinds = pairs.get(min(paired, key=paired.get, default=None), ((math.exp(-eps0), 1.0),))  # the best clones pair
     pair = kinds[0] if len(kinds) == 1 else None  # HR over several blocks: no one pair dominates
     return Central(found[method], delta, int(n), eps0, method, bounds, pair)
 
