@@ -24,6 +24,7 @@ from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan, shuffling
 from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
+from mss_protocol.config_file import seeded  # the protocols whose seed names the device (olh)
 from mss_protocol.configs import load_dict
 from mss_protocol.mss.planner import PlanError
 
@@ -166,8 +167,8 @@ def check(request):
                            excludes="shuffle.central_epsilon")
     if r.epsilon is None and (sh is None or sh.central_epsilon is None):
         raise RequestError("epsilon", "an epsilon per report is needed (or a central epsilon of a shuffled batch)")
-    if sh is not None and r.protocol == "olh":
-        raise RequestError("protocol", f"olh cannot be shuffled: {OLH_NAMES_DEVICE}")
+    if sh is not None and r.protocol in seeded():
+        raise RequestError("protocol", f"{r.protocol} cannot be shuffled: {OLH_NAMES_DEVICE}")
     if r.question.detect is not None and r.question.target_se is not None:
         raise RequestError("question.target_se", "a question is a frequency to detect or a standard error to "
                                                  "reach", excludes="question.detect")
@@ -215,7 +216,7 @@ def plan(request, progress=None):
         if frame is None:
             # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
             # needs the drawing epoch on the wire (SPEC.md section 4)
-            frame = "compact-epoch" if r.protocol == "olh" and olh_seed == "epoch" else "compact"
+            frame = "compact-epoch" if r.protocol in seeded() and olh_seed == "epoch" else "compact"
     frame = frame or "full"
     if frame == "compact":
         notes.append(Note("compact frames are dated by arrival: boards need device.transport lorawan"))
@@ -226,7 +227,7 @@ def plan(request, progress=None):
                   olh_seed=olh_seed, irr_epsilon=rep.irr_epsilon, detect=q.detect, target_se=q.target_se,
                   progress=progress)
     try:
-        result = choose(r.k, epsilon, r.protocol, exclude={"olh": OLH_LEFT_OUT} if sh else None, **common)
+        result = choose(r.k, epsilon, r.protocol, exclude=dict.fromkeys(seeded(), OLH_LEFT_OUT) if sh else None, **common)
         if sh is not None:
             # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
             local = None if sh.central_epsilon is None else choose(r.k, sh.central_epsilon, r.protocol, **common)
@@ -321,7 +322,7 @@ def _shuffle_notes(request, epsilon, result, common):
             notes.append(Note(f"{words}: --protocol grr plans it there"))
         elif own > epsilon and result["predicted_mse"] is not None:
             try:
-                grr = choose(request.k, own, "grr", exclude={"olh": OLH_LEFT_OUT}, **common)
+                grr = choose(request.k, own, "grr", exclude=dict.fromkeys(seeded(), OLH_LEFT_OUT), **common)
             except (DistributionError, PlanError):
                 grr = None  # GRR does not fit this plan's limits: nothing to suggest
             if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
