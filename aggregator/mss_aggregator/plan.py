@@ -227,7 +227,8 @@ def plan(request, progress=None):
                   olh_seed=olh_seed, irr_epsilon=rep.irr_epsilon, detect=q.detect, target_se=q.target_se,
                   progress=progress)
     try:
-        result = choose(r.k, epsilon, r.protocol, exclude=dict.fromkeys(seeded(), OLH_LEFT_OUT) if sh else None, **common)
+        left_out = dict.fromkeys(seeded(), OLH_LEFT_OUT) if sh else None
+        result = choose(r.k, epsilon, r.protocol, exclude=left_out, **common)
         if sh is not None:
             # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
             local = None if sh.central_epsilon is None else choose(r.k, sh.central_epsilon, r.protocol, **common)
