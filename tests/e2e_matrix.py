@@ -7,7 +7,7 @@ epoch boundary in flight.
 
 Parts, all real: a Mosquitto on a free loopback port; socat pty pairs for
 serial (several boards on one pty: the line carries the device id); one
-:class:`~mss_aggregator.devices.modem.ModemEmulator` per LoRaWAN board and
+:class:`~mss_aggregator.devices.modem.base.ModemEmulator` per LoRaWAN board and
 one network-server emulator per LoRaWAN cell (its own application), in
 ChirpStack's or The Things Stack's shape; one
 :class:`~mss_aggregator.collect.service.Aggregator` per cell (MQTT cells: a
@@ -398,8 +398,9 @@ class Network:
 def network_main(spec_path):
     """The helper process of :class:`Network`: prints {"proxy_port"} or
     {"paths": {DevEUI: pty}}, then obeys "down"/"up" lines until stdin ends."""
-    from mss_aggregator.devices.modem import (ChirpStackEmulator, ModemEmulator, ModemPool,
-                                              TheThingsStackEmulator)
+    from mss_aggregator.devices.modem import emulator
+    from mss_aggregator.devices.modem.base import ModemPool
+    from mss_aggregator.devices.network_server import ChirpStackEmulator, TheThingsStackEmulator
 
     spec = json.loads(Path(spec_path).read_text())
     port = spec["broker_port"]
@@ -415,7 +416,7 @@ def network_main(spec_path):
         ns = (ChirpStackEmulator("127.0.0.1", port, app["app"]) if spec["shape"] == "chirpstack"
               else TheThingsStackEmulator("127.0.0.1", port, app["app"], TENANT))
         for eui, dialect in app["modems"]:
-            m = ModemEmulator(dialect, eui, join_delay_s=0, tx_delay_s=0)
+            m = emulator(dialect, eui, join_delay_s=0, tx_delay_s=0)
             ns.attach(m)
             modems.append(m)
             paths[eui] = m.path

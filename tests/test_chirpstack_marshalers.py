@@ -16,7 +16,7 @@ from chirpstack_api import integration
 from brokers import mosquitto  # noqa: F401 (fixture)
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import UPLINK_FIELDS, UplinkError, parse_spec
-from mss_aggregator.devices.modem import (TTS_UPLINK_FIELDS, chirpstack_event, marshal, tts_uplink)
+from mss_aggregator.devices.network_server import TTS_UPLINK_FIELDS, chirpstack_event, marshal, tts_uplink
 from mss_protocol.codec import codec
 from mss_protocol.counts import Counts
 from test_collect_lorawan import APP, GRR, PERIOD, SPECS, TENANT, eui, run

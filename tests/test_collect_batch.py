@@ -15,7 +15,7 @@ from mss_aggregator.collect.collectors import Writer
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import chirpstack_uplink
+from mss_aggregator.devices.network_server import chirpstack_uplink
 from mss_device.framing import frame as serial_line
 from mss_protocol.choose import choose
 from mss_protocol.codec import codec

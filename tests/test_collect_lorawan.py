@@ -19,7 +19,7 @@ from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import chirpstack_uplink, rfc3339, tts_uplink
+from mss_aggregator.devices.network_server import chirpstack_uplink, rfc3339, tts_uplink
 from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng

@@ -199,7 +199,7 @@ def test_cpython_fleet_over_lorawan(tmp_path):
     from mss_aggregator.collect.lorawan import parse_spec
     from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.devices.fleet import run_fleet
-    from mss_aggregator.devices.modem import ChirpStackEmulator
+    from mss_aggregator.devices.network_server import ChirpStackEmulator
     from mss_protocol.choose import choose
     from mss_protocol.configs import load_dict
 

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from brokers import Mosquitto, password_file
 from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import chirpstack_uplink, tts_uplink
+from mss_aggregator.devices.network_server import chirpstack_uplink, tts_uplink
 from mss_cli.main import main
 from mss_device.rng import ByteRng
 from mss_protocol.choose import choose

@@ -29,7 +29,7 @@ from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
 from mss_aggregator.collect.service import campaign_clock
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import rfc3339
+from mss_aggregator.devices.network_server import rfc3339
 from mss_aggregator.devices.uplink_samples import Applications, SampleUplink, refusal
 from mss_protocol.config_file import read_json
 

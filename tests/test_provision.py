@@ -16,7 +16,7 @@ from brokers import Mosquitto, mosquitto, mqtt_client  # noqa: F401 (fixture)
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import chirpstack_uplink
+from mss_aggregator.devices.network_server import chirpstack_uplink
 from mss_cli.main import main
 from mss_node.settings import Settings
 from mss_protocol.choose import choose

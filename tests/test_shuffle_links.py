@@ -15,7 +15,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from mss_aggregator.devices.modem import chirpstack_uplink, tts_uplink
+from mss_aggregator.devices.network_server import chirpstack_uplink, tts_uplink
 from mss_device.framing import frame as serial_line
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.sampler import sample_reports

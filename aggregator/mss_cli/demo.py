@@ -197,7 +197,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.collect.collectors import parse_broker
     from mss_aggregator.collect.embedded_broker import EmbeddedBroker
     from mss_aggregator.collect.lorawan import parse_spec
-    from mss_aggregator.devices.modem import ChirpStackEmulator
+    from mss_aggregator.devices.network_server import ChirpStackEmulator
     from mss_aggregator.devices.field import FIELD_KEYS, summarize
     from mss_aggregator.devices.fleet import draw_values, run_fleet
     from mss_aggregator import view as views

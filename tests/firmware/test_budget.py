@@ -599,7 +599,7 @@ def test_lorawan_skip_uplinks_are_counted_once(tmp_path):
     from mss_aggregator.collect.ingest import Ingest
     from mss_aggregator.collect.lorawan import parse_spec
     from mss_aggregator.collect.store import open_store
-    from mss_aggregator.devices.modem import chirpstack_uplink
+    from mss_aggregator.devices.network_server import chirpstack_uplink
 
     dev, now = "70b3d57ed0050001", time.time()
     ingest = Ingest(A, "t", PERIOD, lorawan=parse_spec("chirpstack:app"), time_fport=3)

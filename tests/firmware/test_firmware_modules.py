@@ -16,7 +16,7 @@ from micropython_runner import FIRMWARE, MPLIB, ROOT, require_micropython
 from mss_aggregator.deploy import ARCHS
 from mss_aggregator.deploy import flash as deploy
 from mss_aggregator.deploy import modules as firmware_modules
-from mss_aggregator.devices.modem import ModemEmulator
+from mss_aggregator.devices.modem import emulator
 from mss_device.gateway import parse
 from mss_protocol.choose import choose
 from mss_protocol.privacy import cap
@@ -89,7 +89,7 @@ def test_serial_board(tmp_path, protocol, options):
 
 @pytest.mark.parametrize("protocol,dialect", [("grr", "rn2483"), ("hr", "wio-e5"), ("sue", "rak3172")])
 def test_lorawan_board(tmp_path, protocol, dialect):
-    m = ModemEmulator(dialect, "70b3d57ed0000001")
+    m = emulator(dialect, "70b3d57ed0000001")
     m.start()
     try:
         cfg = _config(protocol, "compact", transport="lorawan", device_id=None,

@@ -12,7 +12,8 @@ from micropython_runner import run
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.modem import ChirpStackEmulator, ModemEmulator
+from mss_aggregator.devices.modem import emulator
+from mss_aggregator.devices.network_server import ChirpStackEmulator
 from mss_protocol.choose import choose
 from mss_protocol.configs import load_dict
 
@@ -34,7 +35,7 @@ def test_uplinks_and_a_config_switch_end_to_end(tmp_path, mosquitto):
                        f"mqtt://127.0.0.1:{mosquitto.port}", client_id=f"agg-{name}",
                        lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start() for name in "ab"]
     network = ChirpStackEmulator("127.0.0.1", mosquitto.port, "app1")
-    modem = ModemEmulator("rak3172", EUI)
+    modem = emulator("rak3172", EUI)
     network.attach(modem)
     modem.start()
     try:

@@ -205,9 +205,9 @@ DOWNLINKS = [(2, "<FF>0102"), ("1<FF>", "0102"), (2, "A" * 2000), (2, "ABC"), (9
 
 
 def _raw_modem(dialect):
-    from mss_aggregator.devices.modem import ModemEmulator
+    from mss_aggregator.devices.modem import EMULATORS
 
-    class RawModem(ModemEmulator):
+    class RawModem(EMULATORS[dialect]):
         def _say(self, *lines, delay=0.0):
             if delay:
                 time.sleep(delay)

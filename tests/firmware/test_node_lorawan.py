@@ -7,7 +7,7 @@ import json
 import pytest
 
 from micropython_runner import run
-from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
+from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_protocol.choose import choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
@@ -72,7 +72,7 @@ def modem(request):
     made = []
 
     def make(dialect, **kw):
-        m = ModemEmulator(dialect, EUI, **kw)
+        m = emulator(dialect, EUI, **kw)
         m.start()
         made.append(m)
         return m

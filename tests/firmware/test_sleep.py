@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from micropython_runner import FIRMWARE, command
-from mss_aggregator.devices.modem import DIALECTS, SLEEP_COMMANDS, ModemEmulator
+from mss_aggregator.devices.modem import DIALECTS, SLEEP_COMMANDS, emulator
 from brokers import mosquitto  # noqa: F401 (fixture)
 from mss_aggregator.devices.runtime import BOARD, BoardClock, board_sleeps, board_times
 from mss_protocol import energy, lorawan
@@ -62,7 +62,7 @@ class Board:
         d["device"] = dict({"campaign": "t", "period_s": PERIOD_S, "poll_s": 1, "sleep": sleep}, **device)
         self.modem = None
         if dialect:
-            self.modem = ModemEmulator(dialect, "70b3d57ed0%06x" % eui, clock=self.clock,
+            self.modem = emulator(dialect, "70b3d57ed0%06x" % eui, clock=self.clock,
                                        on_uplink=self._uplink)
             # timeouts well above the emulator's 50 ms answers: with 2 s, a join answered late on a
             # loaded machine (the whole suite on 2 cores) left a board's first tick without an uplink

@@ -4,7 +4,7 @@ running the firmware's own loop for several epochs, reset at random moments.
 Each board is one long-running process of ``emulated_board/field_board.py``
 (the firmware's ``mss_node.app.run``, on the MicroPython unix port or
 CPython) with its config.json and state.json in its own folder, driving its
-own emulated modem (:class:`~.modem.ModemEmulator`, the dialects in turn) on
+own emulated modem (:class:`~.modem.base.ModemEmulator`, the dialects in turn) on
 a pty; a network-server emulator publishes the uplinks, dated by their
 arrival.  Time is real but accelerated by a short ``period_s``: the boards
 sleep light between reports (``device.sleep``) and their sleeps take real
@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
+from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_aggregator.devices.runtime import board_sleeps, command
 
 KINDS = ("power", "power-mid-uplink", "watchdog", "reset")
@@ -224,7 +224,7 @@ def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_
     dialects = fleet_dialects(no_clock)
     try:
         for i, value in enumerate(values):
-            modem = ModemEmulator(dialects[i % len(dialects)], f"{id_prefix}{i:06x}")
+            modem = emulator(dialects[i % len(dialects)], f"{id_prefix}{i:06x}")
             network.attach(modem)
             publish = modem.on_uplink
             folder = base / modem.dev_eui

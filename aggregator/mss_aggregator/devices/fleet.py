@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mss_aggregator.collect.collectors import parse_broker
-from mss_aggregator.devices.modem import DIALECTS, ModemEmulator
+from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
 
 
@@ -62,11 +62,11 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
     ``epochs``: each MQTT device reports in the ``epochs`` epochs ending with the
     current one (returncode 0: all of them PUBACKed).
 
-    With ``network`` (a :class:`~.modem.ChirpStackEmulator` on ``broker``)
+    With ``network`` (a :class:`~.network_server.ChirpStackEmulator` on ``broker``)
     the devices report over LoRaWAN, each known by its modem's DevEUI, and
     then sleep until their next report (emulated: no real time passes).
     ``times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
-    :func:`.runtime.board_times`, "radio": :meth:`.modem.ModemEmulator.stats`}}.
+    :func:`.runtime.board_times`, "radio": :meth:`.modem.base.ModemEmulator.stats`}}.
     ``privacy``: device fields every board gets (:func:`device_config`)."""
     if network is not None and epochs != 1:
         raise ValueError("LoRaWAN boards report once here: their compact frames are dated by arrival")
@@ -81,7 +81,7 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
                 device_id = login[0] if login else f"{id_prefix}{i}"
                 d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin, privacy, login)
             else:
-                modem = ModemEmulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
+                modem = emulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
                 modem.start()
                 device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s, epoch_origin,

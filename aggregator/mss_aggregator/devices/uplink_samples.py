@@ -8,8 +8,8 @@ LoRaWAN board reports under), dated in the epoch of the sample's time on the
 config's clock (``device.period_s``, ``device.epoch_origin``: the aggregator's
 :func:`~mss_aggregator.collect.service.campaign_clock`), on the config's
 ``device.lorawan.fport`` (the firmware's default where unset), in the events
-the network-server emulator publishes (:func:`.modem.chirpstack_event`,
-:func:`.modem.marshal`, :func:`.modem.tts_uplink`).  The radio metadata
+the network-server emulator publishes (:func:`.network_server.chirpstack_event`,
+:func:`.network_server.marshal`, :func:`.network_server.tts_uplink`).  The radio metadata
 (gateway, RSSI, region) is the emulator's; the aggregator reads none of it.
 
 :func:`sample_uplinks` also reads every event back through the aggregator's
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import config_port, parse_spec
 from mss_aggregator.collect.service import campaign_clock
-from mss_aggregator.devices.modem import chirpstack_event, marshal, tts_uplink
+from mss_aggregator.devices.network_server import chirpstack_event, marshal, tts_uplink
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
