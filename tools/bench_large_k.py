@@ -87,7 +87,7 @@ def main():
               f"{row['mss_decode_seconds']:.3f} s, SS {row['ss_decode_seconds']:.3f} s; "
               f"peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
     fit = {}
-    for name in ("mss", "ss"):
+    for name in ("mss", "ss"):  # the two protocols this benchmark compares (its rows' columns)
         pts = [(r["k"], r[f"{name}_decode_seconds"]) for r in rows if r["k"] >= 1 << 14]
         if len(pts) >= 2:
             fit[name] = float(np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)[0])
@@ -112,7 +112,7 @@ def plot(rows, fit, path):
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ks = [r["k"] for r in rows]
-    for name in ("mss", "ss"):
+    for name in ("mss", "ss"):  # the two protocols compared, a curve each
         ax.plot(ks, [r[f"{name}_decode_seconds"] for r in rows], marker="o",
                 label=f"{name.upper()} (k^{fit.get(name, float('nan')):.2f})")
     ax.plot(ks, [r["plan_seconds"] for r in rows], marker="s", ls="--", color="grey", label="planning (uncached)")

@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mcu  # noqa: E402  (tools/mcu)
 from mss_aggregator.devices.runtime import micropython_path  # noqa: E402
-from mss_protocol import device_cost  # noqa: E402
+from mss_protocol import device_cost, registry  # noqa: E402
 from mss_protocol.choose import CHOICES, choose  # noqa: E402
 from mss_protocol.mss.planner import PlanError  # noqa: E402
 
@@ -91,7 +91,7 @@ def grid(ks, epss, protocols):
             for name in protocols:
                 try:
                     cfg, _ = device_config(k, eps, name)
-                    if name in ("rappor", "sue") and 4 * k > POOL_LIMIT:
+                    if registry.protocol_class(name).unary_body and 4 * k > POOL_LIMIT:
                         raise ValueError(f"{4 * k} random bytes a report (a 4-byte coin per item) do not fit "
                                          f"the emulated M0's 140 KB heap beside the pool copy")
                 except (PlanError, ValueError) as exc:

@@ -27,11 +27,14 @@ EPS = (0.5, 1.0, 2.0, 4.0, 5.0, 8.0)
 
 
 def skip_reason(name, k, eps, max_cells):
-    if name == "mss" and k < 4:
-        return "MSS needs k >= 4"
-    if name == "olh" and k > 32749:
-        return "k above OLH's hash prime"
-    if name == "pgr":
+    cls = registry.protocol_class(name)
+    if k < cls.min_k:
+        return cls.min_k_why.format(k=k)
+    try:
+        registry.make(name, k, eps)  # a protocol refuses the parameters it cannot take (OLH above its prime)
+    except ValueError as exc:
+        return str(exc)
+    if name == "pgr":  # this benchmark's own limit on PGR's decode (its DFT over q^t cells)
         q, t = field_and_dimension(k, eps)
         if q ** t > max_cells:
             return f"decode DFT of q^t = {q ** t:.2e} cells"

@@ -35,6 +35,7 @@ audit (the real client and the channel).
 ``min_k``, ``min_k_why``        the smallest k it takes (class attributes)
 ``config_kind``                 "oracle" (fixed by (k, epsilon)) or "mss" (planned)
 ``searches_moduli``             the planner searches its moduli sets
+``unary_body``                  the body is k bits, one per item
 ``configures(name)``            its config may be audited as protocol ``name``
 ==============================  ================================================
 
@@ -67,6 +68,8 @@ class Protocol:
     # planner searches); ``searches_moduli``: ``mss plan`` may search it quickly (greedy sets)
     config_kind = "oracle"
     searches_moduli = False
+    # The report body is the k bits of a unary encoding (else a rank or a point: an integer)
+    unary_body = False
 
     def configures(self, name):
         """Whether this protocol's config may be audited as protocol ``name``: its own name

@@ -82,7 +82,6 @@ class SupportOracle(Protocol):
         return y if self.irr is None else self.irr.perturb(y, rng)
 
     # -- the counts and the wire (mss_protocol.oracle_config, mss_protocol.codec) ------------
-    unary_body = False  # the body is one integer (the point); the unary encodings send k bits
     members_per_report = 1  # what a decoded report stores: the point (OLH: a, b and y)
 
     @property

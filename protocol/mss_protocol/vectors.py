@@ -53,6 +53,8 @@ CASES = [
     ("ss", "k2_eps1", 2, 1.0, [2], "full", [0, 1]),  # m = 2: Floyd's below(1) reads nothing
     ("mss", "k6_eps1_m2_3", 6, 1.0, [2, 3], "full", [0, 5]),
 ]
+# The list of vector files is data, named file by file: the names below choose which files
+# exist (olh's seed makes its own cases), they decide no behaviour
 for _name in ("grr", "rappor", "sue", "olh", "hr", "pgr"):
     CASES += [(_name, "k5_eps1", 5, 1.0, None, "full", [0, 4]),
               # olh: never compact (its seed needs the drawing epoch, SPEC.md section 4)
