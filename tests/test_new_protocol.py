@@ -84,3 +84,16 @@ def test_vectors_and_ingest_then_estimate(config, tmp_path):
     assert est["n"] == 400 and len(est["estimates"]) == K
     # uniform values: sum of squared z-scores below the chi-square(8) 0.999 quantile, 26.1
     assert sum(((e["estimate"] - 1 / K) / e["stderr"]) ** 2 for e in est["estimates"]) < 26.1
+
+
+def test_a_missing_method_names_the_protocol_and_the_method():
+    """What a protocol lacks fails loudly, never as another protocol's branch."""
+    from mss_protocol.base import Protocol
+
+    class Bare(Protocol):
+        name = "bare"
+
+    for ask in (lambda p: p.cost_family, lambda p: p.device_features(), lambda p: p.decode_cells(10),
+                lambda p: p.ingest_us(), lambda p: p.simulated_report_us(), lambda p: p.channel()):
+        with pytest.raises(NotImplementedError, match=r"protocol 'bare' \(Bare\) does not define"):
+            ask(Bare())
