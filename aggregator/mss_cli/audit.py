@@ -1,5 +1,6 @@
 """``mss audit``: reconstruction risk, repeated reports and the empirical epsilon audit."""
 import sys
+from types import SimpleNamespace
 
 import click
 from rich.table import Table
@@ -65,100 +66,104 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
               help="Include a deliberately broken client (MSS at 2 epsilon) that --empirical must catch.")
 @learned_opts.options
 @change_opts.options
-def audit_cmd(k, epsilon, config_path, prior_spec, names, trials, seed, as_json, plot, plot_epsilons,
-              longitudinal, horizons, long_trials, campaign_days, link_pairs, empirical, audit_trials, firmware,
-              control, learned, public_path, public_follow, learned_devices, learned_days,
-              change_every, transitions):
+def audit_cmd(**options):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
-    from mss_aggregator.privacy import audit as privacy_audit
+    from mss_aggregator.audit import AuditRequestError, audit, selection, steps
 
-    cfg = device = None
-    if config_path:
-        try:
-            cfg = configs.load(config_path)
-            device = read_json(config_path, "config").get("device")
-        except ConfigError as exc:
-            fail(str(exc))
-        if device is not None and not isinstance(device, dict):
-            fail(f"{config_path}: device must be an object")
-        if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):
-            fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
-        k, epsilon = cfg.k, cfg.epsilon
-    if k is None or epsilon is None:
-        raise click.UsageError("give --k and --epsilon, or --config")
-    change = change_opts.change_model(change_every, transitions, k)
-    if change is not None and not ((longitudinal or learned) and cfg is not None):
-        raise click.BadParameter("a value that changes is audited for a deployment: needs --config and "
-                                 "--longitudinal or --learned",
-                                 param_hint="--change-every" if change_every else "--transitions")
-    campaign = None
-    if public_path and not learned:
-        raise click.UsageError("--public-signal goes with --learned")
-    if learned:
-        campaign = learned_opts.campaign(cfg, public_path, public_follow, learned_devices, learned_days, change_every,
-                                         transitions, seed)
-    given = names is not None
-    if not given:
-        names = [cfg.name] if cfg is not None else list(privacy_audit.PROTOCOLS)
-    unknown = [p for p in names if p not in privacy_audit.PROTOCOLS]
-    if unknown:
-        raise click.BadParameter(f"unknown protocols {', '.join(unknown)} (available: "
-                                 f"{', '.join(privacy_audit.PROTOCOLS)})", param_hint="--protocols")
+    o = SimpleNamespace(**options)
+    request = _request(o)
     try:
-        prior = parse(prior_spec, k)
-    except DistributionError as exc:
-        fail(str(exc))
-    if empirical and control and 2 * epsilon > MAX_EPSILON:
-        raise click.UsageError(f"--empirical's broken control is MSS at 2 epsilon, above {MAX_EPSILON:.4f} "
-                               f"(the largest epsilon) for epsilon {epsilon}; give --no-control")
-    names, skipped = privacy_audit.skipped(names, k)
-    long_names, long_skipped = privacy_audit.skipped(names if given or cfg is not None else ["mss", "grr"], k)
-    if not names:
-        raise click.UsageError(f"nothing to audit: {skipped[0]['reason']}")
-    for s in skipped or long_skipped[:longitudinal]:
+        _, skipped, _, long_skipped = selection(request)
+    except AuditRequestError as exc:
+        if exc.field == "names":
+            raise click.BadParameter(str(exc), param_hint="--protocols")
+        raise click.UsageError(str(exc))
+    for s in skipped or long_skipped[:o.longitudinal]:
         console.print(f"[yellow]left out:[/yellow] {s['reason']}")
-    steps = len(names) + ((3 * len(long_names) + (len(long_names) if cfg is not None else 0)) if longitudinal
-                          else 0) + ((len(names) + 2) if empirical else 0) + (7 if learned else 0)
     try:
-        with progress("audit", steps) as tick:
-            report = privacy_audit.reconstruction(k, epsilon, prior, prior_spec, names, trials, seed, cfg, tick)
-            report["skipped"] = skipped
-            if longitudinal:
-                report["longitudinal"] = privacy_audit.longitudinal(
-                    k, epsilon, prior, long_names, horizons=horizons, trials=long_trials, seed=seed, cfg=cfg,
-                    progress=tick)
-                report["linkability"] = privacy_audit.linkability(
-                    k, epsilon, prior, long_names, pairs=link_pairs, seed=seed, cfg=cfg, progress=tick)
-                if cfg is not None:
-                    report["deployment"] = privacy_audit.deployment(
-                        k, epsilon, prior, long_names, device, cfg, campaign_days, trials=long_trials, seed=seed,
-                        progress=tick, change=change)
-            if learned:
-                from mss_aggregator.privacy.learned import learned_attack
-
-                report["learned"] = learned_attack(cfg, device, campaign, prior, tick)
-            if empirical:
-                report["epsilon_audit"] = privacy_audit.empirical_epsilon(
-                    k, epsilon, names, audit_trials, seed, firmware, control, cfg=cfg, progress=tick)
-        if plot:
-            from mss_aggregator.plotting import plot_audit
-
-            grid = sorted(set(plot_epsilons) | {epsilon})
-            with writing("--plot", plot):
-                plot_audit(privacy_audit.sweep(k, prior, names, grid), plot,
-                           f"k={k}, prior {prior_spec}", report.get("longitudinal"))
+        with progress("audit", steps(request)) as tick:
+            report = audit(request, progress=tick)
+        if o.plot:
+            _plot(request, report, o.plot, o.plot_epsilons)
     except (ConfigError, ValueError) as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...
         fail(str(exc))
-    problems = privacy_audit.problems(report)
-    if as_json:
+    from mss_aggregator.privacy.audit import problems as audit_problems
+
+    problems = audit_problems(report)
+    if o.as_json:
         click.echo(jsonout.dumps(report))
     else:
-        _print_audit(report, plot)
+        _print_audit(report, o.plot)
     for p in problems:
         console.print(f"[red]audit failed:[/red] {p}")
     if problems:
         sys.exit(AUDIT_FAILED)
+
+
+def _deployment(o):
+    """(k, epsilon, config, device section) of the options: --config's, checked against --k and --epsilon."""
+    k, epsilon, cfg, device = o.k, o.epsilon, None, None
+    if o.config_path:
+        try:
+            cfg = configs.load(o.config_path)
+            device = read_json(o.config_path, "config").get("device")
+        except ConfigError as exc:
+            fail(str(exc))
+        if device is not None and not isinstance(device, dict):
+            fail(f"{o.config_path}: device must be an object")
+        if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):
+            fail(f"--k/--epsilon disagree with {o.config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
+        k, epsilon = cfg.k, cfg.epsilon
+    if k is None or epsilon is None:
+        raise click.UsageError("give --k and --epsilon, or --config")
+    return k, epsilon, cfg, device
+
+
+def _request(o):
+    """The :class:`mss_aggregator.audit.AuditRequest` of the options, their combinations checked."""
+    from mss_aggregator.audit import AuditRequest, Empirical, Longitudinal
+
+    k, epsilon, cfg, device = _deployment(o)
+    change = change_opts.change_model(o.change_every, o.transitions, k)
+    if change is not None and not ((o.longitudinal or o.learned) and cfg is not None):
+        raise click.BadParameter("a value that changes is audited for a deployment: needs --config and "
+                                 "--longitudinal or --learned",
+                                 param_hint="--change-every" if o.change_every else "--transitions")
+    if o.public_path and not o.learned:
+        raise click.UsageError("--public-signal goes with --learned")
+    campaign = None
+    if o.learned:
+        campaign = learned_opts.campaign(cfg, o.public_path, follow=o.public_follow, devices=o.learned_devices,
+                                         days=o.learned_days, change_every=o.change_every,
+                                         transitions=o.transitions, seed=o.seed)
+    try:
+        prior = parse(o.prior_spec, k)
+    except DistributionError as exc:
+        fail(str(exc))
+    if o.empirical and o.control and 2 * epsilon > MAX_EPSILON:
+        raise click.UsageError(f"--empirical's broken control is MSS at 2 epsilon, above {MAX_EPSILON:.4f} "
+                               f"(the largest epsilon) for epsilon {epsilon}; give --no-control")
+    longitudinal = (Longitudinal(horizons=o.horizons, trials=o.long_trials, campaign_days=o.campaign_days,
+                                 link_pairs=o.link_pairs, change=change) if o.longitudinal else None)
+    empirical = (Empirical(trials=o.audit_trials, firmware=o.firmware, control=o.control) if o.empirical
+                 else None)
+    return AuditRequest(k=k, epsilon=epsilon, prior=prior, prior_spec=o.prior_spec,
+                        names=None if o.names is None else tuple(o.names), trials=o.trials, seed=o.seed,
+                        config=cfg, device=device, longitudinal=longitudinal, learned=campaign, empirical=empirical)
+
+
+def _plot(request, report, path, epsilons):
+    """--plot: success against epsilon, the ceilings, and the longitudinal curves (PNG)."""
+    from mss_aggregator.audit import selection
+    from mss_aggregator.plotting import plot_audit
+    from mss_aggregator.privacy.audit import sweep
+
+    names = selection(request)[0]
+    grid = sorted(set(epsilons) | {request.epsilon})
+    with writing("--plot", path):
+        plot_audit(sweep(request.k, request.prior, names, grid), path, f"k={request.k}, prior {request.prior_spec}",
+                   report.get("longitudinal"))
 
 
 def _fmt(x, ci=None, capped=False):

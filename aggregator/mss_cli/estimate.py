@@ -78,16 +78,11 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     try:
         wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
         if counts_path:
-            counts, counters, scope = load_counts(counts_path), None, None
-            categories = wanted[1] if wanted else None
-            if wanted and wanted[0].config_id != counts.cfg.config_id:
-                raise ConfigError(f"{counts_path} holds counts of config {counts.cfg.config_id_hex}, not "
-                                  f"{config_path}'s {wanted[0].config_id_hex}")
-            if not counts.total:
-                raise ConfigError(f"{counts_path} holds no reports (config {counts.cfg.config_id_hex})")
+            counts, counters, scope, categories = _from_counts(counts_path, wanted, config_path)
         else:
-            counts, counters, scope, categories, central = _from_store(store_path, wanted, config_path, epoch,
-                                                                       all_epochs, delta, delta_given)
+            counts, counters, scope, categories, central = _from_store(
+                store_path, wanted, config_path, dict(epoch=epoch, all_epochs=all_epochs, delta=delta,
+                                                      delta_given=delta_given))
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
@@ -96,7 +91,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
             counts.save(export_counts)
     protocol = registry.from_config(cfg)
     est = protocol.decode(counts, post=post) if scope is None else scopes.decode(protocol, scope, post)
-    view = views.make(est, categories, order, top, simultaneous)
+    view = views.make(est, categories, order=order, top=top, simultaneous=simultaneous)
     rows = est.rows()
     if view.categories.labels:
         for r in rows:
@@ -115,7 +110,23 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
                                   "counters": counters, "post": post, "view": view.document(), "estimates": rows,
                                   **shuffled}))
-        return
+    else:
+        _print_estimate(title, view, counters=counters, scope=scope, central=central)
+
+
+def _from_counts(counts_path, wanted, config_path):
+    """(counts, counters, scope, categories) of a counts file, checked against --config's (``wanted``)."""
+    counts = load_counts(counts_path)
+    if wanted and wanted[0].config_id != counts.cfg.config_id:
+        raise ConfigError(f"{counts_path} holds counts of config {counts.cfg.config_id_hex}, not "
+                          f"{config_path}'s {wanted[0].config_id_hex}")
+    if not counts.total:
+        raise ConfigError(f"{counts_path} holds no reports (config {counts.cfg.config_id_hex})")
+    return counts, None, None, wanted[1] if wanted else None
+
+
+def _print_estimate(title, view, counters, scope, central):
+    """The human output: what was decoded and from what, the table and its caption."""
     out = make_console()
     out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
     if scope is not None:  # what was decoded (one epoch, or pooled and how widened), then why
@@ -144,10 +155,13 @@ def load_config(raw, source):
     return cfg, categories.from_config(raw, cfg.k, source)
 
 
-def _from_store(store_path, wanted, config_path, epoch, all_epochs, delta, delta_given):
-    """(counts, counters, scope, categories, central) of the reports ``--epoch``/``--all-epochs``
-    pick, central the guarantee of a shuffled store (:func:`.central.guarantee`, else None), or
-    ConfigError saying what the store holds when that is nothing (or --delta for a store of devices)."""
+def _from_store(store_path, wanted, config_path, selection):
+    """(counts, counters, scope, categories, central) of the reports ``selection`` (``epoch``,
+    ``all_epochs``, ``delta`` and ``delta_given``: --epoch, --all-epochs, --delta) picks, central the
+    guarantee of a shuffled store (:func:`.central.guarantee`, else None), or ConfigError saying what
+    the store holds when that is nothing (or --delta for a store of devices)."""
+    epoch, all_epochs, delta, delta_given = (selection[key] for key in ("epoch", "all_epochs", "delta",
+                                                                        "delta_given"))
     store = open_store(store_path)
     try:
         # what the store holds is read only for an error (it is three more queries)

@@ -4,16 +4,11 @@ A Class A device hears a downlink only after one of its uplinks, and TTN
 allows 10 downlinks a day, so the downlink is 2 bytes: the start of the new
 config's id, which names one of the configs the device already holds.
 """
-import threading
-
 import click
 
 from mss_cli.collect import LORAWAN_SPEC, broker_spec, lorawan_spec
 from mss_cli.common import broker_password_option, broker_url, checked, console, fail
 from mss_protocol.config_file import ConfigError
-
-TIMEOUT = 10.0  # seconds to connect, and to hand each downlink to the broker
-
 
 @click.command("switch-config", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec, required=True,
@@ -39,12 +34,8 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devi
                fport):
     """Schedule a downlink naming --to-config's id (2 bytes) to each device of --device, --devices-file
     and --all-seen (each once)."""
-    import paho.mqtt.client as mqtt
-
     from mss_aggregator.collect.collectors import parse_broker
-    from mss_aggregator.collect.lorawan import config_port
-    from mss_protocol.config_file import read_json
-    from mss_protocol.configs import load_dict
+    from mss_aggregator.deploy.switch import Broker, SwitchError, send_switch, switch_payload
 
     if all_seen != bool(store_path):
         raise click.UsageError("--all-seen reads the devices of --store: give both" if all_seen
@@ -62,51 +53,34 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devi
         ids += _seen(lorawan, store_path)
     ids = list(dict.fromkeys(ids))  # each device once, in the order given
     try:
-        host, port, user, password, tls = parse_broker(broker)
+        endpoint = Broker(*parse_broker(broker))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--broker")
-    try:
-        raw = read_json(config_path, "config")
-        cfg = load_dict(raw, source=str(config_path))
-        fport = fport or config_port(raw.get("device") or {}, "config_fport", 2)
-    except (ConfigError, ValueError) as exc:
-        fail(f"{config_path}: {exc}")
-    payload = cfg.config_id[:2]
+    cfg, fport = _target(config_path, fport)
+    payload = switch_payload(cfg)
 
-    answer = []  # the CONNACK's reason code
-    answered = threading.Event()
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
-    c.on_connect = lambda cl, u, f, reason, p: (answer.append(reason), answered.set())
-    if user:
-        c.username_pw_set(user, password)
-    if tls:
-        c.tls_set()
+    def sent(device, topic):
+        click.echo(f"{device}: scheduled {payload.hex()} (config {cfg.config_id_hex}) on FPort {fport} -> {topic}")
+
     try:
-        c.connect(host, port, keepalive=30)
-    except OSError as exc:
-        fail(f"cannot connect to {host}:{port}: {exc}")
-    c.loop_start()
-    try:
-        if not answered.wait(TIMEOUT):
-            fail(f"no answer from {host}:{port} in {TIMEOUT:.0f} s")
-        if answer[0].is_failure:
-            fail(f"{host}:{port} refused the connection: {answer[0]}")
-        for device in ids:
-            topic, document = lorawan.downlink(device, fport, payload)
-            try:  # QoS 1 (ChirpStack): until the PUBACK; QoS 0 (TTS): until it is sent
-                info = c.publish(topic, document, qos=lorawan.qos)
-                info.wait_for_publish(TIMEOUT)  # returns at the timeout too
-                if not info.is_published():
-                    raise RuntimeError(f"the broker did not take it in {TIMEOUT:.0f} s")
-            except (RuntimeError, ValueError) as exc:  # e.g. the connection dropped
-                fail(f"{device}: downlink not sent: {exc}")
-            click.echo(f"{device}: scheduled {payload.hex()} (config {cfg.config_id_hex}) on FPort {fport} "
-                       f"-> {topic}")
-    finally:
-        c.disconnect()
-        c.loop_stop()
+        send_switch(endpoint, lorawan, ids, payload=payload, fport=fport, sent=sent)
+    except SwitchError as exc:
+        fail(str(exc))
     console.print(f"{len(ids)} downlink(s) handed to the network server; a device receives its one "
                   f"after its next uplink", highlight=False)
+
+
+def _target(config_path, fport):
+    """(the config of --to-config, the downlink's FPort: --fport, else its device.lorawan.config_fport, else 2)."""
+    from mss_aggregator.collect.lorawan import config_port
+    from mss_protocol.config_file import read_json
+    from mss_protocol.configs import load_dict
+
+    try:
+        raw = read_json(config_path, "config")
+        return load_dict(raw, source=str(config_path)), fport or config_port(raw.get("device") or {}, "config_fport", 2)
+    except (ConfigError, ValueError) as exc:
+        fail(f"{config_path}: {exc}")
 
 
 def _listed(lorawan, path):
