@@ -36,6 +36,8 @@ audit (the real client and the channel).
 ``config_kind``                 "oracle" (fixed by (k, epsilon)) or "mss" (planned)
 ``searches_moduli``             the planner searches its moduli sets
 ``unary_body``                  the body is k bits, one per item
+``irr``, ``prr``                an instantaneous layer and the protocol without it
+``report_eps_effective``        one report's exact privacy (with a layer: composed)
 ``configures(name)``            its config may be audited as protocol ``name``
 ==============================  ================================================
 
@@ -70,6 +72,15 @@ class Protocol:
     searches_moduli = False
     # The report body is the k bits of a unary encoding (else a rank or a point: an integer)
     unary_body = False
+    # An instantaneous layer (mss_protocol.irr; one-output protocols, SupportOracle.with_irr):
+    # ``irr`` the layer and ``prr`` the protocol without it, None without one
+    irr = None
+    prr = None
+
+    @property
+    def report_eps_effective(self):
+        """The exact worst log-ratio of one report: ``eps_effective`` without an instantaneous layer."""
+        return self.eps_effective
 
     def configures(self, name):
         """Whether this protocol's config may be audited as protocol ``name``: its own name

@@ -91,7 +91,7 @@ class Channel:
         self.oracle = protocol
         # of one report: with an instantaneous layer (mss_protocol.irr) the composed channel's
         self.name, self.k = protocol.name, protocol.k
-        self.eps_effective = getattr(protocol, "report_eps_effective", protocol.eps_effective)
+        self.eps_effective = protocol.report_eps_effective
 
     def client(self, x, rng):
         """A report of value x from the protocol's real integer client."""

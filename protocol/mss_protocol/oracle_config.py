@@ -78,7 +78,7 @@ class OracleConfig:
         self.config_id = oracle_config_id(name, k, self.values, seed, self.irr_threshold)
         self.eps_effective = self.protocol.eps_effective
         # one composed report's exact worst log-ratio (without an IRR: eps_effective)
-        self.report_eps_effective = getattr(self.protocol, "report_eps_effective", self.eps_effective)
+        self.report_eps_effective = self.protocol.report_eps_effective
 
     # the shape of the counts: one block (MSS's Counts serve every protocol)
     l = 1

@@ -29,9 +29,6 @@ class SupportOracle(Protocol):
     """Shared estimator of the support-count protocols; subclasses set p, q,
     ``body_bits`` and the client, sampler and channel."""
 
-    irr = None  # the instantaneous layer (mss_protocol.irr.IRR), None without one
-    prr = None  # with one: this protocol without it (the permanent draw's p, q and channel)
-
     @property
     def bits(self):
         return {"max": self.body_bits, "mean": float(self.body_bits)}

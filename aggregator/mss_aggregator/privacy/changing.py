@@ -491,7 +491,7 @@ def _sampler(ch, rng, device, seeds=None):
     """A function values -> (n, k) log-likelihoods of one fresh report each, and whether it
     is vectorised (else one client call a report); ``seeds``: olh's hash seed of each device
     (``seed: device``), else drawn afresh per report."""
-    layered = getattr(ch.oracle, "irr", None) is not None
+    layered = ch.oracle.irr is not None
     # GRR: a faster sampler than the client's (its report is its value); a protocol without one
     # takes the real client below, the same law
     if ch.name == "grr" and not layered:
@@ -518,7 +518,7 @@ def fresh_attack(ch, chain, horizons, trials, rng, fresh=None, device_seed=False
     ``device_seed``: olh's hash seed drawn once a device (``seed: device``)."""
     device = ByteRng(random.Random(int(rng.integers(1 << 62))).randbytes)
     seeds = None
-    if device_seed and ch.oracle.has_seed and getattr(ch.oracle, "irr", None) is None:
+    if device_seed and ch.oracle.has_seed and ch.oracle.irr is None:
         seeds = ch.oracle.sample_seeds(trials, rng)
     sample, fast = _sampler(ch, rng, device, seeds)
     k = chain.k

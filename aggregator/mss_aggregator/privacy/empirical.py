@@ -93,7 +93,7 @@ def _olh_device(codec, x1, x2):
     distinguishing event can hold (the seed of every report of one device at one
     epoch, or of every epoch with ``seed: device``, is the same)."""
     proto = codec.cfg.protocol
-    proto = getattr(proto, "prr", None) or proto
+    proto = proto.prr or proto
     for i in range(1000):
         dev = f"{AUDIT_DEVICE}{i}"
         a, b = codec.decode(codec.encode(0, DRAW_EPOCH), dev, DRAW_EPOCH).subset[:2]
