@@ -84,7 +84,7 @@ def check_device(device, cfg):
         return
     if not isinstance(section, dict) or set(section) != {"epsilon", "ratio", "days"}:
         raise ValueError("device.budget must be an object {epsilon, ratio, days} "
-                         "(mss plan --budget EPS/DAYS --device-config writes it)")
+                         "(the device config of a plan carries it)")
     check_epsilon(section["epsilon"])
     check_days(section["days"])
     r = section["ratio"]

@@ -87,7 +87,7 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
                irr_epsilon=None, progress=None, memo=None):
     """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
     if irr_epsilon is not None and name not in IRR_PROTOCOLS:
-        raise PlanError(f"no instantaneous layer (--irr-epsilon: {', '.join(IRR_PROTOCOLS)} only)")
+        raise PlanError(f"no instantaneous layer (one output a report: {', '.join(IRR_PROTOCOLS)} only)")
     cls = registry.protocol_class(name)
     if k < cls.min_k:
         raise PlanError(cls.min_k_why.format(k=k))
@@ -149,7 +149,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     budget = max_bits
     if max_bytes is not None:
         if max_bytes <= head:
-            raise PlanError(f"--max-bytes {max_bytes} leaves no room for a body after the "
+            raise PlanError(f"a report of at most {max_bytes} bytes leaves no room for a body after the "
                             f"{head}-byte {KINDS[kind]} header")
         budget = min(budget or 1 << 30, 8 * (max_bytes - head))
     names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
