@@ -94,7 +94,7 @@ def sample_uplinks(raw, value, dev_eui=DEV_EUI, fcnt=FCNT, apps=Applications(), 
     clock = campaign_clock(raw)
     if clock is None:
         raise ValueError("the config has no device.period_s, the boards' period: the aggregator refuses it "
-                         "(mss plan ... --device-config FILE writes it)")
+                         "(the device config of a plan carries it)")
     if type(value) is not int or not 0 <= value < cfg.k:
         raise ValueError(f"value {value!r} is not a category in [0, {cfg.k})")
     if type(fcnt) is not int or not 0 <= fcnt < 1 << 32:
