@@ -174,12 +174,8 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     """Start N (--devices) emulated devices running the firmware, each reporting once an epoch for --epochs
     epochs; count what the aggregator stored (--store or --aggregator-url), then delete the devices'
     retained status messages and sessions."""
-    from mss_aggregator.collect.collectors import parse_broker
-    from mss_aggregator.collect.service import campaign_clock
     from mss_aggregator.devices.fleet import clear_retained, draw_values, fleet_epochs, run_fleet, status_topic
     from mss_aggregator.devices.runtime import RuntimeUnavailable
-    from mss_device.frame import kind_index
-    from mss_protocol.config_file import read_json
 
     logins = None
     if user_template is None:
@@ -189,19 +185,71 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     else:
         if ctx.get_parameter_source("id_prefix") is not click.core.ParameterSource.DEFAULT:
             raise click.UsageError("--id-prefix and --user-template: the template makes the device ids; give one")
-        logins = device_logins(user_template, devices, broker, broker_password_file, password_file)
-    try:
-        parse_broker(broker)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--broker")
+        logins = device_logins(user_template, devices, broker, broker_password_file=broker_password_file,
+                               password_file=password_file)
+    _check_broker(broker)
     if store_path and aggregator_url:
         raise click.UsageError("--store and --aggregator-url: give one, the place to count what was stored")
     try:
         cfg = configs.load(config_path)
-        clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0,
-                                                                       "accept_past_epochs": 32}
         values = draw_values(parse(dist, cfg.k), devices, seed)
     except (ConfigError, DistributionError, ValueError) as exc:
+        fail(str(exc))
+    period, origin = _fleet_clock(config_path, cfg, epochs)
+    stored = stored_counter(store_path, aggregator_url, cfg)
+    sent = devices * epochs
+    try:
+        with progress(f"{devices} devices on {runtime}, {epochs} epoch(s) each", devices) as step:
+            results = run_fleet(cfg, broker, campaign, values, id_prefix=id_prefix, runtime=runtime,
+                                parallel=parallel, period_s=period, epoch_origin=origin, logins=logins, epochs=epochs,
+                                on_done=step)
+    except (ValueError, RuntimeUnavailable) as exc:
+        fail(str(exc))
+    span = fleet_epochs(period, origin, epochs)
+    failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)
+    acked = sent - epochs * len(failed)  # a device that failed may have sent some: counted as none
+    count = None if stored is None else stored(set(results), set(span), acked, wait_s)
+    logins_of = dict(zip((l[0] for l in logins), logins)) if logins else {}
+    left = clear_retained(broker, [(d, logins_of.get(d), [status_topic(campaign, d)]) for d in sorted(results)],
+                          parallel)
+    if truth_path:
+        _write_truth(truth_path, cfg, campaign, results=results, values=values)
+    _print_fleet({"devices": devices, "epochs": span, "sent": sent, "pubacked": acked, "stored": count,
+                  "published": devices - len(failed), "failed": failed, "retained_left": left,
+                  "config_id": cfg.config_id_hex, "campaign": campaign}, as_json)
+    if failed:
+        fail(f"devices that could not publish: {', '.join(failed[:10])}"
+             + (f" (+{len(failed) - 10} more)" if len(failed) > 10 else "")
+             + f"; last output of {failed[0]}: {results[failed[0]][2].strip().splitlines()[-1:]}")
+    if count is not None and count < sent:
+        error_line(f"the aggregator stored {count} of {sent} reports ({acked} PUBACKed): a broker acknowledges "
+                   "what its ACL drops, so check that each device logs in as its own user (--user-template) "
+                   "and that the aggregator runs this campaign and config")
+        sys.exit(FLEET_SHORT)
+
+
+def _check_broker(url):
+    """--broker: a usage error unless it parses."""
+    from mss_aggregator.collect.collectors import parse_broker
+
+    try:
+        parse_broker(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--broker")
+
+
+def _fleet_clock(config_path, cfg, epochs):
+    """(period_s, epoch_origin) of the campaign's clock (the firmware's defaults without one), with
+    --epochs checked against it: dated frames, within the aggregator's accept_past_epochs, from epoch 0."""
+    from mss_aggregator.collect.service import campaign_clock
+    from mss_aggregator.devices.fleet import fleet_epochs
+    from mss_device.frame import kind_index
+    from mss_protocol.config_file import read_json
+
+    try:
+        clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0,
+                                                                       "accept_past_epochs": 32}
+    except (ConfigError, ValueError) as exc:
         fail(str(exc))
     if epochs > 1 and cfg.frame == kind_index("compact"):
         raise click.BadParameter(f"{epochs} epochs need dated reports; {config_path} makes compact frames "
@@ -215,50 +263,32 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
         raise click.BadParameter(f"{epochs} epochs end {epochs - 1} periods back, before the campaign's epoch 0 "
                                  f"(device.epoch_origin {origin}); now is epoch "
                                  f"{fleet_epochs(period, origin, 1)[0]}", param_hint="--epochs")
-    stored = stored_counter(store_path, aggregator_url, cfg)
-    sent = devices * epochs
-    try:
-        with progress(f"{devices} devices on {runtime}, {epochs} epoch(s) each", devices) as step:
-            results = run_fleet(cfg, broker, campaign, values, id_prefix, runtime, parallel, period_s=period,
-                                epoch_origin=origin, logins=logins, epochs=epochs, on_done=step)
-    except (ValueError, RuntimeUnavailable) as exc:
-        fail(str(exc))
-    span = fleet_epochs(period, origin, epochs)
-    failed = sorted(d for d, (_, rc, _) in results.items() if rc != 0)
-    acked = sent - epochs * len(failed)  # a device that failed may have sent some: counted as none
-    count = None
-    if stored is not None:
-        count = stored(set(results), set(span), acked, wait_s)
-    logins_of = dict(zip((l[0] for l in logins), logins)) if logins else {}
-    left = clear_retained(broker, [(d, logins_of.get(d), [status_topic(campaign, d)]) for d in sorted(results)],
-                          parallel)
-    if truth_path:
-        with writing("--truth", truth_path), open(truth_path, "w") as fh:
-            json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
-                       "values": {d: v for d, (v, _, _) in sorted(results.items())},
-                       "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
+    return period, origin
+
+
+def _write_truth(path, cfg, campaign, results, values):
+    """--truth: each device's value and the true counts, for checking the estimate."""
+    with writing("--truth", path), open(path, "w") as fh:
+        json.dump({"config_id": cfg.config_id_hex, "campaign": campaign,
+                   "values": {d: v for d, (v, _, _) in sorted(results.items())},
+                   "counts": np.bincount(values, minlength=cfg.k).tolist()}, fh)
+
+
+def _print_fleet(outcome, as_json):
+    """mss fleet's outcome: its JSON, or what was stored (or PUBACKed) and the retained messages left."""
+    o = outcome
+    span, acked, sent, count = o["epochs"], o["pubacked"], o["sent"], o["stored"]
     if as_json:
-        click.echo(jsonout.dumps({"devices": devices, "epochs": span, "sent": sent, "pubacked": acked,
-                                  "stored": count, "published": devices - len(failed), "failed": failed,
-                                  "retained_left": left, "config_id": cfg.config_id_hex, "campaign": campaign}))
+        click.echo(jsonout.dumps(o))
     elif count is None:
-        console.print(f"{acked} of {sent} reports PUBACKed ({devices} devices, epochs {span[0]}..{span[-1]}); "
+        console.print(f"{acked} of {sent} reports PUBACKed ({o['devices']} devices, epochs {span[0]}..{span[-1]}); "
                       "what the aggregator stored is not counted: give --store or --aggregator-url",
                       highlight=False)
     else:
-        console.print(f"{count} of {sent} reports stored ({acked} PUBACKed; {devices} devices, epochs "
+        console.print(f"{count} of {sent} reports stored ({acked} PUBACKed; {o['devices']} devices, epochs "
                       f"{span[0]}..{span[-1]})", highlight=False)
-    for line in left:
+    for line in o["retained_left"]:
         console.print(f"[yellow]warning:[/yellow] retained message not deleted: {line}", highlight=False)
-    if failed:
-        fail(f"devices that could not publish: {', '.join(failed[:10])}"
-             + (f" (+{len(failed) - 10} more)" if len(failed) > 10 else "")
-             + f"; last output of {failed[0]}: {results[failed[0]][2].strip().splitlines()[-1:]}")
-    if count is not None and count < sent:
-        error_line(f"the aggregator stored {count} of {sent} reports ({acked} PUBACKed): a broker acknowledges "
-                   "what its ACL drops, so check that each device logs in as its own user (--user-template) "
-                   "and that the aggregator runs this campaign and config")
-        sys.exit(FLEET_SHORT)
 
 
 def device_logins(template, n, broker, broker_password_file, password_file):
