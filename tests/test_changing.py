@@ -25,7 +25,7 @@ from mss_device.rng import ByteRng
 from mss_node import ledger as fw_ledger
 from mss_node import memo as fw_memo
 from mss_protocol import budget as budgets
-from mss_protocol import registry
+from mss_protocol.config_file import make_checked
 from mss_protocol.oracle_config import OracleConfig
 
 Z = 4.5
@@ -194,7 +194,7 @@ def _compare(lib, ref, horizons, devices_ref, trials_lib, k):
 
 
 def _ss(k, epsilon):
-    return registry.make_checked("ss", k, epsilon).channel().cfg
+    return make_checked("ss", k, epsilon).channel().cfg
 
 
 @pytest.fixture(autouse=True)

@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from mss_protocol import registry
-from mss_protocol.config_file import ConfigError
+from mss_protocol.config_file import ConfigError, make_checked
 from mss_protocol.mss import linalg
 
 KS = (1024, 22000, 1 << 20)
@@ -215,7 +215,7 @@ def table(args, ks, hog):
             try:
                 if (name, k) in SKIP:
                     raise ConfigError(SKIP[name, k])
-                proto = registry.make_checked(name, k, args.epsilon)
+                proto = make_checked(name, k, args.epsilon)
             except ConfigError as exc:  # e.g. OLH above k = 32749
                 skipped.append({"protocol": name, "k": k, "reason": str(exc)})
                 print(f"{name:>8} {k:>8} | skipped: {exc}", flush=True)

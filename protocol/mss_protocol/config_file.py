@@ -93,6 +93,18 @@ def seeded():
     return [name for name in registry.AVAILABLE if registry.protocol_class(name).has_seed]
 
 
+def make_checked(name, k, epsilon):
+    """``registry.make(name, k, epsilon)``, raising a ConfigError that names the
+    protocol, k and epsilon when the protocol takes no such parameters (OLH above
+    k = 32749, PGR and OLH beyond the device's draw, MSS below k = 4): a
+    comparison over a grid (``mss bench``, ``mss audit``) says which cell it
+    cannot run."""
+    try:
+        return registry.make(name, k, epsilon)
+    except ValueError as exc:
+        raise ConfigError(f"{name} at k = {k}, epsilon = {epsilon}: {exc}") from None
+
+
 def check_id(d, cid_hex, source):
     """The file's ``config_id`` is the one its integers give (lower-case hex)."""
     if d["config_id"] != cid_hex:

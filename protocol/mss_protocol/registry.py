@@ -88,19 +88,6 @@ def make(name, k, epsilon):
     return factory(name)(k, epsilon)
 
 
-def make_checked(name, k, epsilon):
-    """:func:`make`, raising a ConfigError that names the protocol, k and epsilon
-    when the protocol takes no such parameters (OLH above k = 32749, PGR and
-    OLH beyond the device's draw, MSS below k = 4): a comparison over a grid
-    (``mss bench``, ``mss audit``) says which cell it cannot run."""
-    from mss_protocol.config_file import ConfigError
-
-    try:
-        return make(name, k, epsilon)
-    except ValueError as exc:
-        raise ConfigError(f"{name} at k = {k}, epsilon = {epsilon}: {exc}") from None
-
-
 def from_config(cfg, name=None):
     """The protocol of a loaded device configuration (any protocol).
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from mss_aggregator.distributions import draw, parse
-from mss_protocol import registry
+from mss_protocol.config_file import make_checked
 from mss_protocol.host_client import host_rng
 
 
@@ -39,7 +39,7 @@ def run_bench(ks, epsilons, n, dists, trials, names, post="none", seed=0, client
             for eps in epsilons:
                 block = []
                 for name in names:
-                    proto = registry.make_checked(name, k, eps)
+                    proto = make_checked(name, k, eps)
                     rng = np.random.default_rng([seed, k, int(eps * 1000), len(block)])
                     mses, secs = [], []
                     for values in populations:

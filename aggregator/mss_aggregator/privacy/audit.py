@@ -14,6 +14,7 @@ from mss_aggregator.privacy import attacks, ceilings, empirical
 from mss_device.frame import KINDS
 from mss_device.rng import ByteRng
 from mss_protocol import registry
+from mss_protocol.config_file import make_checked
 from mss_protocol.mss.config import MssConfig
 
 PROTOCOLS = registry.AVAILABLE
@@ -36,7 +37,7 @@ def channel(name, k, epsilon, cfg=None):
     instead of the planner's."""
     if configures(cfg, name):
         return registry.from_config(cfg, name).channel()
-    return registry.make_checked(name, k, epsilon).channel()
+    return make_checked(name, k, epsilon).channel()
 
 
 def skipped(names, k):
@@ -54,7 +55,7 @@ def prr_channel(name, k, epsilon, cfg=None):
     if configures(cfg, name):
         proto = registry.from_config(cfg, name)
     else:
-        proto = registry.make_checked(name, k, epsilon)
+        proto = make_checked(name, k, epsilon)
     layer = getattr(proto, "irr", None)
     if layer is None:
         return proto.channel(), None
@@ -426,7 +427,7 @@ def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=
             honest = channel("mss", k, epsilon, cfg if cfg is not None and cfg.name == "mss" else None).cfg
             broken = registry.from_config(MssConfig.build(k, 2 * epsilon, honest.moduli), "mss").channel()
         else:  # MSS needs k >= 4
-            broken = registry.make_checked("grr", k, 2 * epsilon).channel()
+            broken = make_checked("grr", k, 2 * epsilon).channel()
         add(f"control: {name} at 2 eps", broken,
             [empirical.host_reports(broken, x, trials, rng) for x in (empirical.X1, empirical.X2)], "cpython", True)
     return {"x1": empirical.X1, "x2": empirical.X2, "alpha": alpha, "trials": trials, "rows": rows}
