@@ -27,7 +27,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from mss_protocol.host_client import COIN_MASK, FLOYD_DENSE, RankTable, _floyd_steps, floyd_hits
+from mss_protocol.host_client import COIN_MASK, FLOYD_DENSE, RankTable, floyd_hits, floyd_steps
 
 AHEAD_MAX = 64  # reports decoded at once (about 36 KB of bytes at m = 1024, s = 275)
 AHEAD_AFTER = 2  # calls in a row on one rng before drawing ahead: a fresh rng a report never does
@@ -53,7 +53,7 @@ class DrawAhead:
 
     def __init__(self, m, s, threshold, table):
         self.m, self.s, self.threshold, self.table = m, s, threshold, table
-        _, ((_, _, lim, low, _),), _ = _floyd_steps(m, s)
+        _, ((_, _, lim, low, _),), _ = floyd_steps(m, s)
         self.lim, self.low = lim.tolist(), low
         self.width, self.start = table.width, table.start.astype(np.int32)
         # words a report takes at most, rejections expected included (each word is
@@ -67,7 +67,7 @@ class DrawAhead:
         table = getattr(rank, "__self__", None)
         if not isinstance(table, RankTable) or s < 2:
             return None
-        _, runs, _ = _floyd_steps(m, s)
+        _, runs, _ = floyd_steps(m, s)
         if len(runs) != 1 or runs[0][0] != 2:  # then keep's s - 1 steps (the last s - 1) too
             return None
         return cls(m, s, threshold, table)

@@ -114,7 +114,7 @@ def unary_client(k, tp, tq):
 
 
 @functools.lru_cache(maxsize=64)
-def _floyd_steps(m, s):
+def floyd_steps(m, s):
     """Floyd's steps on [0, m - 1) for s fillers: t (int64, increasing), runs (b, n, lim, low, high)
     of steps drawing ``below(n = t + 1)`` from b bytes each (b = 0 for n = 1, else the fewest
     with 256**b >= n: non-decreasing in t), accepting x < lim = 256**b - 256**b % n
@@ -138,7 +138,7 @@ FLOYD_BITS_MAX = 1024  # up to this m the loop keeps the chosen set as an int bi
 
 
 def _floyd_bits(pool, pos, steps, r, keep):
-    """Floyd's loop over ``steps`` (:func:`_floyd_steps`) on ``pool`` from byte ``pos``:
+    """Floyd's loop over ``steps`` (:func:`floyd_steps`) on ``pool`` from byte ``pos``:
     (the fillers mapped past r (v -> v + (v >= r)), and r when ``keep``, as the set bits
     of an int; the byte after the last draw).
 
@@ -228,7 +228,7 @@ class BlockClient:
         self.loops = _loops(m, omega)
         self.bits = m <= FLOYD_BITS_MAX
         self.run = _floyd_bits if self.bits else _floyd_set
-        self.steps = (_floyd_steps(m, omega)[2], _floyd_steps(m, omega - 1)[2])  # by keep
+        self.steps = (floyd_steps(m, omega)[2], floyd_steps(m, omega - 1)[2])  # by keep
         self.need = 4 + _loop_bytes(self.steps[0])
         self.ranks = mask_ranks(m, omega) if self.bits and math.comb(m, omega) <= MASK_RANKS_MAX else None
 
@@ -341,7 +341,7 @@ def floyd(rng, m, s, r, keep=False):
     and the hits found by :func:`floyd_hits`.  The chosen set is the drawn values and the
     steps that hit.  Where s is a large part of m (``FLOYD_DENSE``) the repeats and the set
     are read off arrays over [0, m) (no sort), else the draws are sorted."""
-    t, runs, steps = _floyd_steps(m, s)
+    t, runs, steps = floyd_steps(m, s)
     if _loops(m, s):
         if m <= FLOYD_BITS_MAX:
             return _bits_list(_on_pool(rng, _loop_bytes(steps), _floyd_bits, steps, r, keep))
