@@ -19,7 +19,7 @@ import random
 import numpy as np
 import pytest
 
-from mss_aggregator.privacy import audit, changing
+from mss_aggregator.privacy import audit, changing, model
 from mss_aggregator.privacy.over_time import change_setup, over_time
 from mss_device.rng import ByteRng
 from mss_node import ledger as fw_ledger
@@ -58,7 +58,7 @@ class _Rep:
 def firmware_fleet(cfg, matrix, period_s, reports, devices, memo_max, section, horizons, seed, memoize=True):
     """The reference: per horizon hits of the per-epoch attacker, change dating counts, skips and
     the category counts of reporters and of all devices (per device, for batch means)."""
-    ch = audit.prr_channel(cfg.name, cfg.k, cfg.epsilon, cfg)[0]
+    ch = model.prr_channel(cfg.name, cfg.k, cfg.epsilon, cfg)[0]
     k = cfg.k
     rnd = random.Random(seed)
     device = ByteRng(random.Random(seed + 1).randbytes)
@@ -321,10 +321,10 @@ def test_irr_change_dating_exact():
     cfg = OracleConfig("grr", 4, 2.0, irr_epsilon=1.0)
     ot = over_time(cfg, DAY_S, None, 90, True, None, change=changing.Change(every_days=5), trials=30,
                    change_devices=400, change_trials=400, max_draws=30)
-    layer = audit.prr_channel("grr", 4, 2.0, cfg)[1]
+    layer = model.prr_channel("grr", 4, 2.0, cfg)[1]
     same = layer.p1 ** 2 + (1 - layer.p1) ** 2 / 3
     diff = 2 * layer.p1 * layer.q1 + 2 * layer.q1 ** 2
-    o = audit.prr_channel("grr", 4, 2.0, cfg)[0].oracle
+    o = model.prr_channel("grr", 4, 2.0, cfg)[0].oracle
     c = 2 * o.p * o.q + 2 * o.q ** 2
     m = ot["horizons"][-1]["memoized"]["changing"]
     assert m["change_time_fpr"] == pytest.approx(1 - same, rel=1e-9)

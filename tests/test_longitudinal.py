@@ -24,7 +24,7 @@ import pytest
 
 from mss_aggregator.distributions import parse
 from mss_aggregator.privacy import attacks, ceilings
-from mss_aggregator.privacy.audit import channel, prr_channel
+from mss_aggregator.privacy.model import channel, prr_channel
 from mss_aggregator.privacy.empirical import clopper_pearson
 
 HORIZONS = (1, 10, 100, 1000)

@@ -15,7 +15,7 @@ from test_cli import mss
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy import audit, empirical
-from mss_aggregator.privacy.audit import channel
+from mss_aggregator.privacy.model import channel
 from mss_cli import audit as audit_cli
 from mss_device.rng import ByteRng
 from mss_protocol.mss.config import MssConfig

@@ -22,7 +22,7 @@ from channel import enumerate_outputs
 from mss_aggregator.distributions import parse
 from mss_aggregator.privacy import ceilings
 from mss_aggregator.privacy.attacks import longitudinal, single_report
-from mss_aggregator.privacy.audit import channel
+from mss_aggregator.privacy.model import channel
 from mss_protocol.channel import subset_bayes
 from mss_protocol.olh import OLH, OLHChannel
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mss_aggregator.privacy import attacks, audit, ceilings
+from mss_aggregator.privacy import attacks, audit, ceilings, model
 from mss_aggregator.privacy.over_time import over_time
 from mss_cli.main import main
 from mss_protocol.oracle_config import OracleConfig
@@ -97,7 +97,7 @@ def test_the_limit_is_what_the_memoized_reports_tend_to():
     draw through the IRR: at |z| <= 4.4 of the exact limit (its reports name the draw: y' is
     reported 110 +- 10 times, each other output 41 +- 6)."""
     cfg = OracleConfig("grr", 16, 4.0, "full", "epoch", 1.0)
-    ch, layer = audit.prr_channel("grr", 16, 4.0, cfg)
+    ch, layer = model.prr_channel("grr", 16, 4.0, cfg)
     prior = np.full(16, 1 / 16)
     limit = ch.bayes_exact(prior)
     trials = 4000

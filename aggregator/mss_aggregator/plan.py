@@ -385,9 +385,9 @@ def budget_section(cfg, spec, default):
 
 
 def _hiding(request, result, cfg, common):
-    """The plan's ``hiding_options`` (mss_aggregator.privacy.changing.hiding_options): each IRR
+    """The plan's ``hiding_options`` (mss_aggregator.privacy.over_time.hiding_options): each IRR
     protocol planned as a request for it with an instantaneous layer would plan it, the shuffler at n."""
-    from mss_aggregator.privacy.changing import Fleet, hiding_options
+    from mss_aggregator.privacy.over_time import Fleet, hiding_options
 
     rep, q = request.reporting, request.question
 

@@ -7,10 +7,9 @@ import random
 import subprocess
 from fractions import Fraction
 
-import numpy as np
-
 from mss_aggregator.devices.runtime import RuntimeUnavailable
 from mss_aggregator.privacy import attacks, ceilings, empirical
+from mss_aggregator.privacy.model import MAX_DRAWS, channel, configures, device_seed_of, horizon_figures, prr_channel
 from mss_device.frame import KINDS
 from mss_device.rng import ByteRng
 from mss_protocol import registry
@@ -22,22 +21,7 @@ HORIZONS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 MSS_MIN_K = 4  # MSS needs at least two coprime moduli of 2 or more: k >= 4 (SS and the rest take k >= 2)
 DAY_S = 86400
 CAMPAIGN_DAYS = 365
-MAX_DRAWS = 1000  # fresh draws simulated per device; beyond, the success shown is a lower bound
 FIRMWARE_PERIOD_S = 3600  # the firmware's device.period_s default
-
-
-def configures(cfg, name):
-    """Whether ``cfg`` (or None) is a config of protocol ``name`` (``Protocol.configures``)."""
-    return cfg is not None and registry.from_config(cfg).configures(name)
-
-
-def channel(name, k, epsilon, cfg=None):
-    """The attacker's view of protocol ``name`` (:mod:`mss_protocol.channel`);
-    ``cfg``: audit this configuration (of ``name``, or an MSS one for mss)
-    instead of the planner's."""
-    if configures(cfg, name):
-        return registry.from_config(cfg, name).channel()
-    return make_checked(name, k, epsilon).channel()
 
 
 def skipped(names, k):
@@ -47,19 +31,6 @@ def skipped(names, k):
     small = {name: cls for name, cls in small.items() if k < cls.min_k}
     out = [{"protocol": name, "reason": cls.min_k_why.format(k=k)} for name, cls in small.items()]
     return [n for n in names if n not in small], out
-
-
-def prr_channel(name, k, epsilon, cfg=None):
-    """(the permanent draw's channel, :class:`~.attacks.Irr` or None): the protocol
-    without its instantaneous layer, and the layer, for a config that has one."""
-    if configures(cfg, name):
-        proto = registry.from_config(cfg, name)
-    else:
-        proto = make_checked(name, k, epsilon)
-    layer = getattr(proto, "irr", None)
-    if layer is None:
-        return proto.channel(), None
-    return proto.prr.channel(), attacks.Irr(layer.n, layer.threshold)
 
 
 def _method(ch, exact):
@@ -330,11 +301,6 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
     return out
 
 
-def device_seed_of(name, cfg):
-    """olh configured with ``seed: device``: one hash seed for all of a device's draws."""
-    return configures(cfg, name) and getattr(cfg, "seed", "epoch") == "device"  # only a seeded protocol's config has one
-
-
 def irr_doc(cfg):
     eps1 = getattr(cfg, "irr_epsilon", None)
     if eps1 is None:
@@ -342,51 +308,6 @@ def irr_doc(cfg):
     return {"epsilon": eps1, "t": getattr(cfg, "irr_threshold", None),
             "eps_effective": getattr(cfg, "irr_eps_effective", None),
             "report_eps_effective": getattr(cfg, "report_eps_effective", None)}
-
-
-def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
-                     device_seed=False):
-    """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
-    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict.
-
-    Each horizon's ``bound`` is the tightest exact upper bound on the true success:
-    the ceiling at the epsilon spent, and for one draw the ``limit``, the exact success
-    of an attacker who knows the draw (``ch.bayes_exact``: with an instantaneous layer,
-    what any number of its reports tends to, T -> infinity; without one, the figure
-    itself).  A simulated success is :func:`.attacks.bounded_rate` against it:
-    ``success`` (at most ``bound``, ``capped`` if lowered), ``ci`` (the measurement's
-    95% interval), ``measured``, ``conflict``, ``hits`` (None where exact)."""
-    fresh = attacks.schedule(max(reports), memoize, draws, window)
-    cum = np.cumsum(fresh)
-    n_draws = [int(cum[r - 1]) for r in reports]
-    one = ch.bayes_exact(prior) if 1 in n_draws else None  # with a layer: the limit of one draw's reports
-    exact = [n == 1 and one is not None and irr is None for n in n_draws]  # one draw, no layer: exact
-    # past max_draws fresh draws: simulate up to the report of the max_draws-th draw only
-    cut = int(np.searchsorted(cum, max_draws) + 1) if cum[-1] > max_draws else None
-    sim = [min(r, cut) if cut else r for r in reports]
-    spent = [n * draw_eps for n in n_draws]
-    ceiling = [ceilings.ldp_prior(prior, e) for e in spent]
-    limit = [float(one) if n == 1 and one is not None else None for n in n_draws]
-    bound = [c if lim is None else min(c, lim) for c, lim in zip(ceiling, limit)]
-    by_t = {}
-    if not all(exact):
-        hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
-                                    device_seed=device_seed)
-        by_t = dict(zip(sorted(set(sim)), (int(h) for h in hits)))
-    figs = []
-    for i, t in enumerate(sim):
-        if exact[i]:
-            figs.append({"success": float(one), "ci": [float(one)] * 2, "measured": None, "capped": False,
-                         "conflict": False, "hits": None})
-        else:
-            figs.append(dict(attacks.bounded_rate(by_t[t], trials, bound[i]), hits=by_t[t]))
-    success = [f["success"] for f in figs]
-    return {"fresh_draws": n_draws, "epsilon_spent": spent, "success": success, "ci": [f["ci"] for f in figs],
-            "measured": [f["measured"] for f in figs], "capped": [f["capped"] for f in figs],
-            "conflict": [f["conflict"] for f in figs], "hits": [f["hits"] for f in figs], "exact": exact,
-            "simulated_reports": sim, "lower_bound": [s < r for s, r in zip(sim, reports)],
-            "ceiling": ceiling, "limit": limit, "bound": bound,
-            "strength": [ceilings.strength(x, no_info) for x in success]}
 
 
 def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=True,

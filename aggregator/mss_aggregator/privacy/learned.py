@@ -52,7 +52,7 @@ So this module measures instead of bounding:
    metadata is not covered by the ceiling, which is the point of measuring.
 4. **Beside it**: ``formal``, what ``mss plan`` / ``mss audit --longitudinal``
    print for the same horizon (the exact Bayes success of the stable-value
-   attacker, :func:`.audit.horizon_figures`); ``ceiling``, the eps-LDP ceiling
+   attacker, :func:`.model.horizon_figures`); ``ceiling``, the eps-LDP ceiling
    for the same prior at the loss the held-out devices' reports spent (their
    fresh draws x one draw's epsilon, averaged over them); ``no_information``.
 5. **What leaked**: every group is left out in turn and the model trained
@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mss_aggregator.privacy import attacks, audit, ceilings
+from mss_aggregator.privacy import attacks, ceilings, model
 from mss_device.rng import ByteRng
 
 DAY_S = 86400
@@ -233,7 +233,7 @@ def simulate(cfg, regime, campaign, prior=None):
 
     k, n = cfg.k, campaign.devices
     prior = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, dtype=float)
-    ch, layer = audit.prr_channel(cfg.name, k, cfg.epsilon, cfg)
+    ch, layer = model.prr_channel(cfg.name, k, cfg.epsilon, cfg)
     if layer is not None:
         raise ValueError("the learned attacker does not model an instantaneous layer (irr) yet")
     E = max(2, int(campaign.days * DAY_S // regime.period_s))
@@ -268,7 +268,7 @@ def simulate(cfg, regime, campaign, prior=None):
     last_key = np.full(n, None, dtype=object)
     live = np.zeros(n, dtype=np.int64)  # draws in the window
     rows = np.arange(n)
-    seeds = ch.oracle.sample_seeds(n, rng) if audit.device_seed_of(cfg.name, cfg) else None
+    seeds = ch.oracle.sample_seeds(n, rng) if model.device_seed_of(cfg.name, cfg) else None
     for t in range(E):
         if t:
             moves = rng.random(n) < h
@@ -388,14 +388,14 @@ def formal_figure(cfg, regime, prior, reports, seed=0):
     stable-value attacker after ``reports`` reports under the regime (exact for one draw)."""
     from mss_protocol import budget as budgets
 
-    ch, irr = audit.prr_channel(cfg.name, cfg.k, cfg.epsilon, cfg)
+    ch, irr = model.prr_channel(cfg.name, cfg.k, cfg.epsilon, cfg)
     draws = window = None
     if regime.budget:
         draws = budgets.draws_per_window(regime.budget, budgets.worst_ratio(cfg))
         window = regime.budget["days"] * DAY_S / regime.period_s
-    f = audit.horizon_figures(ch, prior, [reports], FORMAL_TRIALS, seed, regime.memoize, irr, draws, window,
-                              float(cfg.eps_effective), audit.MAX_DRAWS, ceilings.no_information(prior),
-                              audit.device_seed_of(cfg.name, cfg))
+    f = model.horizon_figures(ch, prior, [reports], FORMAL_TRIALS, seed, regime.memoize, irr, draws, window,
+                              float(cfg.eps_effective), model.MAX_DRAWS, ceilings.no_information(prior),
+                              model.device_seed_of(cfg.name, cfg))
     return {"success": float(f["success"][0]), "ci": [float(c) for c in f["ci"][0]], "exact": bool(f["exact"][0]),
             "fresh_draws": int(f["fresh_draws"][0]), "lower_bound": bool(f["lower_bound"][0])}
 

@@ -40,7 +40,7 @@ model, ``change``, each figure also has "changing": the attacker on a value
 that changes, the change-time leak and the budget's skips and bias,
 :mod:`mss_aggregator.privacy.changing`).
 
-The attacker is the audit's (:func:`mss_aggregator.privacy.audit.horizon_figures`,
+The attacker is the audit's (:func:`mss_aggregator.privacy.model.horizon_figures`,
 :func:`mss_aggregator.privacy.attacks.longitudinal`): ``trials`` devices with
 values from the prior, each randomised by the protocol's real integer client on
 a seeded byte stream (MSS, SS, OLH, HR, PGR without an IRR: its exact law, all devices
@@ -58,12 +58,16 @@ one.  ``max_draws`` defaults to what a fixed modelled cost (``WORK_US`` of
 client and posterior time, :func:`report_us`, measured on a 2-core VM) allows,
 at most the audit's ``MAX_DRAWS``: ``mss plan`` stays interactive, and the
 cap depends on (protocol, k, trials) only, so the figures are reproducible.
+
+:func:`hiding_options` sets the plan beside the options that hide a changing
+value's change times (``mss plan``'s table), each at :func:`changing_at`.
 """
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from mss_aggregator.privacy import attacks, audit, ceilings
+from mss_aggregator.privacy import attacks, ceilings, model
 from mss_protocol import budget as budgets
 
 HORIZON_DAYS = (1, 30)  # those within the campaign, and the campaign
@@ -88,8 +92,8 @@ def report_us(protocol):
 
 
 def default_max_draws(protocol, trials=TRIALS):
-    """Fresh draws simulated per device: what WORK_US allows, 1 to audit.MAX_DRAWS."""
-    return int(max(1, min(audit.MAX_DRAWS, WORK_US // (trials * report_us(protocol)))))
+    """Fresh draws simulated per device: what WORK_US allows, 1 to model.MAX_DRAWS."""
+    return int(max(1, min(model.MAX_DRAWS, WORK_US // (trials * report_us(protocol)))))
 
 
 def reports_in(days, period_s):
@@ -185,13 +189,13 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     name, k = cfg.name, cfg.k
     prior = np.full(k, 1.0 / k) if prior is None else np.asarray(prior, dtype=float)
     bud = _budget(budget)
-    ch_prr, layer = audit.prr_channel(name, k, cfg.epsilon, cfg)
-    ch_report = audit.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
+    ch_prr, layer = model.prr_channel(name, k, cfg.epsilon, cfg)
+    ch_report = model.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
     ch_prr, ch_report = _fast(ch_prr), _fast(ch_report)
     worst = budgets.worst_ratio(cfg)
     eps_draw = float(cfg.eps_effective)
     eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
-    device_seed = audit.device_seed_of(name, cfg)
+    device_seed = model.device_seed_of(name, cfg)
     max_draws = default_max_draws(ch_prr.oracle, trials) if max_draws is None else max_draws
     no_info = ceilings.no_information(prior)
     days = sorted({d for d in HORIZON_DAYS if d <= campaign_days} | {campaign_days})
@@ -210,7 +214,7 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
             most = int(WORK_US // (IRR_CELL_US * k * trials * len(reports)))
             if min(max(reports), layer_.n) > most:
                 sim = [min(t, max(1, most)) for t in reports]
-        f = audit.horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
+        f = model.horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
                                    max_draws, no_info, dev_seed)
         if sim is not reports:  # a memoized draw: one draw whatever the horizon; fewer reports simulated
             f["lower_bound"] = [b or s < t for b, s, t in zip(f["lower_bound"], f["simulated_reports"], reports)]
@@ -298,8 +302,8 @@ def change_setup(cfg, period_s, memoize=True, budget=None, memo_max=MEMO_MAX):
     cfg = _config(cfg, None)
     name, k = cfg.name, cfg.k
     bud = _budget(budget)
-    ch_prr, layer = audit.prr_channel(name, k, cfg.epsilon, cfg)
-    ch_report = audit.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
+    ch_prr, layer = model.prr_channel(name, k, cfg.epsilon, cfg)
+    ch_report = model.channel(name, k, cfg.epsilon, cfg) if layer is not None else ch_prr
     eps_draw = float(cfg.eps_effective)
     eps_report = float(getattr(cfg, "report_eps_effective", None) or eps_draw)
     draws = window = None
@@ -311,7 +315,7 @@ def change_setup(cfg, period_s, memoize=True, budget=None, memo_max=MEMO_MAX):
         window = window_ms(bud["days"]) / (period_s * 1000)
     return changing.Setup(ch_report, ch_prr, layer, eps_draw, eps_report, bool(memoize), memo_max, draws, window,
                           None if bud is None else bud["epsilon"], None if bud is None else bud["days"],
-                          audit.device_seed_of(name, cfg))
+                          model.device_seed_of(name, cfg))
 
 
 def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
@@ -354,3 +358,113 @@ def changing_at(cfg, period_s, change, days, mode="budgeted", *, memoize=True, b
     got = changing.figures(setup, change.chain(setup.ch_prr.k, period_s), [days], [reports_in(days, period_s)],
                            [mode], changing.DEVICES, changing.TRIALS, seed)
     return got[mode][0]
+
+
+# -- what hides the change times (mss plan) -------------------------------------------------------
+@dataclass(frozen=True)
+class Fleet:
+    """The plan an option is compared with: its config ``cfg``, fleet size ``n``, ``prior`` (None:
+    uniform), the reporting period, the campaign, its detectable frequency, ``slack`` (--mse-slack)
+    and ``detect`` (the frequency the operator asked to see, or None)."""
+    cfg: object
+    n: int
+    prior: object
+    period_s: int
+    campaign_days: int
+    detectable: float
+    slack: float
+    detect: float = None
+
+
+def detectable_at(cfg, n, prior):
+    """The detectable frequency of ``cfg``'s protocol with ``n`` reports an epoch (inf below one)."""
+    from mss_protocol import registry, resolution
+
+    if n < 1:
+        return math.inf
+    proto = registry.from_config(cfg, cfg.name)
+    return resolution.figures(proto, proto.variance(n, prior), n, prior)["detectable_frequency"]
+
+
+def hiding_options(ot, fleet, change, plan_for, central, irr_epsilon=None):
+    """The options that hide a changing value's change times beside this plan (issue 45):
+    {"n", "campaign_days", "change", "threshold", "options": [...], "suggested"}.
+
+    Each option: {"option", "serves", "why", "success", "ci", "capped", "change_time_advantage",
+    "detectable_frequency", "this"}; the attacker and the change-time advantage at the
+    campaign's end (:func:`changing.figures`), the detectable frequency at ``fleet.n`` (reports an epoch).
+    ``plan_for(protocol, irr_epsilon)``: the plan (``mss_protocol.choose.choose``'s dict) of that
+    protocol with an instantaneous layer, or raises ValueError saying why it cannot be built;
+    ``central(n)``: (eps_c, method) of a shuffled batch of n at the plan's epsilon (method
+    starting "none": no bound below it).  An option serves n when it is built and its
+    detectable frequency is at most ``threshold``: ``fleet.detect`` if given, else the larger
+    of 1/k (the level the plan warns above) and this plan's own times sqrt(1 + slack) (the
+    MSE slack auto plans with)."""
+    from mss_protocol.configs import load_dict
+    from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS
+
+    cfg, k, n, days = fleet.cfg, fleet.cfg.k, fleet.n, fleet.campaign_days
+    threshold = fleet.detect
+    if threshold is None:
+        threshold = max(1.0 / k, fleet.detectable * math.sqrt(1 + fleet.slack))
+    last = ot["horizons"][-1]
+    bud = ot["budget"]
+    opts = []
+
+    def add(option, fig, detectable, why=None, this=False):
+        row = {"option": option, "this": this, "detectable_frequency": detectable,
+               "success": None, "ci": None, "capped": False, "change_time_advantage": None}
+        if fig is not None:
+            row.update(success=fig["success"], ci=fig["ci"], capped=fig["capped"],
+                       change_time_advantage=fig["change_time_advantage"])
+        if why is None and (detectable is None or not detectable <= threshold):
+            why = "nothing detectable" if detectable is None or detectable >= 1 else \
+                f"detects {detectable:.3g} and above (threshold {threshold:.3g})"
+        row.update(serves=why is None, why=why)
+        opts.append(row)
+
+    mode = ot["deployment"]
+    add(f"this plan: {ot['protocol']} {mode}", last[mode]["changing"], fleet.detectable, this=True)
+    if bud is not None:
+        fig = changing_at(cfg, fleet.period_s, change, days, "budgeted", memoize=False, budget=bud,
+                          memo_max=ot["memo_max"])
+        n_eff = n * (1 - fig["skip_rate"])
+        add(f"fresh draws under the budget (no memo): {n_eff:.3g} of {n} report an epoch", fig,
+            detectable_at(cfg, n_eff, fleet.prior))
+    for name in IRR_PROTOCOLS:
+        e1 = irr_epsilon or float(cfg.epsilon)
+        label = f"instantaneous layer: {name} + irr {e1:g} (attacker on the draws)"
+        try:
+            plan = plan_for(name, e1)
+            icfg = load_dict(plan["config"])
+            fig = changing_at(icfg, fleet.period_s, change, days, "budgeted" if bud else "memoized",
+                              budget=None if bud is None else (bud["epsilon"], bud["days"]), memo_max=ot["memo_max"])
+        except ValueError as exc:
+            add(label, None, None, f"cannot be built: {exc}")
+            continue
+        add(label, fig, plan["detectable_frequency"])
+    if ot["memo_max"] >= k:
+        add(f"longer memo lifetimes: memo_max {ot['memo_max']} >= k already", last[mode]["changing"],
+            fleet.detectable)
+    else:
+        fig = changing_at(cfg, fleet.period_s, change, days, mode, budget=None if bud is None else
+                          (bud["epsilon"], bud["days"]), memo_max=k)
+        add(f"longer memo lifetimes: memo_max {k} (every value keeps its draw)", fig, fleet.detectable)
+    eps_c, method = central(n)
+    label = f"shuffler, batches of {n}, fresh draws (a memoized body is found across batches)"
+    if method.startswith("none"):
+        add(label, None, fleet.detectable, f"no central guarantee below epsilon {float(cfg.epsilon):g} at n={n}")
+    else:  # it hides change times from the aggregator only for fresh draws: under the budget, those above
+        fresh = next((o for o in opts if o["option"].startswith("fresh draws")), None)
+        add(label + f": ({eps_c:.3g}, delta) an epoch", None,
+            fleet.detectable if fresh is None else fresh["detectable_frequency"],
+            None if fresh is None or fresh["serves"] else f"needs fresh draws: {fresh['why']}")
+    hides = [o for o in opts if o["serves"] and not o["this"] and o["change_time_advantage"] is not None
+             and o["change_time_advantage"] <= ceilings.MODERATE_GAIN]
+    suggested = None
+    if hides:
+        best = min(hides, key=lambda o: o["detectable_frequency"])
+        suggested = (f"{best['option']}: change-time advantage {best['change_time_advantage']:.3f}, detectable "
+                     f"frequency {best['detectable_frequency']:.3g}")
+    return {"n": n, "campaign_days": days, "change": change.label,
+            "threshold": threshold, "options": opts, "suggested": suggested}
