@@ -59,7 +59,7 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, as_json, output
     total = len(ks) * len(dists) * len(epsilons) * len(names) * trials
     try:
         with progress("bench", total) as step:
-            rows = run_bench(ks, epsilons, n, dists, trials, names, post, seed, progress=step)
+            rows = run_bench(ks, epsilons, n, dists, trials=trials, names=names, post=post, seed=seed, progress=step)
     except ConfigError as exc:  # a protocol that takes no such (k, epsilon)
         fail(str(exc))
     if output:

@@ -120,8 +120,8 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
     try:
         if sensor is not None:
             _check_sensor(sensor)
-        cfg = merge.merged_config(config_path, sets, hold, fleet_key_file, max_epsilon, budget,
-                                  require_budget=not no_budget)
+        cfg = merge.merged_config(config_path, sets, held=hold, fleet_key_file=fleet_key_file,
+                                  max_epsilon=max_epsilon, budget=budget, require_budget=not no_budget)
         hidden = merge.secrets(cfg)
         campaign_config = campaign_config or config_path
         written, text = merge.write_back(campaign_config, cfg, merge.shared_changes(sets, budget), no_write_back)
@@ -144,10 +144,10 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
     with tempfile.TemporaryDirectory() as tmp:
         for i, board_port in enumerate(ports):
             try:
-                _flash(Path(tmp) / str(i), board_port, cfg, sensor, hold, mpy, arch, no_native, dry_run, hidden,
-                       write_back)
+                _flash(Path(tmp) / str(i), board_port, cfg, sensor=sensor, held=hold, mpy=mpy, arch=arch,
+                       no_native=no_native, dry_run=dry_run, hidden=hidden, before_copying=write_back)
             except DeployError as exc:
-                _error(f"{board_port}: {exc}", hidden)
+                _error(f"{board_port}: {worded(exc)}", hidden)
                 status = status or exc.status
     if status:
         raise SystemExit(status)
@@ -195,7 +195,7 @@ def _flash(tmp, port, cfg, sensor, held, mpy, arch, no_native, dry_run, hidden, 
             march = flash.board_arch(mpy_ver)
         if march == "":
             native = False  # no native emitter: the viper kernels run as plain Python
-    lib = flash.stage(tmp, files, mpy and march is not None, march, native)
+    lib = flash.stage(tmp, files, mpy and march is not None, arch=march, native=native)
     if dry_run:
         how = (f"mpy-cross -O{OPT}" + (f" -march={march}" if march else "") if mpy and march is not None
                else f"mpy-cross -O{OPT} -march=<the board's>" if mpy else "as .py")
@@ -204,7 +204,8 @@ def _flash(tmp, port, cfg, sensor, held, mpy, arch, no_native, dry_run, hidden, 
     config_file = tmp / "config.json"
     config_file.write_text(json.dumps(board, indent=1))
     before_copying()
-    for cmd in flash.commands(port, lib, config_file, sensor or FIRMWARE / "sensor.py", external(board), held):
+    for cmd in flash.commands(port, lib, config_file, sensor=sensor or FIRMWARE / "sensor.py", extras=external(board),
+                              held=held):
         say(shlex.join(cmd))
         if not dry_run:
             flash.run(cmd, " ".join(cmd[3:5]))
@@ -222,6 +223,24 @@ def _error(message, hidden):
     console.print(f"[red]error:[/red] {escape(mask(message, hidden))}", soft_wrap=True)  # one line, as written
 
 
+FLAGS = {"sets": "--set", "budget": "--budget", "fleet_key_file": "--fleet-key-file", "max_epsilon": "--max-epsilon",
+         "mpy": "--mpy", "arch": "--arch"}
+NO_BUDGET_ADVICE = ("write the config with mss plan --device-config (it adds device.memoize and a budget, 4 x epsilon "
+                    "per 30 days unless --budget EPS/DAYS), or give --budget EPS/DAYS here (e.g. --budget 4/30), or "
+                    "--no-budget to deploy without one")
+
+
+def worded(exc):
+    """A :class:`~mss_aggregator.deploy.DeployError` in this command's words, naming the option at fault."""
+    if exc.option is None:
+        return str(exc)
+    if exc.option == "budget":
+        return f"{exc}; {NO_BUDGET_ADVICE}"
+    if exc.example:
+        return f"{exc} ({FLAGS[exc.option]} {exc.example})"
+    return f"{FLAGS[exc.option]}: {exc}"
+
+
 def _fail(exc, hidden):
-    _error(str(exc), hidden)
+    _error(worded(exc), hidden)
     raise SystemExit(exc.status)

@@ -73,8 +73,9 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
             if b.device_id in flags:
                 raise ProvisionError(f"{fleet} row {b.row}: column device_id: {b.device_id} is also the account "
                                      f"of {flags[b.device_id]}")
-        written, accounts = provision(boards, out, campaign, aggregators, rotate,
-                                      (chirpstack_app, chirpstack_profile), frequency_plan, shuffle)
+        written, accounts = provision(boards, out, campaign, aggregators=aggregators, rotate=rotate,
+                                      chirpstack=(chirpstack_app, chirpstack_profile), frequency_plan=frequency_plan,
+                                      shuffle=shuffle)
     except (ConfigError, ProvisionError) as exc:
         fail(str(exc))
     except OSError as exc:

@@ -21,8 +21,11 @@ ARCHS = ("", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", 
 
 
 class DeployError(Exception):
-    """A step of a deploy failed: ``str(exc)`` says why in one line, ``status`` is its exit status."""
+    """A step of a deploy failed: ``str(exc)`` says why in one line, ``status`` is its exit status;
+    ``option``: the input at fault when one is (``"sets"``: the device settings, ``"budget"``,
+    ``"fleet_key_file"``, ``"max_epsilon"``, ``"mpy"``, ``"arch"``: the deploy's own), and an
+    ``example`` of a value that fixes it, for a caller to word with its own names for them."""
 
-    def __init__(self, message, status):
+    def __init__(self, message, status, option=None, example=None):
         super().__init__(message)
-        self.status = status
+        self.status, self.option, self.example = status, option, example

@@ -104,10 +104,10 @@ def board_arch(mpy, writes=None):
     index = mpy >> 10
     if mpy & 0xFF != version or (index and (mpy >> 8) & 3 != sub):
         raise DeployError(f"the board reads .mpy v{mpy & 0xFF}.{(mpy >> 8) & 3} (sys.implementation._mpy = {mpy}), "
-                          f"mpy-cross writes v{version}.{sub}: deploy without --mpy, or put MicroPython >= 1.23 "
-                          "on it", BOARD)
+                          f"mpy-cross writes v{version}.{sub}: deploy the sources, not .mpy files, or put "
+                          "MicroPython >= 1.23 on it", BOARD, option="mpy")
     if index >= len(ARCHS):
-        raise DeployError(f"unknown native arch {index} on the board: give --arch", BOARD)
+        raise DeployError(f"unknown native arch {index} on the board: name it", BOARD, option="arch")
     return ARCHS[index]
 
 

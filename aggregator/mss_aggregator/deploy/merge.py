@@ -29,7 +29,7 @@ def parse_sets(sets):
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("device.")
         if not sep or not key:
-            raise DeployError(f"--set needs KEY=VALUE, got {item!r}", CONFIG)
+            raise DeployError(f"a device setting is KEY=VALUE, got {item!r}", CONFIG, option="sets")
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
@@ -76,10 +76,8 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
     if require_budget and device.get("budget") is None:
         raise DeployError(
             f"{config_path} has no device.budget: this board would report every {device.get('period_s', 3600)} s "
-            "and every fresh report adds to its privacy loss, without limit (docs/privacy.md section 3); write the "
-            "config with mss plan --device-config (it adds device.memoize and a budget, 4 x epsilon per 30 days "
-            "unless --budget EPS/DAYS), or give --budget EPS/DAYS here (e.g. --budget 4/30), or --no-budget to "
-            "deploy without one", NO_BUDGET)
+            "and every fresh report adds to its privacy loss, without limit (docs/privacy.md section 3)", NO_BUDGET,
+            option="budget")
     Settings = firmware_settings()
     try:
         # without a device_id the board's own (machine.unique_id, read at flashing) is checked later
@@ -140,7 +138,7 @@ def check_mqtt(device):
         return
     if not get(device, "mqtt.host"):
         raise DeployError("device.mqtt.host is not set: the board would connect to 127.0.0.1, itself; give the "
-                          "broker's address (--set mqtt.host=ADDRESS)", CONFIG)
+                          "broker's address", CONFIG, option="sets", example="mqtt.host=ADDRESS")
     check_user(device)
 
 
@@ -174,7 +172,8 @@ def for_board(cfg, device_id=None, has_wifi=None):
     if device.get("transport") == "mqtt":
         if has_wifi is not False and not get(device, "wifi.ssid"):
             raise DeployError("device.wifi.ssid is not set: the board cannot join a network to reach "
-                              f"{get(device, 'mqtt.host')} (--set wifi.ssid=NAME --set wifi.password=...)", CONFIG)
+                              f"{get(device, 'mqtt.host')}", CONFIG, option="sets",
+                              example="wifi.ssid=NAME, wifi.password=...")
         check_user(device)
     return cfg
 
@@ -188,17 +187,17 @@ def provision(device, cfg, held, fleet_key_file, max_epsilon):
         try:
             device["fleet_key"] = load_key(fleet_key_file).hex()
         except ValueError as exc:
-            raise DeployError(f"--fleet-key-file {exc}", CONFIG) from None
+            raise DeployError(f"fleet key {exc}", CONFIG, option="fleet_key_file") from None
     if max_epsilon is None:
         try:
             max_epsilon = max([cfg["epsilon"]] + [read(h)["epsilon"] for h in held])
         except (KeyError, TypeError) as exc:
-            raise DeployError(f"no epsilon to take --max-epsilon from ({exc!r}); give --max-epsilon",
-                              CONFIG) from None
+            raise DeployError(f"no epsilon to take the epsilon cap from ({exc!r}): give the cap", CONFIG,
+                              option="max_epsilon") from None
     try:
         device["max_ratio"] = cap(max_epsilon)
     except ValueError as exc:
-        raise DeployError(f"--max-epsilon: {exc}", CONFIG) from None
+        raise DeployError(f"epsilon cap {max_epsilon!r}: {exc}", CONFIG, option="max_epsilon") from None
     device["max_epsilon"] = max_epsilon
 
 
