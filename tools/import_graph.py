@@ -168,14 +168,17 @@ def _is_package_init_edge(edge: Edge, modules: dict[str, Path]) -> bool:
     return modules[edge.source].name == "__init__.py" and edge.target.startswith(edge.source + ".")
 
 
-def cycles(top_only: bool = False, modules: dict[str, Path] | None = None) -> list[tuple[list[str], list[Edge]]]:
-    """Each import cycle: its modules and the edges among them.
+def cycles(top_only: bool = False, modules: dict[str, Path] | None = None,
+           edges: list[Edge] | None = None) -> list[tuple[list[str], list[Edge]]]:
+    """Each import cycle: its modules and the edges among them (``edges``: those of
+    :func:`module_edges`, read again if not given).
 
     A package's `__init__` importing its own submodules is left out: Python
     imports the package before the submodule anyway, so that edge closes no
     circle of its own."""
     modules = project_modules() if modules is None else modules
-    edges = [e for e in module_edges(modules) if not _is_package_init_edge(e, modules)]
+    edges = module_edges(modules) if edges is None else edges
+    edges = [e for e in edges if not _is_package_init_edge(e, modules)]
     found = []
     for component in _components(_graph(edges, top_only)):
         members = set(component)
@@ -187,12 +190,13 @@ def cycles(top_only: bool = False, modules: dict[str, Path] | None = None) -> li
     return found
 
 
-def private_imports(prefixes: tuple[str, ...] = ("",), modules: dict[str, Path] | None = None) -> list[Edge]:
+def private_imports(prefixes: tuple[str, ...] = ("",), modules: dict[str, Path] | None = None,
+                    edges: list[Edge] | None = None) -> list[Edge]:
     """Imports of a `_private` name from another project module, by modules under `prefixes`."""
-    modules = project_modules() if modules is None else modules
+    edges = module_edges(modules) if edges is None else edges
     return [
         e
-        for e in module_edges(modules)
+        for e in edges
         if e.source.startswith(prefixes) and any(n.startswith("_") and not n.startswith("__") for n in e.names)
     ]
 
