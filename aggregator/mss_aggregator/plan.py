@@ -404,7 +404,8 @@ def _hiding(request, result, cfg, common):
         c = shuffling.central_epsilon(float(cfg.epsilon), m, delta)
         return c.eps, c.method
 
-    fleet = Fleet(cfg=cfg, n=result["n"], prior=common["prior"], period_s=result["period_s"], campaign_days=rep.campaign_days,
-                  detectable=result["detectable_frequency"], slack=q.mse_slack, detect=q.detect)
+    fleet = Fleet(cfg=cfg, n=result["n"], prior=common["prior"], period_s=result["period_s"],
+                  campaign_days=rep.campaign_days, detectable=result["detectable_frequency"], slack=q.mse_slack,
+                  detect=q.detect)
     return hiding_options(result["privacy_over_time"], fleet, rep.change, plan_for, central=central,
                           irr_epsilon=rep.irr_epsilon)

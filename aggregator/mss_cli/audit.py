@@ -185,6 +185,25 @@ def _fmt_rate(x, ci, capped):
 
 def _print_audit(report, plot):
     out = make_console()
+    capped = _print_reconstruction(out, report)
+    if report.get("longitudinal"):
+        capped = _print_longitudinal(out, report["longitudinal"]) or capped
+    if report.get("linkability"):
+        _print_linkability(out, report["linkability"])
+    if report.get("deployment"):
+        capped = _print_deployment(out, report["deployment"]) or capped
+    if report.get("learned"):
+        learned_opts.print_learned(out, report["learned"])
+    if report.get("epsilon_audit"):
+        _print_epsilon_audit(out, report["epsilon_audit"])
+    if capped:
+        out.print(CAPPED_NOTE, highlight=False)
+    if plot:
+        out.print(f"plot: {plot}")
+
+
+def _print_reconstruction(out, report):
+    """The single-report table, the config and the ceilings; whether a figure is shown capped."""
     b = report["bounds"]
     table = Table(title=f"single-report reconstruction: k={report['k']}, epsilon={report['epsilon']}, "
                         f"prior {report['prior']}, {report['trials']} devices per empirical run")
@@ -210,90 +229,93 @@ def _print_audit(report, plot):
     out.print(f"ceiling for any {report['epsilon']}-LDP protocol with this prior: {report['ceiling']:.4g}  "
               f"(uniform-prior ceiling {b['ldp_uniform']:.4g}, ReRo bound {b['rero']:.4g}, "
               f"no information {b['no_information']:.4g}, random guess {b['random_guess']:.4g})")
-    lon = report.get("longitudinal")
-    if lon:
-        table = Table(title=f"repeated reports of one value ({lon['trials']} devices, Bayes-optimal; simulated "
-                            f"[95% CI], exact without one; ≤ its exact ceiling)")
-        table.add_column("T", justify="right")
+    return capped
+
+
+def _print_longitudinal(out, lon):
+    """The repeated-reports table; whether a figure is shown capped."""
+    table = Table(title=f"repeated reports of one value ({lon['trials']} devices, Bayes-optimal; simulated "
+                        f"[95% CI], exact without one; ≤ its exact ceiling)")
+    table.add_column("T", justify="right")
+    for r in lon["rows"]:
+        table.add_column(f"{r['protocol']} {r['mode']}", justify="right")
+        table.add_column("ceiling", justify="right")
+    for i, t in enumerate(lon["horizons"]):
+        cells = []
         for r in lon["rows"]:
-            table.add_column(f"{r['protocol']} {r['mode']}", justify="right")
-            table.add_column("ceiling", justify="right")
-        for i, t in enumerate(lon["horizons"]):
-            cells = []
-            for r in lon["rows"]:
-                cells += [f"{r['success'][i]:.3g} (exact)" if r["exact"] else
-                          _fmt_rate(r["success"][i], r["ci"][i], r["capped"][i]), f"{r['bound'][i]:.3g}"]
-            table.add_row(str(t), *cells)
-        out.print(table)
-        capped = capped or any(any(r["capped"]) for r in lon["rows"])
-        out.print("ceiling: the most any protocol concedes at T eps (memoize: at eps), or the exact success of an "
-                  "attacker who knows the memoized draw if lower")
-        if any(r.get("exact") for r in lon["rows"]):
-            out.print("memoize without an instantaneous layer: one draw re-sent, the exact single-report success "
-                      "at every T (the simulation's figure is in the JSON's measured)")
-    link = report.get("linkability")
-    if link:
-        table = Table(title=f"linkability of a memoized device: {link['test']} ({link['pairs']} pairs each)")
-        for col in ("protocol", "mode", "irr epsilon (p1)", "TPR", "FPR", "advantage", "exact advantage"):
-            table.add_column(col, justify="right")
-        for r in link["rows"]:
-            irr = r["irr"]
-            table.add_row(r["protocol"], r["mode"],
-                          "-" if irr is None else f"{irr['epsilon']:.3g} ({irr['p1']:.3f})"
-                          + ("" if irr["configured"] else " (not configured)"),
-                          _fmt(r["tpr"], r["tpr_ci"]), _fmt(r["fpr"], r["fpr_ci"]), f"{r['advantage']:.3f}",
-                          "-" if r["exact"] is None else f"{r['exact']['advantage']:.3f}")
-        out.print(table)
-    dep = report.get("deployment")
-    if dep:
-        bud = dep["budget"]
-        irr = dep["irr"]
-        table = Table(title=f"the deployment over {dep['campaign_days']} days: a stable value reported every "
-                            f"{dep['period_s']} s ({dep['period_source']}), memoize "
-                            f"{'on' if dep['memoize'] else 'off'}, budget "
-                            + (f"{bud['epsilon']:g} per {bud['days']} days" if bud else "none") + ", irr "
-                            + (f"epsilon {irr['epsilon']:g}" if irr else "none")
-                            + f" ({dep['trials']} devices, Bayes-optimal)")
-        for col in ("protocol", "mode", "days", "reports", "fresh draws", "epsilon spent", "attacker success",
-                    "no information", "ceiling", "verdict"):
-            table.add_column(col, justify="right")
-        colour = {"weak": "red", "moderate": "yellow", "strong": "green"}
-        for r in dep["rows"]:
-            for i, d in enumerate(dep["horizons_days"]):
-                success = ("≥ " if r["lower_bound"][i] else "") + (
-                    f"{r['success'][i]:.3g} (exact)" if r["exact"][i] else
-                    _fmt_rate(r["success"][i], r["ci"][i], r["capped"][i]))
-                verdict = r["strength"][i]
-                table.add_row(r["protocol"], r["mode"], str(d), str(dep["reports"][i]), str(r["fresh_draws"][i]),
-                              f"{r['epsilon_spent'][i]:.3g}", success, f"{dep['no_information']:.3g}",
-                              f"{r['bound'][i]:.3g}", f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]")
-        out.print(table)
-        capped = capped or any(any(r["capped"]) for r in dep["rows"])
-        out.print("verdict: weak when the attacker is right at least half the time or has gained half the room "
-                  "above the prior; moderate from 10 points above the prior (docs/privacy.md)")
-        ot = dep.get("over_time") or {}
-        if ot.get("change"):
-            b = ot["budget"]
-            change_opts.print_changing(out, ot, {"fresh": "fresh", "memoized": "memoized", "budgeted":
-                                                 f"budget {b['epsilon']:g}/{b['days']}d" if b else ""})
-    if report.get("learned"):
-        learned_opts.print_learned(out, report["learned"])
-    ea = report.get("epsilon_audit")
-    if ea:
-        table = Table(title=f"empirical epsilon (ldp-audit): inputs {ea['x1']} vs {ea['x2']}, "
-                            f"{ea['trials']} reports each, Clopper-Pearson alpha={ea['alpha']}")
-        for col in ("client", "runtime", "eps_eff", "TP", "FP", "eps lower bound", "verdict"):
-            table.add_column(col, justify="right")
-        for r in ea["rows"]:
-            if "error" in r:
-                table.add_row(r["client"], r["runtime"], "-", "-", "-", "-", f"not run: {r['error']}")
-                continue
-            verdict = ("caught" if not r["within_epsilon"] else "NOT caught") if r["control"] else \
-                ("<= epsilon" if r["within_epsilon"] else "EXCEEDS epsilon")
-            table.add_row(r["client"], r["runtime"], f"{r['eps_effective']:.4f}", str(r["tp"]), str(r["fp"]),
-                          f"{r['eps_lower_bound']:.3f}", verdict)
-        out.print(table)
-    if capped:
-        out.print(CAPPED_NOTE, highlight=False)
-    if plot:
-        out.print(f"plot: {plot}")
+            cells += [f"{r['success'][i]:.3g} (exact)" if r["exact"] else
+                      _fmt_rate(r["success"][i], r["ci"][i], r["capped"][i]), f"{r['bound'][i]:.3g}"]
+        table.add_row(str(t), *cells)
+    out.print(table)
+    out.print("ceiling: the most any protocol concedes at T eps (memoize: at eps), or the exact success of an "
+              "attacker who knows the memoized draw if lower")
+    if any(r.get("exact") for r in lon["rows"]):
+        out.print("memoize without an instantaneous layer: one draw re-sent, the exact single-report success "
+                  "at every T (the simulation's figure is in the JSON's measured)")
+    return any(any(r["capped"]) for r in lon["rows"])
+
+
+def _print_linkability(out, link):
+    """The linkability table of a memoized device."""
+    table = Table(title=f"linkability of a memoized device: {link['test']} ({link['pairs']} pairs each)")
+    for col in ("protocol", "mode", "irr epsilon (p1)", "TPR", "FPR", "advantage", "exact advantage"):
+        table.add_column(col, justify="right")
+    for r in link["rows"]:
+        irr = r["irr"]
+        table.add_row(r["protocol"], r["mode"],
+                      "-" if irr is None else f"{irr['epsilon']:.3g} ({irr['p1']:.3f})"
+                      + ("" if irr["configured"] else " (not configured)"),
+                      _fmt(r["tpr"], r["tpr_ci"]), _fmt(r["fpr"], r["fpr_ci"]), f"{r['advantage']:.3f}",
+                      "-" if r["exact"] is None else f"{r['exact']['advantage']:.3f}")
+    out.print(table)
+
+
+def _print_deployment(out, dep):
+    """The deployment's table over its campaign (and a changing value's); whether a figure is shown capped."""
+    bud = dep["budget"]
+    irr = dep["irr"]
+    table = Table(title=f"the deployment over {dep['campaign_days']} days: a stable value reported every "
+                        f"{dep['period_s']} s ({dep['period_source']}), memoize "
+                        f"{'on' if dep['memoize'] else 'off'}, budget "
+                        + (f"{bud['epsilon']:g} per {bud['days']} days" if bud else "none") + ", irr "
+                        + (f"epsilon {irr['epsilon']:g}" if irr else "none")
+                        + f" ({dep['trials']} devices, Bayes-optimal)")
+    for col in ("protocol", "mode", "days", "reports", "fresh draws", "epsilon spent", "attacker success",
+                "no information", "ceiling", "verdict"):
+        table.add_column(col, justify="right")
+    colour = {"weak": "red", "moderate": "yellow", "strong": "green"}
+    for r in dep["rows"]:
+        for i, d in enumerate(dep["horizons_days"]):
+            success = ("≥ " if r["lower_bound"][i] else "") + (
+                f"{r['success'][i]:.3g} (exact)" if r["exact"][i] else
+                _fmt_rate(r["success"][i], r["ci"][i], r["capped"][i]))
+            verdict = r["strength"][i]
+            table.add_row(r["protocol"], r["mode"], str(d), str(dep["reports"][i]), str(r["fresh_draws"][i]),
+                          f"{r['epsilon_spent'][i]:.3g}", success, f"{dep['no_information']:.3g}",
+                          f"{r['bound'][i]:.3g}", f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]")
+    out.print(table)
+    out.print("verdict: weak when the attacker is right at least half the time or has gained half the room "
+              "above the prior; moderate from 10 points above the prior (docs/privacy.md)")
+    ot = dep.get("over_time") or {}
+    if ot.get("change"):
+        b = ot["budget"]
+        change_opts.print_changing(out, ot, {"fresh": "fresh", "memoized": "memoized", "budgeted":
+                                             f"budget {b['epsilon']:g}/{b['days']}d" if b else ""})
+    return any(any(r["capped"]) for r in dep["rows"])
+
+
+def _print_epsilon_audit(out, ea):
+    """The empirical epsilon table (ldp-audit) of every client."""
+    table = Table(title=f"empirical epsilon (ldp-audit): inputs {ea['x1']} vs {ea['x2']}, "
+                        f"{ea['trials']} reports each, Clopper-Pearson alpha={ea['alpha']}")
+    for col in ("client", "runtime", "eps_eff", "TP", "FP", "eps lower bound", "verdict"):
+        table.add_column(col, justify="right")
+    for r in ea["rows"]:
+        if "error" in r:
+            table.add_row(r["client"], r["runtime"], "-", "-", "-", "-", f"not run: {r['error']}")
+            continue
+        verdict = ("caught" if not r["within_epsilon"] else "NOT caught") if r["control"] else \
+            ("<= epsilon" if r["within_epsilon"] else "EXCEEDS epsilon")
+        table.add_row(r["client"], r["runtime"], f"{r['eps_effective']:.4f}", str(r["tp"]), str(r["fp"]),
+                      f"{r['eps_lower_bound']:.3f}", verdict)
+    out.print(table)
