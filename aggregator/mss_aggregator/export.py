@@ -13,7 +13,7 @@ Two tables, one row per:
   epoch is decoded alone, exactly as ``mss estimate --epoch E`` decodes it: the
   same numbers as its ``--json`` ``estimates``.
 * ``counts``: (epoch, block, cell) -- the additive sufficient statistic
-  (:class:`~mss_protocol.mss.counts.Counts`): ``block`` j, ``cell`` r in
+  (:class:`~mss_protocol.counts.Counts`): ``block`` j, ``cell`` r in
   [0, m_j), ``block_reports`` n_j (the epoch's reports with J = j, repeated on
   each of the block's cells) and ``count`` c_j[r].  Counts add across epochs and
   sites: summing ``count`` over epochs gives the pooled counts ``mss estimate
