@@ -187,9 +187,31 @@ def columns_of(request, rows):
 
 
 def export(store, request):
-    """Write ``request.what`` of ``store`` to ``request.out``; the :class:`ExportResult`.
-    ExportError when the epochs asked for hold no accepted reports, ParquetUnavailable
-    for Parquet without pyarrow (checked before any work), OSError from the file."""
+    """Write ``request.what`` of ``store`` to ``request.out`` (``mss export``).
+
+    Parameters
+    ----------
+    store : mss_aggregator.collect.store.Store
+        An open store (left open).
+    request : ExportRequest
+        The table (``estimates``: a row per epoch and item; ``counts``: a row per epoch and count
+        cell), the format (``csv``, ``parquet``), the file, the post-processing and the epochs.
+
+    Returns
+    -------
+    ExportResult
+        ``rows`` written (epochs x k for estimates), ``epochs``, the CSV's sidecar ``metadata``
+        (None for Parquet) and the ``provenance``; ``to_dict()`` is ``mss export --json``.
+
+    Raises
+    ------
+    ExportError
+        The epochs asked for hold no accepted reports.
+    ParquetUnavailable
+        Parquet without pyarrow (checked before any work).
+    OSError
+        From the file.
+    """
     if request.fmt == "parquet":
         require_pyarrow()
     held = store_epochs(store)
