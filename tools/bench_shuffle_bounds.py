@@ -8,16 +8,22 @@ mss_protocol.shuffling.central_epsilon:
 * ``generic``: any eps0-LDP randomiser (Feldman, McMillan, Talwar FOCS 2021, numerical);
 * ``grr_k2``: binary randomised response's own bound (GRR at k = 2: the blanket, which is also
   the SODA 2023 stronger-clone pair);
-* ``grr_k256``: GRR on 256 items (blanket or stronger clone, the smaller, or the generic one);
+* ``grr_k256``: GRR on 256 items (blanket divergence, blanket or stronger clone, the smallest, or the
+  generic one);
 * ``ss_k16``, ``ss_k1024``: subset selection on 16 and 1024 items at its variance-optimal subset
   size (mss_protocol.subset_selection.optimal_omega); ``oue_k256``, ``sue_k256``: unary encodings
   on 256 items; ``hr_k256``: Hadamard response on 256 items in one block of 512 -- each the
-  smallest of the protocol's own bounds (per-protocol blanket, stronger clone) and the generic ones;
+  smallest of the protocol's own bounds (blanket divergence, per-protocol blanket, stronger clone)
+  and the generic ones;
+
+each also without the blanket divergence (``_previous``: the smallest clones-pair bound, the accountant
+before it) and the divergence alone where listed (``_divergence``);
 
 beside ``lower``: mss_protocol.shuffling.binary_rr_lower_bound, the exact central eps of shuffled
 binary RR (others all holding one value), below which no bound valid for every eps0-LDP randomiser
-can go, and the ratio of each bound to it.  ``sup_s``: the check behind the module docstring's
-"generic randomisers" paragraph: max over s in [1e-4, 1] (200 points, geometric) of
+can go, and the ratio of each bound to it (a protocol's own bound may go below it: the curve bounds
+only bounds valid for every randomiser; ``rr_*`` in the summary: the cells where binary RR amplifies).
+``sup_s``: the check behind the module docstring's "generic randomisers" paragraph: max over s in [1e-4, 1] (200 points, geometric) of
 s D(pair, C ~ Bin(n - 1, 2 s/(e^eps0 + 1))) / delta at the eps where s = 1 meets delta; above 1
 means that decomposition proves no generic bound at that eps.
 
@@ -64,6 +70,11 @@ def cell(eps0, n, delta):
         row[key + "_method"] = c.method
         row[key + "_seconds"] = time.perf_counter() - start
         row[key + "_ratio"] = c.eps / lower if lower > 0 else None
+        listed = dict(c.bounds)
+        paired = [eps for name, eps in c.bounds if not name.endswith("-blanket-divergence")]
+        row[key + "_previous"] = min(paired + [eps0])  # without the blanket divergence: the accountant before it
+        row[key + "_divergence"] = next((eps for name, eps in listed.items() if name.endswith("-blanket-divergence")),
+                                        None)
     row["stronger_clone_pair"], row["sup_s"] = sup_s(eps0, n, delta)
     return row
 
@@ -103,7 +114,18 @@ def main():
                         "at_eps0": int(sum(r[key] >= r["eps0"] * (1 - shuffling.USEFUL) for r in rows)),
                         "below_lower": int(sum(r[key] < r["lower"] - 1e-9 for r in rows)),
                         "methods": dict(sorted(collections.Counter(r[key + "_method"].split(":")[0] for r in rows).items())),
-                        "max_seconds": max(r[key + "_seconds"] for r in rows)}
+                        "max_seconds": max(r[key + "_seconds"] for r in rows),
+                        "median_seconds": float(np.median([r[key + "_seconds"] for r in rows]))}
+        # the 60 cells where shuffled binary RR amplifies at all (the docs' count), and the gain of the divergence
+        rr = [r for r in rows if r["lower"] < r["eps0"] * (1 - shuffling.USEFUL)]
+        summary[key].update({"rr_cells": len(rr),
+                             "rr_at_most_target": int(sum(r[key] <= TARGET * r["lower"] for r in rr)),
+                             "rr_below_lower": int(sum(r[key] < r["lower"] - 1e-9 for r in rr)),
+                             "rr_worst_ratio": max(r[key] / r["lower"] for r in rr),
+                             "previous_rr_at_most_target": int(sum(r[key + "_previous"] <= TARGET * r["lower"] for r in rr)),
+                             "previous_rr_worst_ratio": max(r[key + "_previous"] / r["lower"] for r in rr),
+                             "divergence_cells": int(sum(r[key + "_divergence"] is not None for r in rows)),
+                             "median_gain": float(np.median([r[key] / r[key + "_previous"] for r in rows]))})
     sups = [r["sup_s"] for r in rows if r["sup_s"] is not None]
     summary["sup_s"] = {"cells": len(sups), "min": float(min(sups)), "max": float(max(sups)),
                         "above_1": int(sum(x > 1 for x in sups))}
