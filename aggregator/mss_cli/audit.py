@@ -69,7 +69,8 @@ AUDIT_HORIZONS = "1,2,5,10,20,50,100,200,500,1000"
 def audit_cmd(**options):
     """Reconstruction risk of one report (and of many) against the provable ceilings,
     and an empirical epsilon audit of the real clients."""
-    from mss_aggregator.audit import AuditRequestError, audit, selection, steps
+    from mss_aggregator.audit import selection, steps
+    from mss_iot import AuditRequestError, audit
 
     o = SimpleNamespace(**options)
     request = _request(o)
@@ -83,7 +84,7 @@ def audit_cmd(**options):
         console.print(f"[yellow]left out:[/yellow] {s['reason']}")
     try:
         with progress("audit", steps(request)) as tick:
-            report = audit(request, progress=tick)
+            report = audit(request, progress=tick).to_dict()
         if o.plot:
             _plot(request, report, o.plot, o.plot_epsilons)
     except (ConfigError, ValueError) as exc:  # a protocol that takes no such (k, epsilon): OLH above k = 32749, ...

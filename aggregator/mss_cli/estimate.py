@@ -8,9 +8,8 @@ from rich.table import Table
 from mss_aggregator import jsonout
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
-from mss_aggregator.collect import scope as scopes
-from mss_aggregator.collect.store import StoreError, open_store
 from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
+from mss_iot import EstimateError, EstimateRequest, StoreError, estimate_store, open_store
 from mss_protocol import categories, registry
 from mss_protocol.config_file import read_json
 from mss_protocol.config_file import ConfigError
@@ -79,18 +78,18 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
         if counts_path:
             counts, counters, scope, categories = _from_counts(counts_path, wanted, config_path)
+            est = registry.from_config(counts.cfg).decode(counts, post=post)
         else:
-            counts, counters, scope, categories, central = _from_store(
-                store_path, wanted, config_path, dict(epoch=epoch, all_epochs=all_epochs, delta=delta,
-                                                      delta_given=delta_given))
+            selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None)
+            found = _from_store(store_path, wanted, config_path, selection)
+            counts, counters, scope, categories, central, est = (found.scope.counts, found.counters, found.scope,
+                                                                 found.categories, found.central, found.estimate)
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
     if export_counts:
         with writing("--export-counts", export_counts):
             counts.save(export_counts)
-    protocol = registry.from_config(cfg)
-    est = protocol.decode(counts, post=post) if scope is None else scopes.decode(protocol, scope, post)
     view = views.make(est, categories, order=order, top=top, simultaneous=simultaneous)
     rows = est.rows()
     if view.categories.labels:
@@ -156,32 +155,19 @@ def load_config(raw, source):
 
 
 def _from_store(store_path, wanted, config_path, selection):
-    """(counts, counters, scope, categories, central) of the reports ``selection`` (``epoch``,
-    ``all_epochs``, ``delta`` and ``delta_given``: --epoch, --all-epochs, --delta) picks, central the
-    guarantee of a shuffled store (:func:`.central.guarantee`, else None), or ConfigError saying what
-    the store holds when that is nothing (or --delta for a store of devices)."""
-    epoch, all_epochs, delta, delta_given = (selection[key] for key in ("epoch", "all_epochs", "delta",
-                                                                        "delta_given"))
-    store = open_store(store_path)
-    try:
-        # what the store holds is read only for an error (it is three more queries)
-        if wanted and wanted[0].config_id != store.cfg.config_id:
-            raise ConfigError(f"{config_path} is config {wanted[0].config_id_hex}, another campaign's: "
-                              f"{scopes.contents(store)}")
-        scope = scopes.select(store, epoch, all_epochs)
-        if not scope.counts.total:
-            held = scopes.contents(store)
-            if not store.tally()[0]:  # an empty store: what it holds says it all
-                raise ConfigError(held)
-            what = f"epoch {scope.epoch} ({scope.selection})" if epoch is None else f"epoch {epoch}"
-            raise ConfigError(f"no accepted reports in {what}: {held}")
-        central = centrals.guarantee(store, scope, delta)
-        if central is None and delta_given:
-            raise ConfigError(f"--delta: {store.name} holds reports of devices, not a shuffler's batches "
-                              f"(mss aggregate --shuffled): they have no central guarantee, only eps-LDP")
-        return scope.counts, store.counters(), scope, wanted[1] if wanted else store.categories(), central
-    finally:
-        store.close()
+    """The :class:`~mss_aggregator.estimates.StoreEstimate` of the reports ``selection`` (``epoch``,
+    ``all_epochs``, ``post``, and ``delta`` when --delta was given) picks, decoded, or ConfigError saying
+    what the store holds when that is nothing (or --delta for a store of devices)."""
+    with open_store(store_path) as store:
+        request = EstimateRequest(config=wanted[0] if wanted else None, categories=wanted[1] if wanted else None,
+                                  source=config_path, **selection)
+        try:
+            return estimate_store(store.store, request)
+        except EstimateError as exc:
+            if exc.field == "delta":
+                raise ConfigError(f"--delta: {store.name} holds reports of devices, not a shuffler's batches "
+                                  f"(mss aggregate --shuffled): they have no central guarantee, only eps-LDP") from None
+            raise ConfigError(str(exc)) from None
 
 
 def _table(view):

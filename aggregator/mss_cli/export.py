@@ -2,10 +2,10 @@
 (:mod:`mss_aggregator.export`)."""
 import click
 
-from mss_aggregator import export as exports
+from mss_aggregator import export as exports  # the formats, tables and install hint the options offer
 from mss_aggregator import jsonout
-from mss_aggregator.collect.store import StoreError, open_store
 from mss_cli.common import console, fail, output_file, post_option, writing
+from mss_iot import ExportError, ExportRequest, StoreError, export, open_store
 from mss_protocol.config_file import ConfigError
 
 
@@ -36,10 +36,10 @@ def export_cmd(store_path, fmt, what, out, epochs, post, as_json):
         fail(str(exc))
     try:
         out = out or f"mss-{what}-{store.cfg.config_id_hex}.{fmt}"
-        request = exports.ExportRequest(what, fmt, out, post=post, epochs=tuple(epochs) or None)
+        request = ExportRequest(what, fmt, out, post=post, epochs=tuple(epochs) or None)
         with writing("--out", out):
-            result = exports.export(store, request)
-    except (exports.ExportError, StoreError) as exc:
+            result = export(store.store, request)
+    except (ExportError, StoreError) as exc:
         fail(str(exc))
     finally:
         store.close()

@@ -14,12 +14,12 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError
-from mss_aggregator.plan import (DEFAULT_BOARD, DEFAULT_MODEM, Hardware, Limits, PlanRequest, Question, Reporting,
-                                 RequestError, Shuffling, plan)
+from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS
 from mss_cli import changing as change_opts
 from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
 from mss_device.frame import KINDS
+from mss_iot import Hardware, Limits, PlanRequest, Question, Reporting, RequestError, Shuffling, plan
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan, shuffling

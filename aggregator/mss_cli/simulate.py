@@ -1,17 +1,17 @@
 """``mss simulate``: a simulated fleet through one configuration, MSE against the truth."""
 import json
+from dataclasses import replace
 
 import click
 from rich.table import Table
 
-from mss_aggregator.distributions import DistributionError, parse
+from mss_aggregator.distributions import DistributionError
 from mss_cli.common import (EPSILON, MAX_BITS, MAX_SIMULATED, SEED, fail, figure, make_console, output_file,
                             post_option, progress, top_table, writing)
-from mss_protocol import configs, oracle_config, registry
-from mss_protocol.choose import CHOICES, choose
+from mss_protocol import oracle_config
+from mss_protocol.choose import CHOICES
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
-from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import PlanError
 
 
@@ -39,38 +39,22 @@ from mss_protocol.mss.planner import PlanError
 def simulate_cmd(k, epsilon, config_path, max_bits, n, dist, seed, protocol, trials, post,
                  as_json, plot):
     """Simulate N devices, decode their reports and print the accuracy."""
-    from mss_aggregator.compare.simulate import simulate
+    from mss_iot import SimulateRequest, SimulateRequestError, simulate, simulation_config
 
+    if config_path is None and (k is None or epsilon is None):
+        raise click.UsageError("give --k and --epsilon, or --config")
+    request = SimulateRequest(n, k=k, epsilon=epsilon, config=config_path, protocol=protocol, max_bits=max_bits,
+                              dist=dist, seed=seed, trials=trials, post=post)
     try:
-        if config_path:
-            cfg = configs.load(config_path)
-            protocol = cfg.name
-            if (k and k != cfg.k) or (epsilon and epsilon != cfg.epsilon):
-                fail(f"--k/--epsilon disagree with {config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
-        elif k is None or epsilon is None:
-            raise click.UsageError("give --k and --epsilon, or --config")
-        elif protocol == "ss":
-            cfg = MssConfig.subset_selection(k, epsilon)
-        elif protocol not in ("mss", "auto"):
-            cfg = oracle_config.OracleConfig(protocol, k, epsilon)
-        else:
-            with progress(f"planning {protocol} for k={k}, epsilon {epsilon:g}"):
-                cfg = configs.load_dict(choose(k, epsilon, protocol, max_bits=max_bits, n=n)["config"])
-            protocol = cfg.name
-        probs = parse(dist, cfg.k)
+        cfg = simulation_config(request, plan_progress=progress)
+        with progress(f"simulating {trials} x {n} devices"):
+            result = simulate(replace(request, config=cfg))
+    except SimulateRequestError as exc:  # --k/--epsilon against --config's (the others are checked above)
+        fail(f"--k/--epsilon disagree with {config_path} (k={exc.config.k}, epsilon={exc.config.epsilon})")
     except (ConfigError, PlanError, DistributionError) as exc:
         fail(str(exc))
-    proto = registry.from_config(cfg)
-    predicted = proto.variance(n, probs)  # at the simulated distribution
-    with progress(f"simulating {trials} x {n} devices"):
-        sim = simulate(proto, probs, n, trials, seed, post=post)
-    out = {
-        "protocol": protocol, "k": cfg.k, "epsilon": cfg.epsilon, "n": n, "trials": trials,
-        "mse": float(sim.mse.mean()), "mse_std": float(sim.mse.std(ddof=1)) if trials > 1 else 0.0,
-        "predicted_mse": predicted, "decode_seconds": float(sim.decode_seconds.mean()),
-        "bits_per_report": cfg.bits_per_report, "config_id": cfg.config_id_hex,
-        "eps_effective": cfg.eps_effective, "dist": dist, "post": post, "seed": seed,
-    }
+    out, sim, predicted = result.to_dict(), result, result.predicted_mse
+    protocol = out["protocol"]
     if plot:
         from mss_aggregator import view
         from mss_aggregator.plotting import plot_estimates
