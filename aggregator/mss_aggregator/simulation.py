@@ -19,7 +19,6 @@ from mss_aggregator.compare.simulate import simulate as simulate_protocol
 from mss_aggregator.distributions import parse
 from mss_protocol import configs, oracle_config, registry
 from mss_protocol.choose import choose
-from mss_protocol.mss.config import MssConfig
 
 DEFAULT_DIST = "zipf:1.1"
 
@@ -175,10 +174,11 @@ def simulation_config(request, plan_progress=None):
         return cfg
     if r.k is None or r.epsilon is None:
         raise SimulateRequestError("k", "give k and epsilon, or a config")
-    if r.protocol == "ss":
-        return MssConfig.subset_selection(r.k, r.epsilon)
-    if r.protocol not in ("mss", "auto"):
+    cls = registry.protocol_class(r.protocol) if r.protocol in registry.AVAILABLE else None  # else auto
+    if cls is not None and cls.config_kind == "oracle":  # fixed by (k, epsilon)
         return oracle_config.OracleConfig(r.protocol, r.k, r.epsilon)
+    if cls is not None and not cls.searches_moduli:  # SS: its closed-form subset size, nothing to search
+        return registry.make(r.protocol, r.k, r.epsilon).cfg
     if plan_progress is None:
         return configs.load_dict(choose(r.k, r.epsilon, r.protocol, max_bits=r.max_bits, n=r.n)["config"])
     with plan_progress(f"planning {r.protocol} for k={r.k}, epsilon {r.epsilon:g}"):
