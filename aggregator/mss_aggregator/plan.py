@@ -206,20 +206,8 @@ def plan(request, progress=None):
         n = None if (q.detect, q.target_se) != (None, None) else sh.n if sh is not None else N_DEFAULT
     # a memoized OLH report needs one hash seed a device (SPEC.md section 4): compact frames are then fine
     olh_seed = "device" if rep.memoize else "epoch"
-    notes, link, board, modem = [], hw.link, hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
-    max_bytes, frame = r.limits.max_bytes, r.limits.frame
-    if link:
-        if max_bytes is not None and max_bytes != link.max_payload:
-            notes.append(Note(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
-                              f"the smaller, {min(max_bytes, link.max_payload)}, is used"))
-        max_bytes = min(max_bytes or link.max_payload, link.max_payload)
-        if frame is None:
-            # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
-            # needs the drawing epoch on the wire (SPEC.md section 4)
-            frame = "compact-epoch" if r.protocol in seeded() and olh_seed == "epoch" else "compact"
-    frame = frame or "full"
-    if frame == "compact":
-        notes.append(Note("compact frames are dated by arrival: boards need device.transport lorawan"))
+    link, board, modem = hw.link, hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
+    max_bytes, frame, notes = _report_size(request, olh_seed)
     prior = None if q.prior == "uniform" else parse(q.prior, r.k)
     common = dict(max_bytes=max_bytes, max_bits=r.limits.max_bits, frame=frame, n=n, prior=prior,
                   prior_label=q.prior, seed=r.seed, use_cache=r.use_cache, max_device_ms=r.limits.max_device_ms,
@@ -276,6 +264,26 @@ def plan(request, progress=None):
         device.update(memoize=True, budget=section)
     return Plan(request=request, fields=result, epsilon=epsilon, frame=frame, max_bytes=max_bytes, config=cfg,
                 device=device, notes=notes)
+
+
+def _report_size(request, olh_seed):
+    """(max_bytes, frame, notes): the request's limits, on a LoRaWAN link at most its payload and by
+    default a compact frame (compact-epoch for a seeded protocol with a seed an epoch)."""
+    link, notes = request.hardware.link, []
+    max_bytes, frame = request.limits.max_bytes, request.limits.frame
+    if link:
+        if max_bytes is not None and max_bytes != link.max_payload:
+            notes.append(Note(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
+                              f"the smaller, {min(max_bytes, link.max_payload)}, is used"))
+        max_bytes = min(max_bytes or link.max_payload, link.max_payload)
+        if frame is None:
+            # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
+            # needs the drawing epoch on the wire (SPEC.md section 4)
+            frame = "compact-epoch" if request.protocol in seeded() and olh_seed == "epoch" else "compact"
+    frame = frame or "full"
+    if frame == "compact":
+        notes.append(Note("compact frames are dated by arrival: boards need device.transport lorawan"))
+    return max_bytes, frame, notes
 
 
 def _central_plan_epsilon(request):
