@@ -128,9 +128,13 @@ class PlanRequest:
 
 @dataclass(frozen=True)
 class Note:
-    """A remark on the plan, in words; ``alarm``: it warns of a cost the operator should weigh."""
+    """A remark on the plan, in words; ``alarm``: it warns of a cost the operator should weigh;
+    ``kind`` and ``values``: what it is about and its figures, for a caller that words it with its
+    own names for the request's fields (``"payload"``, ``"grr_own_bound"``, ``"shuffle_memoized"``)."""
     text: str
     alarm: bool = False
+    kind: str = ""
+    values: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -273,8 +277,10 @@ def _report_size(request, olh_seed):
     max_bytes, frame = request.limits.max_bytes, request.limits.frame
     if link:
         if max_bytes is not None and max_bytes != link.max_payload:
-            notes.append(Note(f"--max-bytes {max_bytes} and {link.spec}'s {link.max_payload}-byte payload: "
-                              f"the smaller, {min(max_bytes, link.max_payload)}, is used"))
+            used = min(max_bytes, link.max_payload)
+            notes.append(Note(f"a size limit of {max_bytes} bytes and {link.spec}'s {link.max_payload}-byte payload: "
+                              f"the smaller, {used}, is used", kind="payload",
+                              values=dict(max_bytes=max_bytes, link=link.spec, payload=link.max_payload, used=used)))
         max_bytes = min(max_bytes or link.max_payload, link.max_payload)
         if frame is None:
             # LoRaWAN carries the device id (DevEUI) and a counter (FCnt) itself; OLH's seed
@@ -325,10 +331,11 @@ def _shuffle_notes(request, epsilon, result, common):
         # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
         own = shuffling.largest_eps0(sh.central_epsilon, sh.n, sh.delta, protocol="grr", k=request.k)
         own = math.floor(own * 1e4) / 1e4
-        words = (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {sh.central_epsilon:g} "
-                 f"up to epsilon {own:g}")
+        words = (f"GRR's own bounds (the blanket, the stronger clone) meet the central epsilon "
+                 f"{sh.central_epsilon:g} up to epsilon {own:g}")
+        values = dict(central_epsilon=sh.central_epsilon, epsilon=own, grr_mse=None, plan_mse=None)
         if own > epsilon and result["protocol"] == "grr":
-            notes.append(Note(f"{words}: --protocol grr plans it there"))
+            notes.append(Note(f"{words}: a GRR plan has it", kind="grr_own_bound", values=values))
         elif own > epsilon and result["predicted_mse"] is not None:
             try:
                 grr = choose(request.k, own, "grr", exclude=dict.fromkeys(seeded(), OLH_LEFT_OUT), **common)
@@ -336,12 +343,13 @@ def _shuffle_notes(request, epsilon, result, common):
                 grr = None  # GRR does not fit this plan's limits: nothing to suggest
             if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
                 notes.append(Note(f"{words}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this "
-                                  f"plan's {result['predicted_mse']:.4g}: --protocol grr plans it there"))
+                                  f"plan's {result['predicted_mse']:.4g}: a GRR plan has it", kind="grr_own_bound",
+                                  values=dict(values, grr_mse=grr["predicted_mse"], plan_mse=result["predicted_mse"])))
     if "shuffle" in result and request.reporting.memoize:
         notes.append(Note("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every "
                           "epoch is found by intersecting batches, so over more than one batch the guarantee is the "
-                          "memoized draw's epsilon, not eps_c composed (mss estimate says so; --fresh-reports "
-                          "compose; docs/privacy.md, the shuffle model)"))
+                          "memoized draw's epsilon, not eps_c composed (the estimate says so; fresh reports "
+                          "compose; docs/privacy.md, the shuffle model)", kind="shuffle_memoized"))
     return notes
 
 

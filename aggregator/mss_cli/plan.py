@@ -251,7 +251,7 @@ def _print_plan(out, p, device_config):
     if "shuffle" in result:
         _print_shuffle(out, result["shuffle"])
     for note in p.notes:
-        out.print(f"note: [red]{note.text}[/red]" if note.alarm else f"note: {note.text}")
+        out.print(f"note: [red]{_worded(note)}[/red]" if note.alarm else f"note: {_worded(note)}")
     if "privacy_over_time" in result:
         _print_over_time(out, result["privacy_over_time"], not r.reporting.memoize)
     if "hiding_options" in result:
@@ -262,6 +262,23 @@ def _print_plan(out, p, device_config):
                  if r.reporting.memoize else "; no device.memoize, no device.budget (--fresh-reports)")
         out.print(f"wrote {device_config} (device.period_s {result['period_s']}), device.sleep "
                   f"{result['device_sleep']}{extra}")
+
+
+def _worded(note):
+    """A plan's note in this command's words: the options of the request fields it speaks of."""
+    v = note.values
+    if note.kind == "payload":
+        return (f"--max-bytes {v['max_bytes']} and {v['link']}'s {v['payload']}-byte payload: the smaller, "
+                f"{v['used']}, is used")
+    if note.kind == "grr_own_bound":
+        where = ("" if v["grr_mse"] is None else f", where GRR's predicted MSE {v['grr_mse']:.4g} is below this "
+                 f"plan's {v['plan_mse']:.4g}")
+        return (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {v['central_epsilon']:g} "
+                f"up to epsilon {v['epsilon']:g}{where}: --protocol grr plans it there")
+    if note.kind == "shuffle_memoized":
+        return note.text.replace("(the estimate says so; fresh reports compose;",
+                                 "(mss estimate says so; --fresh-reports compose;")
+    return note.text
 
 
 def _print_choice(out, p):
