@@ -1,4 +1,7 @@
-"""Run the aggregator as a real process and wait on its store."""
+"""Run the aggregator as a real process and wait on its store; build the collection services as
+``mss aggregate`` and ``mss shuffle`` build them (:func:`build_aggregator`, :func:`build_shuffler`: from a
+campaign file's path and the links as loose values, so that a test reads as the command line it
+stands for)."""
 import json
 import os
 import signal
@@ -6,7 +9,11 @@ import subprocess
 import sys
 import time
 
+from mss_aggregator.campaign import Campaign
+from mss_aggregator.collect.links import Links, MqttEndpoint, TlsFiles
+from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import open_store
+from mss_aggregator.shuffle.service import Batching, Shuffler
 
 PERIOD = 3600
 
@@ -97,3 +104,22 @@ def estimate_json(store_path, *args):
     out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store_path),
                           "--json", *args], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
+
+
+def build_aggregator(config_path, store_path, name=None, broker=None, *, serial_ports=(), lorawan=None,
+                     client_id=None, tls=(), share_group=None, shuffle_key=None, fleet_key=None, log=print,
+                     verbose=None):
+    """An :class:`Aggregator` of the campaign file at ``config_path`` (``name``: its campaign name)."""
+    links = Links.of(broker=broker, tls=tls, client_id=client_id, share_group=share_group, lorawan=lorawan,
+                     serial=serial_ports, shuffled=shuffle_key is not None)
+    return Aggregator(Campaign.read(config_path), store_path, links, name=name, fleet_key=fleet_key,
+                      shuffle_key=shuffle_key, log=log, verbose=verbose)
+
+
+def build_shuffler(config_path, queue_path, key, name, broker=None, *, serial_ports=(), lorawan=None,
+                   forward_broker=None, tls_ca=None, client_id=None, batching=Batching(), log=print):
+    """A :class:`Shuffler` of the campaign file at ``config_path``."""
+    links = Links.of(broker=broker, tls=(tls_ca,), client_id=client_id, lorawan=lorawan, serial=serial_ports)
+    forward = None if forward_broker is None else MqttEndpoint(forward_broker, TlsFiles(ca=tls_ca))
+    return Shuffler(Campaign.read(config_path), queue_path, key, name, links=links, forward=forward, batching=batching,
+                    log=log)

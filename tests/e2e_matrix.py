@@ -445,7 +445,7 @@ def run_matrix(cells, workdir, boards_per_port=5, log=lambda m: None, configs=No
     ``boards_per_port`` boards on one pty (the line carries the device id)."""
     from brokers import Mosquitto
     from mss_aggregator.collect.lorawan import parse_spec
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
     from mss_aggregator.devices.runtime import ensure_umqtt
     from ptys import socat_pair
 
@@ -511,8 +511,8 @@ def run_matrix(cells, workdir, boards_per_port=5, log=lambda m: None, configs=No
                 spec = f"chirpstack:app-{n}" if cell.link == "chirpstack" else f"tts:app-{n}@{TENANT}"
                 kw = {"broker": url, "lorawan": parse_spec(spec)}
             run.cfg.save(folder / "aggregator.json", {"device": device})
-            agg = Aggregator(folder / "aggregator.json", run.store_path, run.campaign, client_id=f"agg-{n}",
-                             log=lambda m: None, **kw)
+            agg = build_aggregator(folder / "aggregator.json", run.store_path, run.campaign, client_id=f"agg-{n}",
+                                   log=lambda m: None, **kw)
             aggs.append(agg)
             agg.start()
             for b in run.boards:

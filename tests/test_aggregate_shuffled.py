@@ -16,7 +16,7 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports
 from mss_aggregator.collect import central, scope
-from mss_aggregator.collect.service import Aggregator
+from collect_helpers import build_aggregator
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, covered_epochs, open_store, slot
 from mss_cli.main import main as mss_main
@@ -177,17 +177,17 @@ def test_batch_devices_colluding_and_epochs_covered():
 
 def test_a_store_takes_device_reports_or_batches_not_both(tmp_path, config):
     broker = "mqtt://127.0.0.1:1"  # never connected: the refusals come first
-    shuffled = Aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
+    shuffled = build_aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
     shuffled.stop()
     with pytest.raises(StoreError, match="shuffler's batches .* not device reports"):
-        Aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None)
+        build_aggregator(config, tmp_path / "a.sqlite", "t", broker, log=lambda m: None)
     s = open_store(tmp_path / "b.sqlite", CFG)
     codec = WireCodec(CFG)
     frame = make_reports(CFG, 1, 1, seed=1)[0][3]
     s.write_batch([{"source": "x", "topic": None, "payload": frame, "device_id": "d1", "report": codec.decode(frame)}])
     s.close()  # a store of an older aggregator: reports, no mode recorded
     with pytest.raises(StoreError, match="holds reports of devices, not a shuffler's batches"):
-        Aggregator(config, tmp_path / "b.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
+        build_aggregator(config, tmp_path / "b.sqlite", "t", broker, log=lambda m: None, shuffle_key=KEY)
     s = open_store(tmp_path / "a.sqlite")
     with pytest.raises(StoreError, match="takes no report or status of a device"):
         s.write_batch([{"source": "x", "topic": None, "payload": frame, "device_id": "d1",

@@ -21,6 +21,7 @@ from mss_cli.main import main
 from mss_protocol.categories import Categories
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.vectors import report_from_stream
+from postgres import pg_url, postgres_server  # noqa: F401 (fixtures)
 
 CLI = Path(__file__).resolve().parents[1] / "aggregator" / "mss_cli"
 CFG = MssConfig.build(16, 2.0, [13, 15])
@@ -107,6 +108,15 @@ def test_store_estimate_is_mss_estimate_json(store_path, selection):
     frame = est.to_frame()
     assert list(frame["label"]) == list(LABELS) and list(frame["estimate"]) == [r["estimate"] for r in cli["estimates"]]
     assert est.estimate.estimate.shape == (CFG.k,)
+
+
+def test_a_postgresql_store_reads_the_same(pg_url, store_path):
+    fill(pg_url)
+    with mss_iot.open_store(pg_url) as pg, mss_iot.open_store(store_path) as lite:
+        assert pg.epochs() == lite.epochs() and "@" not in pg.name  # the URL's host and database, no password
+        assert pg.estimates().rows == lite.estimates().rows
+        est = pg.estimate(epoch=6)
+    assert est.to_dict() == without_view(mss_json("estimate", "--store", pg_url, "--epoch", 6))
 
 
 def test_store_epochs_counts_and_every_epoch(store_path):

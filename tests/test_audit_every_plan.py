@@ -18,7 +18,7 @@ from test_cli import mss
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec
-from mss_aggregator.collect.service import campaign_clock
+from mss_aggregator.collect.ingest import campaign_clock
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink
 from mss_aggregator.web.live import LiveView

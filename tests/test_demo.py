@@ -197,7 +197,7 @@ def test_cpython_fleet_over_lorawan(tmp_path):
     import numpy as np
 
     from mss_aggregator.collect.lorawan import parse_spec
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
     from mss_aggregator.devices.fleet import run_fleet
     from mss_aggregator.devices.network_server import ChirpStackEmulator
     from mss_protocol.choose import choose
@@ -207,8 +207,8 @@ def test_cpython_fleet_over_lorawan(tmp_path):
     try:
         cfg = load_dict(choose(32, 2.0, "auto", frame="compact", max_bytes=11)["config"])
         cfg.save(tmp_path / "cfg.json", {"device": {"period_s": 3600}})
-        agg = Aggregator(tmp_path / "cfg.json", tmp_path / "s.sqlite", "t", broker.url,
-                         lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start()
+        agg = build_aggregator(tmp_path / "cfg.json", tmp_path / "s.sqlite", "t", broker.url,
+                               lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start()
         assert agg.wait_connected(15)
         network = ChirpStackEmulator("127.0.0.1", broker.port, "app1")
         try:

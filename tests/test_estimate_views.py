@@ -9,7 +9,7 @@ import pytest
 
 from mss_aggregator import plotting, view as views
 from mss_aggregator.collect.ingest import Ingest
-from mss_aggregator.collect.service import Aggregator
+from collect_helpers import build_aggregator
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.web.live import LiveView
 from mss_protocol import categories
@@ -103,7 +103,7 @@ def test_the_plot_shows_the_tables_items(store_path, tmp_path, monkeypatch):
 
 def test_aggregator_records_names_and_the_dashboard_shows_them(store_path, tmp_path):
     cfg = _config(tmp_path / "c.json", labels=LABELS, ordinal=True)
-    agg = Aggregator(cfg, store_path, broker="mqtt://127.0.0.1:1")  # never started: only its set-up
+    agg = build_aggregator(cfg, store_path, broker="mqtt://127.0.0.1:1")  # never started: only its set-up
     agg.stop()
     assert open_store(store_path).categories() == categories.Categories(12, tuple(LABELS), True)
     live = LiveView(store_path)
@@ -120,7 +120,7 @@ def test_aggregator_records_names_and_the_dashboard_shows_them(store_path, tmp_p
     finally:
         live.close()
         agg_cfg = _config(tmp_path / "plain.json")  # names are display only: a config without them clears them
-        Aggregator(agg_cfg, store_path, broker="mqtt://127.0.0.1:1").stop()
+        build_aggregator(agg_cfg, store_path, broker="mqtt://127.0.0.1:1").stop()
     assert open_store(store_path).categories() == categories.Categories(12)
 
 

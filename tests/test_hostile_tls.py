@@ -27,6 +27,7 @@ from collect_helpers import AggregatorProcess, clocked, wait_for
 from loadgen import make_reports, publish
 from micropython_runner import require_micropython
 from mss_aggregator.collect.collectors import MqttCollector
+from mss_aggregator.collect.links import MqttEndpoint, TlsFiles
 from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.devices.runtime import command, ensure_umqtt
 from mss_aggregator.ports import free_port
@@ -354,7 +355,9 @@ def test_aggregator_tls_flags_are_checked(tmp_path, pki):
 
 
 def _collector(url, log, **tls):
-    return MqttCollector(url, None, "mss/v1/t/+/report", None, f"probe-{time.time()}", log=log, **tls)
+    files = TlsFiles(**{k.removeprefix("tls_"): v for k, v in tls.items()})
+    return MqttCollector(MqttEndpoint(url, files, f"probe-{time.time()}"), None, ("mss/v1/t/+/report", None, 1),
+                         log=log)
 
 
 FAILURES = {  # case: (listener, or None for a closed port; TLS flags; [(cause, text in the log line)], any of)

@@ -27,7 +27,7 @@ from chirpstack_api import integration
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, wait_for
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
-from mss_aggregator.collect.service import campaign_clock
+from mss_aggregator.collect.ingest import campaign_clock
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import rfc3339
 from mss_aggregator.devices.uplink_samples import Applications, SampleUplink, refusal

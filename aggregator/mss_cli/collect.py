@@ -1,10 +1,14 @@
 """``mss aggregate``: collect reports from MQTT, a LoRaWAN network server and
 serial ports into a store."""
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 import click
 from click.core import ParameterSource
 
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, fail, topic_level)
+                            counters_line, counters_table, fail, run_until_stopped, topic_level)
 from rich.markup import escape
 
 from mss_protocol.budget import describe
@@ -130,8 +134,9 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     A thread that dies (a collector, the writer, the HTTP server, the dashboard's refresh) stops the
     command with exit 3
     and "error: <thread>: <cause>"."""
+    from mss_aggregator.campaign import NoClock
     from mss_aggregator.collect.collectors import ThreadDied
-    from mss_aggregator.collect.service import Aggregator, serve
+    from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.collect.store import ABANDONED, StoreError
     from mss_aggregator.credentials import SecretError, http_token as resolve_token
     from mss_aggregator.web.server import HttpError, check_bind, check_token
@@ -149,52 +154,96 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
             check_bind(http_bind, http_token)  # before connecting anything
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
-    shuffle_key = _shuffle_key(shuffled, shuffle_key_file, broker, serial_ports, lorawan, fleet_key_file)
-    if not broker and not serial_ports:
-        raise click.UsageError("give --broker and/or --serial")
-    if lorawan and not broker:
-        raise click.UsageError("--lorawan needs --broker, the network server's MQTT broker")
-    if tls_key and not tls_cert:
-        raise click.UsageError("--tls-key needs --tls-cert, the certificate it goes with")
-    if (tls_ca or tls_cert) and not broker:
-        raise click.UsageError("--tls-ca and --tls-cert are for the --broker connection")
-    if share_group and not client_id:
-        raise click.UsageError("--share-group needs a --client-id per worker (workers sharing "
-                               "one id would disconnect each other)")
+    if shuffle_key_file and not shuffled:
+        raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
+    links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
+                       share_group=share_group, lorawan=lorawan, serial=serial_ports, shuffled=shuffled)
+    shuffle_key = _shuffle_key(shuffled, shuffle_key_file, fleet_key_file)
 
     def log(msg):  # one line per event, as written: error texts hold [brackets], logs are grepped
         console.print(msg, highlight=False, markup=False, soft_wrap=True)
 
+    campaign_file = read_campaign(config_path)
     try:
-        agg = Aggregator(config_path, store_path, campaign, broker, serial_ports, share_group,
-                         tls_ca, client_id, log=log, lorawan=lorawan, fleet_key=load_key(fleet_key_file),
-                         tls_cert=tls_cert, tls_key=tls_key, verbose=click.echo if verbose else None,
-                         shuffle_key=shuffle_key)
+        with tls_flags():
+            agg = Aggregator(campaign_file, store_path, links, name=campaign, fleet_key=load_key(fleet_key_file),
+                             shuffle_key=shuffle_key, log=log, verbose=click.echo if verbose else None)
+    except NoClock as exc:
+        fail(f"{exc}: {PLAN_WRITES_CLOCK}")
     except (ConfigError, StoreError, ValueError) as exc:
         fail(str(exc))
     line, weak = describe(agg.cfg, agg.device)
     console.print(("[red]warning:[/red] " if weak else "") + escape(line), highlight=False, soft_wrap=True)
     try:
-        serve(agg, quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts,
-              warn_idle=warn_idle, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
+        serve(agg, Served(quiet=quiet, http=http_bind, token=http_token, refresh=refresh, hosts=http_hosts,
+                          warn_idle=warn_idle),
+              stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
         fail(str(exc), now=bool(ABANDONED))
 
 
-def _shuffle_key(shuffled, key_file, broker, serial_ports, lorawan, fleet_key_file):
-    """The shuffle key of ``--shuffled`` (None without it), or a usage error: a device link or a
-    config to publish with --shuffled, a key file without it, no key or a bad one."""
+# The library's link problems (mss_aggregator.collect.links.PROBLEMS) as this command line's flags say them
+LINK_FLAGS = {
+    "no-link": "give --broker and/or --serial",
+    "lorawan-without-broker": "--lorawan needs --broker, the network server's MQTT broker",
+    "tls-key-without-cert": "--tls-key needs --tls-cert, the certificate it goes with",
+    "tls-without-broker": "--tls-ca and --tls-cert are for the --broker connection",
+    "shared-without-broker": "--share-group is for the --broker connection",
+    "shared-without-client-id": "--share-group needs a --client-id per worker (workers sharing one id would "
+                                "disconnect each other)",
+    "shuffled-device-link": "--shuffled takes the shuffler's batches only: --serial and --lorawan are device links, "
+                            "whose reports name their device (give them to mss shuffle)",
+    "shuffled-without-broker": "--shuffled needs --broker, the broker the shuffler publishes its batches to",
+    "forward-without-broker": "--forward-broker is needed without --broker: where the batches go",
+}
+
+
+def link_specs(**given):
+    """The :class:`~mss_aggregator.collect.links.Links` of the link options (``Links.of``'s
+    arguments); a combination that cannot work is a usage error in this command line's flags."""
+    from mss_aggregator.collect.links import LinkError, Links
+
+    try:
+        return Links.of(**given)
+    except LinkError as exc:
+        raise click.UsageError(LINK_FLAGS[exc.problem])
+
+
+@contextmanager
+def tls_flags():
+    """A TLS file that is not one (``collectors.TlsFileError``) as a data error naming its flag."""
+    from mss_aggregator.collect.collectors import TlsFileError
+
+    try:
+        yield
+    except TlsFileError as exc:
+        if exc.part == "ca":
+            fail(f"--tls-ca {exc.files[0]}: not a CA certificate file ({exc.why})")
+        cert, key = exc.files
+        fail(f"--tls-cert {cert}" + (f" / --tls-key {key}" if key else "")
+             + f": not a certificate and its key ({exc.why})")
+
+
+def read_campaign(path):
+    """The :class:`~mss_aggregator.campaign.Campaign` of ``--config``; a data error if it is bad."""
+    from mss_aggregator.campaign import Campaign
+
+    try:
+        return Campaign.read(path)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+PLAN_WRITES_CLOCK = "mss plan ... --period S --device-config FILE writes it with the plan"  # after a NoClock
+
+
+def _shuffle_key(shuffled, key_file, fleet_key_file):
+    """The shuffle key of ``--shuffled`` (None without it), or a usage error: a config to publish
+    with --shuffled, no key or a bad one."""
     from mss_protocol.shuffled_batch import BatchError, load_key
 
     if not shuffled:
-        if key_file:
-            raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
         return None
-    if serial_ports or lorawan:
-        raise click.UsageError("--shuffled takes the shuffler's batches only: --serial and --lorawan are device "
-                               "links, whose reports name their device (give them to mss shuffle)")
-    if not broker:
-        raise click.UsageError("--shuffled needs --broker, the broker the shuffler publishes its batches to")
     if fleet_key_file:
         raise click.UsageError("--shuffled publishes no config (the devices are the shuffler's side, not this "
                                "broker's): drop --fleet-key-file")
@@ -202,3 +251,75 @@ def _shuffle_key(shuffled, key_file, broker, serial_ports, lorawan, fleet_key_fi
         return load_key(key_file)
     except BatchError as exc:
         raise click.UsageError(str(exc).removeprefix("key: "))
+
+
+@dataclass(frozen=True)
+class Served:
+    """How ``mss aggregate`` runs: ``quiet`` (no live counters), ``http`` ("host:port": the
+    dashboard, JSON API and /metrics, with ``token`` and ``hosts``, more names its Host header
+    may give), the dashboard's ``refresh`` (s), ``warn_idle`` (minutes, None or 0: never)."""
+
+    quiet: bool = False
+    http: str | None = None
+    token: str | None = None
+    refresh: float = 2.0
+    hosts: tuple = ()
+    warn_idle: float | None = None
+
+
+def serve(agg, how, stopped=None):
+    """Run ``agg`` (an :class:`~mss_aggregator.collect.service.Aggregator`) until SIGINT/SIGTERM or
+    until a thread dies, as ``how`` (:class:`Served`) says; log
+    :meth:`~mss_aggregator.collect.service.Aggregator.idle_warning` once if no report has come
+    ``how.warn_idle`` minutes in; ``stopped``: called with the store's counters at the end.  A
+    store failure raises StoreError, any other thread's death
+    :class:`~mss_aggregator.collect.collectors.ThreadDied` ("<thread>: <cause>")."""
+    from rich.console import Console
+
+    from mss_aggregator.collect.store import StoreError, open_store
+
+    web = view = reader = None
+    try:
+        if how.http:
+            from mss_aggregator.web.live import LiveView
+            from mss_aggregator.web.server import WebServer
+
+            view = LiveView(agg.store.location, interval=how.refresh, brokers=agg.brokers, no_clock=agg.no_clock,
+                            device=agg.device, on_death=agg.failures.report)
+            web = WebServer(view, how.http, how.token, hosts=how.hosts, log=agg.log,
+                            on_death=agg.failures.report).start()
+            view.start()
+            Console(stderr=True).print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, "
+                                       f"metrics: {web.url}metrics)")
+        agg.start()
+        title = f"mss aggregate: config {agg.cfg.config_id_hex}, store {agg.store.name}"
+        reader = open_store(agg.store.location)  # a second connection: the display never blocks the writer
+        idle_at = [time.monotonic() + 60 * how.warn_idle if how.warn_idle else None]
+
+        def tick():
+            if idle_at[0] is not None and time.monotonic() >= idle_at[0]:
+                idle_at[0] = None
+                if not agg.seen["report"]:
+                    agg.log(agg.idle_warning(how.warn_idle))
+        run_until_stopped(agg.failures.event, None if how.quiet else
+                          lambda: counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()),
+                          tick)
+    finally:
+        agg.stop()
+        if web is not None:
+            web.stop()
+        if view is not None:
+            view.close()
+        if reader is not None:
+            try:
+                if stopped is not None:
+                    stopped(reader.counters())
+            except StoreError:
+                pass  # unreadable now: the error that stopped us says why
+            reader.close()
+    error = agg.writer.error
+    if isinstance(error, StoreError):  # the writer stopped at the batch it could not commit
+        raise StoreError(f"{error}; stopped, and nothing unstored was acknowledged (an MQTT broker "
+                         f"redelivers it to the next run)")
+    if agg.failures.first is not None:
+        raise agg.failures.error()

@@ -9,6 +9,7 @@ a ``Try 'mss CMD -h' for help.`` line).
 """
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -322,3 +323,44 @@ def top_table(title, truth, est, n):
         table.add_row(str(i), f"{truth[i]:.4f}", f"{est.estimate[i]:.4f}",
                       f"[{est.ci_low[i]:.4f}, {est.ci_high[i]:.4f}]")
     return table
+
+
+def counters_table(counters, title, no_clock=(), skipped=None):
+    """A service's counters as a table, with the boards that said they have no clock and the
+    epochs skipped (budget spent with no memo of the value) under them."""
+    table = Table(title=title)
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for name, value in counters.items():
+        table.add_row(name, str(value))
+    if no_clock:  # link health: boards whose reports wait for the time
+        ids = ", ".join(d["device_id"] for d in no_clock[:5]) + (", ..." if len(no_clock) > 5 else "")
+        table.add_row("[bold red]devices without a clock[/]", f"[bold red]{len(no_clock)}: {ids}[/]")
+    if skipped and any(skipped.values()):  # boards whose budget was spent with no memo of their value
+        table.add_row("[bold yellow]skipped epochs (budget spent)[/]",
+                      "[bold yellow]" + ", ".join(f"{k} {v}" for k, v in skipped.items() if v) + "[/]")
+    return table
+
+
+def run_until_stopped(died, table=None, tick=None):
+    """Wait for SIGINT/SIGTERM or ``died`` (a threading.Event: a service thread ended), calling
+    ``tick()`` every half second; with ``table`` (a callable giving a rich renderable) show it live
+    on stderr, refreshed (``-v`` lines piped to stdout stay in the pipe)."""
+    from rich.live import Live
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def going():
+        if tick is not None:
+            tick()
+        return not stop.is_set() and not died.wait(0.5)
+    if table is None:
+        while going():
+            pass
+        return
+    with Live(table(), console=Console(stderr=True), refresh_per_second=2,
+              redirect_stdout=sys.stdout.isatty()) as display:
+        while going():
+            display.update(table())

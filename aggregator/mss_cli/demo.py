@@ -9,8 +9,9 @@ import numpy as np
 
 from mss_aggregator.distributions import parse
 from mss_cli.collect import broker_spec, http_spec
-from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broker_url, checked, console, fail,
-                            make_console, output_file, progress, top_table, writing)
+from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broker_url, checked, console,
+                            counters_table, fail, make_console, output_file, progress, top_table, writing)
+from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import CHOICES, choose
@@ -19,7 +20,7 @@ from mss_protocol.limits import MAX_K
 from mss_protocol.lorawan import budget, parse_link
 
 LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
-PERIOD_S = 3600
+PERIOD_S = DEVICE_DEFAULTS["period_s"]  # an MQTT fleet's period: the boards' own default
 FIELD_PERIOD_S = 4  # --epochs: the default period (real seconds)
 CODES = {"power": "P", "power-mid-uplink": "U", "watchdog": "W", "reset": "R"}  # --epochs: the resets' kinds
 ID_PREFIX = "dev"  # the MQTT fleet's device ids: dev0, dev1, ...
@@ -204,7 +205,9 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.collect import scope as scopes
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
-    from mss_aggregator.collect.service import Aggregator, counters_table
+    from mss_aggregator.campaign import Campaign
+    from mss_aggregator.collect.links import Links, MqttEndpoint
+    from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.collect.store import open_store
     from mss_aggregator.web.server import HttpError, check_bind
 
@@ -262,8 +265,8 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
                 except RuntimeError as exc:  # chirpstack-api missing: the emulator builds official events
                     fail(str(exc))
                 out.print(f"network server: ChirpStack v4 JSON on {server.uplink_topic}")
-            agg = Aggregator(cfg_path, store_path, campaign, url,
-                             log=lambda m: out.print(m, highlight=False), lorawan=server).start()
+            agg = Aggregator(Campaign.read(cfg_path), store_path, Links(MqttEndpoint(url), lorawan=server),
+                             name=campaign, log=lambda m: out.print(m, highlight=False)).start()
             try:
                 if not agg.wait_connected(15):
                     fail(f"could not connect to {url}")

@@ -241,7 +241,7 @@ def _check_broker(url):
 def _fleet_clock(config_path, cfg, epochs):
     """(period_s, epoch_origin) of the campaign's clock (the firmware's defaults without one), with
     --epochs checked against it: dated frames, within the aggregator's accept_past_epochs, from epoch 0."""
-    from mss_aggregator.collect.service import campaign_clock
+    from mss_aggregator.collect.ingest import campaign_clock
     from mss_aggregator.devices.fleet import fleet_epochs
     from mss_device.frame import kind_index
     from mss_protocol.config_file import read_json

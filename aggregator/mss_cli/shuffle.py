@@ -1,9 +1,10 @@
 """``mss shuffle``: the anonymising shuffler between the fleet and ``mss aggregate --shuffled``."""
 import click
 
-from mss_cli.collect import LORAWAN_SPEC, broker_spec, check_id, lorawan_spec, serial_spec
+from mss_cli.collect import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, broker_spec, check_id, link_specs,
+                             lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, fail, topic_level)
+                            counters_line, counters_table, fail, run_until_stopped, topic_level)
 from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
@@ -72,21 +73,19 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
     Nothing acknowledged is lost across a crash (the queue commits before the broker is
     acknowledged) and a batch made before a crash is forwarded again with its batch id.
     Only counters are printed: never a device id with anything of its report."""
+    from mss_aggregator.campaign import NoClock
     from mss_aggregator.collect.collectors import ThreadDied
+    from mss_aggregator.collect.links import MqttEndpoint, TlsFiles
     from mss_aggregator.shuffle.queue import QueueError
-    from mss_aggregator.shuffle.service import Shuffler, serve
+    from mss_aggregator.shuffle.service import Batching, Shuffler
     from mss_protocol.shuffled_batch import BatchError, load_key
 
     broker = broker_url(broker, broker_password_file)
     forward_broker = broker_url(forward_broker, forward_broker_password_file, "--forward-broker", environ={})
-    if not broker and not serial_ports:
-        raise click.UsageError("give --broker and/or --serial")
-    if lorawan and not broker:
-        raise click.UsageError("--lorawan needs --broker, the network server's MQTT broker")
+    links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
+                       lorawan=lorawan, serial=serial_ports)
     if not broker and not forward_broker:
-        raise click.UsageError("--forward-broker is needed without --broker: where the batches go")
-    if tls_key and not tls_cert:
-        raise click.UsageError("--tls-key needs --tls-cert, the certificate it goes with")
+        raise click.UsageError(LINK_FLAGS["forward-without-broker"])
     if colluding >= min_batch:
         raise click.BadParameter(f"must be below --min-batch ({min_batch}): a batch of --min-batch devices must "
                                  f"hold one that does not collude", param_hint="--assume-colluding")
@@ -98,12 +97,40 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
     def log(msg):
         console.print(msg, highlight=False, markup=False, soft_wrap=True)
 
+    forward = None if forward_broker is None else MqttEndpoint(forward_broker, TlsFiles(ca=tls_ca))
+    campaign_file = read_campaign(config_path)
     try:
-        shuffler = Shuffler(config_path, queue_path, key, campaign, broker, serial_ports, lorawan, forward_broker,
-                            min_batch, grace, tls_ca, tls_cert, tls_key, client_id, log, colluding=colluding)
+        with tls_flags():
+            shuffler = Shuffler(campaign_file, queue_path, key, campaign, links=links, forward=forward,
+                                batching=Batching(min_batch, grace, colluding), log=log)
+    except NoClock as exc:
+        fail(f"{exc}: {PLAN_WRITES_CLOCK}")
     except (ConfigError, QueueError, ValueError) as exc:
         fail(str(exc))
     try:
         serve(shuffler, quiet=quiet, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (QueueError, ThreadDied) as exc:
         fail(str(exc))
+
+
+def serve(shuffler, quiet=False, stopped=None):
+    """Run ``shuffler`` (a :class:`~mss_aggregator.shuffle.service.Shuffler`) until SIGINT/SIGTERM
+    or a thread's death, showing the queue's counters unless ``quiet``; ``stopped`` is called with
+    the final counters.  A queue failure raises QueueError, any other thread's death ThreadDied."""
+    from mss_aggregator.shuffle.queue import QueueError
+
+    reader = shuffler.queue.reader()  # the display's own connection
+    title = f"mss shuffle: config {shuffler.cfg.config_id_hex}, queue {shuffler.queue.name}"
+    try:
+        shuffler.start()
+        run_until_stopped(shuffler.failures.event, None if quiet else lambda: counters_table(reader.counters(), title))
+    finally:
+        shuffler.stop()
+        if stopped is not None:
+            stopped(reader.counters())
+        reader.close()
+    if isinstance(shuffler.writer.error, QueueError):
+        raise QueueError(f"{shuffler.writer.error}; stopped, and nothing unqueued was acknowledged (the broker "
+                         f"redelivers it to the next run)")
+    if shuffler.failures.first is not None:
+        raise shuffler.failures.error()

@@ -530,7 +530,7 @@ def test_skipped_epochs_are_counted_once_per_link(tmp_path, mosquitto):
     again, nor for a repeated line; /api/counters and /metrics show the counts."""
     from ptys import board_links, socat_pair
 
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
     from mss_aggregator.devices.runtime import ensure_umqtt
     from mss_aggregator.web.live import LiveView
     from mss_aggregator.web.server import MetricsCollector
@@ -549,8 +549,9 @@ def test_skipped_epochs_are_counted_once_per_link(tmp_path, mosquitto):
     lines = []
 
     def aggregator():
-        return Aggregator(tmp_path / "agg.json", tmp_path / "agg.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
-                          serial_ports=[f"{host_tty},115200"], client_id="agg-skip", log=lines.append).start()
+        return build_aggregator(tmp_path / "agg.json", tmp_path / "agg.sqlite", "t",
+                                f"mqtt://127.0.0.1:{mosquitto.port}", serial_ports=[f"{host_tty},115200"],
+                                client_id="agg-skip", log=lines.append).start()
 
     def wait(agg, want):
         deadline = time.time() + 10

@@ -439,7 +439,8 @@ def test_full_frame_boards_without_time_say_so_on_the_board_and_in_link_health(t
     lists them until they report."""
     from ptys import board_links, socat_pair
 
-    from mss_aggregator.collect.service import Aggregator, counters_table
+    from collect_helpers import build_aggregator
+    from mss_cli.common import counters_table
     from mss_aggregator.devices.runtime import ensure_umqtt
     from mss_protocol.mss.config import MssConfig
     from mss_protocol.mss.planner import plan
@@ -456,8 +457,8 @@ def test_full_frame_boards_without_time_say_so_on_the_board_and_in_link_health(t
         boards[name] = folder
     cfg.save(tmp_path / "agg.json", {"device": {"period_s": 60}})
     lines = []
-    agg = Aggregator(tmp_path / "agg.json", tmp_path / "agg.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
-                     serial_ports=[f"{host_tty},115200"], client_id="agg-clock", log=lines.append).start()
+    agg = build_aggregator(tmp_path / "agg.json", tmp_path / "agg.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
+                           serial_ports=[f"{host_tty},115200"], client_id="agg-clock", log=lines.append).start()
     try:
         assert agg.wait_connected(15)
         time.sleep(0.3)

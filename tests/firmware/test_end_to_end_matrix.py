@@ -167,7 +167,7 @@ def device_refusals(tmp_path_factory):
 def test_refused_cell(tmp_path, device_refusals, cell):
     import json
 
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
     from mss_protocol.choose import PlanError, choose
     from mss_protocol.config_file import ConfigError
 
@@ -183,7 +183,7 @@ def test_refused_cell(tmp_path, device_refusals, cell):
         lorawan = parse_spec("chirpstack:app" if cell.link == "chirpstack" else "tts:app@mss")
     kw = {"serial_ports": ["/dev/null"]} if cell.link == "serial" else {"broker": "mqtt://127.0.0.1:1"}
     with pytest.raises((ConfigError, ValueError), match="frame"):
-        Aggregator(path, tmp_path / "store.sqlite", "t", lorawan=lorawan, log=lambda m: None, **kw)
+        build_aggregator(path, tmp_path / "store.sqlite", "t", lorawan=lorawan, log=lambda m: None, **kw)
     assert not (tmp_path / "store.sqlite").exists()
     if cell.protocol == "olh":  # the planner makes no such config either
         with pytest.raises(PlanError):

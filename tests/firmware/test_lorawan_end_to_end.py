@@ -10,7 +10,7 @@ import time
 from brokers import mosquitto  # noqa: F401 (fixture)
 from micropython_runner import run
 from mss_aggregator.collect.lorawan import parse_spec
-from mss_aggregator.collect.service import Aggregator
+from collect_helpers import build_aggregator
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import emulator
 from mss_aggregator.devices.network_server import ChirpStackEmulator
@@ -31,9 +31,9 @@ def test_uplinks_and_a_config_switch_end_to_end(tmp_path, mosquitto):
     device = {"period_s": 1, "lorawan": {"fport": 1, "config_fport": 2}}
     for name, cfg in (("a.json", first), ("b.json", second)):
         cfg.save(tmp_path / name, {"device": device})
-    aggs = [Aggregator(tmp_path / f"{name}.json", tmp_path / f"{name}.sqlite", "t",
-                       f"mqtt://127.0.0.1:{mosquitto.port}", client_id=f"agg-{name}",
-                       lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start() for name in "ab"]
+    aggs = [build_aggregator(tmp_path / f"{name}.json", tmp_path / f"{name}.sqlite", "t",
+                             f"mqtt://127.0.0.1:{mosquitto.port}", client_id=f"agg-{name}",
+                             lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start() for name in "ab"]
     network = ChirpStackEmulator("127.0.0.1", mosquitto.port, "app1")
     modem = emulator("rak3172", EUI)
     network.attach(modem)

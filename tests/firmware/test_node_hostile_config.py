@@ -152,12 +152,12 @@ def test_pushed_configs_are_checked(tmp_path, mosquitto, runtime):
 def test_the_aggregator_signs_what_it_publishes(tmp_path, mosquitto, signed):
     """mss aggregate's service with a fleet key: a MicroPython board on GOOD adopts
     its config; without one it publishes the plain config, says so, and the board refuses it."""
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
 
     NEW.save(tmp_path / "agg.json", {"device": {"period_s": 3600}})  # mss aggregate needs the clock
     said = []
-    agg = Aggregator(tmp_path / "agg.json", tmp_path / "s.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
-                     log=said.append, fleet_key=KEY if signed else None).start()
+    agg = build_aggregator(tmp_path / "agg.json", tmp_path / "s.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
+                           log=said.append, fleet_key=KEY if signed else None).start()
     try:
         assert agg.wait_connected(10)
         dev = device(campaign="t", device_id="dev1", period_s=1, poll_s=1, transport="mqtt",

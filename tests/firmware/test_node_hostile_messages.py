@@ -406,7 +406,7 @@ def test_the_operator_recovers_a_fleet_by_restarting_the_aggregator(tmp_path, mo
     """A fleet-key holder's push issued 2**62 is refused; the operator's fix is the ordinary
     one: (re)start ``mss aggregate`` with the fleet key (it signs with issued = now), and a
     MicroPython board on its persistent session adopts that config."""
-    from mss_aggregator.collect.service import Aggregator
+    from collect_helpers import build_aggregator
 
     pub = _publisher(mosquitto.port)
     pub.publish("mss/v1/t/config", seal(NEW, KEY, "t", 2 ** 62), qos=1, retain=True).wait_for_publish()
@@ -419,8 +419,8 @@ def test_the_operator_recovers_a_fleet_by_restarting_the_aggregator(tmp_path, mo
     assert out.returncode == 0 and "is ahead of this board's clock" in out.stdout, out.stdout + out.stderr
     assert json.loads(path.read_text())["config_id"] == GOOD["config_id"]
     (tmp_path / "agg.json").write_text(json.dumps(dict(LEGIT, device={"campaign": "t", "period_s": 1})))
-    agg = Aggregator(tmp_path / "agg.json", tmp_path / "s.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
-                     log=lambda m: None, fleet_key=KEY).start()
+    agg = build_aggregator(tmp_path / "agg.json", tmp_path / "s.sqlite", "t", f"mqtt://127.0.0.1:{mosquitto.port}",
+                           log=lambda m: None, fleet_key=KEY).start()
     try:
         assert agg.wait_connected(10)
         out = run(PUSH, cwd=tmp_path, args=[str(path)])

@@ -259,8 +259,7 @@ def test_lorawan_device_ids_at_load(tmp_path):
     and takes on LoRaWAN only a DevEUI, read as lowercase; the host's checks agree: mss aggregate
     and mss shuffle collecting uplinks refuse such a config, naming device.device_id."""
     from mss_aggregator.collect.lorawan import parse_spec
-    from mss_aggregator.collect.service import Aggregator
-    from mss_aggregator.shuffle.service import Shuffler
+    from collect_helpers import build_aggregator, build_shuffler
     from mss_protocol.config_file import ConfigError
 
     cfg = load_dict(choose(16, 2.0, "ss", frame="compact-epoch")["config"]).to_dict()  # any protocol: the link's id
@@ -286,8 +285,9 @@ def test_lorawan_device_ids_at_load(tmp_path):
             continue
         path, spec = paths[cases.index((link, given, expected))], parse_spec("chirpstack:app")
         with pytest.raises(ConfigError, match="device.device_id"):
-            Aggregator(path, tmp_path / "s.sqlite", "t", lorawan=spec, broker="mqtt://127.0.0.1:1", log=lambda m: None)
+            build_aggregator(path, tmp_path / "s.sqlite", "t", lorawan=spec, broker="mqtt://127.0.0.1:1",
+                             log=lambda m: None)
         with pytest.raises(ConfigError, match="device.device_id"):
-            Shuffler(path, tmp_path / "q.sqlite", b"k" * 32, "t", broker="mqtt://127.0.0.1:1", lorawan=spec,
-                     forward_broker="mqtt://127.0.0.1:1")
+            build_shuffler(path, tmp_path / "q.sqlite", b"k" * 32, "t", broker="mqtt://127.0.0.1:1", lorawan=spec,
+                           forward_broker="mqtt://127.0.0.1:1")
         assert not (tmp_path / "s.sqlite").exists() and not (tmp_path / "q.sqlite").exists()

@@ -33,7 +33,7 @@ def check_topic_level(value, flag):
     """``value`` if it can be one MQTT topic level (the campaign in ``mss/v1/<campaign>/...``,
     the group in ``$share/<group>/...``): 1 to 64 printable characters (no control character,
     NUL included, and valid UTF-8), none of them ``/``, ``+`` or ``#``; else ValueError naming
-    ``flag``."""
+    ``flag`` (what the value is, in the caller's terms)."""
     if not isinstance(value, str) or not 1 <= len(value) <= LEVEL_MAX:
         raise ValueError(f"{flag} {value!r}: a topic level is 1 to {LEVEL_MAX} characters")
     for c in value:
@@ -54,14 +54,14 @@ def skipped(word):
     return int(digits)
 
 
-def check_client_id(value, flag="--client-id"):
+def check_client_id(value, flag="client id"):
     """An MQTT client id: at least one character, printable UTF-8; else ValueError naming ``flag``."""
     if not value or not value.isprintable():
         raise ValueError(f"{flag} {value!r}: a client id is one or more printable characters")
     return value
 
 
-def parse_serial(spec, flag="--serial"):
+def parse_serial(spec, flag="serial port"):
     """(port, baud) of ``PORT[,BAUD]`` (default 115200 baud); ValueError naming ``flag``."""
     port, comma, baud = spec.partition(",")
     if not port:
@@ -119,20 +119,30 @@ def parse_broker(url):
             unquote(u.password) if u.password else None, tls)
 
 
-def tls_context(ca=None, cert=None, key=None):
-    """The broker's certificate checked against ``ca`` (default: the system's
-    CAs) and the host name; ``cert``/``key``: a client certificate (the key
-    may be in the cert file).  A bad file is a ValueError naming its flag."""
+class TlsFileError(ValueError):
+    """A TLS file that is not what it should be: ``part`` "ca" (the CA certificate) or "cert" (the
+    client certificate and its key), ``files`` the paths, ``why`` the ssl module's reason."""
+
+    def __init__(self, part, files, why):
+        what = "not a CA certificate file" if part == "ca" else "not a certificate and its key"
+        super().__init__(f"TLS {' / '.join(str(f) for f in files if f)}: {what} ({why})")
+        self.part, self.files, self.why = part, files, why
+
+
+def tls_context(tls):
+    """The broker's certificate checked against ``tls.ca`` (default: the system's
+    CAs) and the host name; ``tls.cert``/``tls.key``: a client certificate (the key
+    may be in the cert file); ``tls`` a :class:`~.links.TlsFiles`.  A bad file is a
+    :class:`TlsFileError`."""
     try:
-        ctx = ssl.create_default_context(cafile=ca)
+        ctx = ssl.create_default_context(cafile=tls.ca)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-        raise ValueError(f"--tls-ca {ca}: not a CA certificate file ({exc})") from None
-    if cert:
+        raise TlsFileError("ca", (tls.ca,), exc) from None
+    if tls.cert:
         try:
-            ctx.load_cert_chain(cert, key)
+            ctx.load_cert_chain(tls.cert, tls.key)
         except (OSError, ValueError) as exc:
-            raise ValueError(f"--tls-cert {cert}" + (f" / --tls-key {key}" if key else "")
-                             + f": not a certificate and its key ({exc})") from None
+            raise TlsFileError("cert", (tls.cert, tls.key), exc) from None
     return ctx
 
 
@@ -186,30 +196,30 @@ class Writer(threading.Thread):
 
 
 class MqttCollector:
-    """One subscription to ``topic`` at ``qos``; each message is classified by
-    ``classify(topic, payload, source)`` (``Ingest.receive_mqtt``, or
+    """One subscription to ``topic`` at ``qos`` on ``endpoint`` (a :class:`~.links.MqttEndpoint`
+    whose client id is set; its share group, if any, shares the subscription); each message is
+    classified by ``classify(topic, payload, source)`` (``Ingest.receive_mqtt``, or
     ``receive_lorawan`` for a network server's uplinks) in the writer, its frame
     decoded with the writer's batch.
     ``retained`` = (topic, payload) is published on every connect: the
-    campaign config that MQTT devices read.  ``tls_ca``/``tls_cert``/
-    ``tls_key``: see :func:`tls_context`; any of them means TLS.  Connection
+    campaign config that MQTT devices read.  The endpoint's TLS files: see
+    :func:`tls_context`.  Connection
     failures are logged, counted and retried (``health``); an exception that
     ends paho's network thread (e.g. in a callback) is told to ``failures``.  With
     ``clocks`` (a :class:`~.link_health.DeviceClocks`), the devices' retained statuses on
     ``status_topic`` (never shared: retained) say which have no clock."""
 
-    def __init__(self, url, writer, topic, classify, client_id, qos=1, retained=None, share_group=None,
-                 tls_ca=None, log=print, tls_cert=None, tls_key=None, failures=None, clocks=None,
+    def __init__(self, endpoint, writer, subscription, *, retained=None, log=print, failures=None, clocks=None,
                  status_topic=None):
-        host, port, user, password, tls = parse_broker(url)
-        if share_group is not None:
-            check_topic_level(share_group, "--share-group")
+        """``subscription``: (topic, classify, qos)."""
+        host, port, user, password, tls = endpoint.address()
+        topic, classify, qos = subscription
+        share_group, client_id = endpoint.share_group, endpoint.client_id
         self.host, self.port = host, port
         self.writer, self.classify, self.qos, self.retained, self.log = writer, classify, qos, retained, log
         self.topic = f"$share/{share_group}/{topic}" if share_group else topic
         self.clocks, self.status_topic = clocks, status_topic if clocks is not None else None
         self.source = f"mqtt:{client_id}"  # which worker stored a report
-        tls = bool(tls or tls_ca or tls_cert)
         self.health = LinkHealth(f"{host}:{port}", tls, log, *RECONNECT_DELAY)
         died = (lambda exc: failures.report(f"mqtt collector {host}:{port}", exc)) if failures else None
         c = Client(mqtt.CallbackAPIVersion.VERSION2, client_id=check_client_id(client_id), clean_session=False,
@@ -217,7 +227,7 @@ class MqttCollector:
         if user:
             c.username_pw_set(user, password)
         if tls:
-            c.tls_set_context(tls_context(tls_ca, tls_cert, tls_key))
+            c.tls_set_context(tls_context(endpoint.tls))
         c.on_connect = self._on_connect
         self.stopping = False
         c.on_disconnect = self._on_disconnect

@@ -42,13 +42,53 @@ from dataclasses import dataclass, replace
 from mss_aggregator.collect.lorawan import UplinkError
 from mss_device.frame import HEADER_BYTES
 from mss_device.gateway import DEVICE_ID, LineError, parse as parse_line
+from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
+from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol.codec import codec
 from mss_protocol.frames import WireError
 
 MAX_TOPIC = 256
 KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)
 SKIP_UPLINK = b"\x01"  # a LoRaWAN uplink on time_fport saying the epoch was skipped (a probe is 00)
-PAST_EPOCHS = 32  # default window into the past: the firmware's default device.queue_max
+PAST_EPOCHS = DEVICE_DEFAULTS["queue_max"]  # default window into the past: what a board keeps unsent
+AGGREGATOR_FIELDS = {"accept_past_epochs", "quarantine_max_rows"}  # a config file's aggregator section
+
+
+def count_field(section, key, default, where):
+    """``section[key]`` (default ``default``), a non-negative integer, else ValueError naming
+    ``where.key``."""
+    value = section.get(key, default)
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{where}.{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def campaign_clock(raw):
+    """The campaign clock of a config file's dict: ``{"period_s", "epoch_origin",
+    "accept_past_epochs"}`` from its ``device`` section (the boards' period)
+    and its ``aggregator`` section (the window into the past; default the
+    boards' ``device.queue_max``, else the firmware's, :data:`PAST_EPOCHS`), or None without
+    ``device.period_s`` (which the services refuse).  ValueError names a bad field."""
+    device, agg = raw.get("device") or {}, raw.get("aggregator") or {}
+    for name, section in (("device", device), ("aggregator", agg)):
+        if not isinstance(section, dict):
+            raise ValueError(f"{name} must be an object, got {section!r}")
+    unknown = sorted(set(agg) - AGGREGATOR_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field aggregator.{unknown[0]} (known: {', '.join(sorted(AGGREGATOR_FIELDS))})")
+    if "period_s" not in device:
+        if "accept_past_epochs" in agg:
+            raise ValueError("aggregator.accept_past_epochs needs device.period_s, the boards' period")
+        return None
+    period = device["period_s"]
+    if type(period) is not int or period < 1:  # the firmware takes whole seconds only
+        raise ValueError(f"device.period_s must be a whole number of seconds >= 1, got {period!r}")
+    origin = device.get("epoch_origin", DEVICE_DEFAULTS["epoch_origin"])
+    if type(origin) is not int or origin < 0:
+        raise ValueError(f"device.epoch_origin must be a unix time in whole seconds >= 0, got {origin!r}")
+    past = count_field(agg, "accept_past_epochs", count_field(device, "queue_max", PAST_EPOCHS, "device"),
+                       "aggregator")
+    return {"period_s": period, "epoch_origin": origin, "accept_past_epochs": past}
 
 
 def held(item, raw):
@@ -83,8 +123,8 @@ class Ingest:
     ``period_s`` only epochs ``current - past_epochs .. current + 1`` of the
     campaign clock are accepted (the + 1 for device clocks a little ahead)."""
 
-    def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None, fport=1,
-                 past_epochs=PAST_EPOCHS, time_fport=3):
+    def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None,
+                 fport=LORAWAN_DEFAULTS["fport"], past_epochs=PAST_EPOCHS, time_fport=LORAWAN_DEFAULTS["time_fport"]):
         self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock

@@ -43,8 +43,8 @@ class ShuffledIngest:
 
     def __init__(self, cfg, campaign, key):
         if registry.from_config(cfg).has_seed:
-            raise ConfigError(f"--shuffled: {cfg.name} cannot be shuffled (its hash seed is derived from the device "
-                              "id, so its reports cannot be decoded without it); plan another protocol")
+            raise ConfigError(f"a shuffler's batches: {cfg.name} cannot be shuffled (its hash seed is derived from "
+                              "the device id, so its reports cannot be decoded without it); plan another protocol")
         check_key(key)
         self.cfg, self.key = cfg, key
         self.codec = codec(cfg.with_frame("compact"))

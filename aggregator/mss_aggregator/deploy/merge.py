@@ -13,7 +13,7 @@ from mss_aggregator.deploy.modules import LIB
 from mss_protocol.categories import FIELDS as HOST_ONLY
 
 # device fields the aggregator (or mss switch-config) reads too: the campaign clock and its window
-# (collect.service.campaign_clock), memoize and budget (mss_protocol.budget.check_device, the
+# (collect.ingest.campaign_clock), memoize and budget (mss_protocol.budget.check_device, the
 # dashboard's loss so far) and the LoRaWAN ports
 SHARED = ("period_s", "epoch_origin", "queue_max", "memoize", "budget",
           "lorawan.fport", "lorawan.time_fport", "lorawan.config_fport")
@@ -278,7 +278,7 @@ def write_back(campaign_path, cfg, changes, refuse=False):
 
 def check_aggregator(config_path, raw):
     """The campaign config as ``mss aggregate`` will read it: its clock and device fields."""
-    from mss_aggregator.collect.service import campaign_clock
+    from mss_aggregator.collect.ingest import campaign_clock
     from mss_protocol.budget import check_device
     from mss_protocol.configs import load_dict
 

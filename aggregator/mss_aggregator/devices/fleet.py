@@ -24,9 +24,13 @@ import numpy as np
 from mss_aggregator.collect.collectors import parse_broker
 from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
+from mss_node.settings import DEVICE_DEFAULTS
+
+PERIOD_S, EPOCH_ORIGIN = DEVICE_DEFAULTS["period_s"], DEVICE_DEFAULTS["epoch_origin"]  # the boards' own clock
 
 
-def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=0, privacy=None, login=None):
+def device_config(cfg, broker, campaign, device_id, period_s=PERIOD_S, epoch_origin=EPOCH_ORIGIN, privacy=None,
+                  login=None):
     """An MQTT board's config.json; ``privacy``: device fields the campaign adds (memoize, budget:
     :func:`mss_protocol.budget.default_device`); ``login``: (user, password) instead of the URL's."""
     host, port, user, password, _ = parse_broker(broker)
@@ -42,7 +46,8 @@ def device_config(cfg, broker, campaign, device_id, period_s=3600, epoch_origin=
     return d
 
 
-def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, sleep="light", privacy=None):
+def lorawan_device_config(cfg, campaign, modem, period_s=PERIOD_S, epoch_origin=EPOCH_ORIGIN, sleep="light",
+                          privacy=None):
     d = cfg.to_dict()
     d["device"] = {"campaign": campaign, "period_s": period_s, "epoch_origin": epoch_origin, "poll_s": 1,
                    "transport": "lorawan", "sleep": sleep,
@@ -53,8 +58,8 @@ def lorawan_device_config(cfg, campaign, modem, period_s=3600, epoch_origin=0, s
 
 
 def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=3600, workdir=None, on_done=None, network=None, epoch_origin=0, times=None,
-              privacy=None, logins=None, epochs=1):
+              parallel=8, period_s=PERIOD_S, workdir=None, on_done=None, network=None, epoch_origin=EPOCH_ORIGIN,
+              times=None, privacy=None, logins=None, epochs=1):
     """Run one device per value; return {device_id: (value, returncode, output)}.
     ``period_s`` and ``epoch_origin``: the campaign clock the devices date
     their reports by (the aggregator's config must carry the same).

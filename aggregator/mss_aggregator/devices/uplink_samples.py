@@ -6,7 +6,7 @@ A sample is a real report, drawn by the device's own code
 ``mss device-sim`` and the board run it; OLH seeded with the DevEUI, the id a
 LoRaWAN board reports under), dated in the epoch of the sample's time on the
 config's clock (``device.period_s``, ``device.epoch_origin``: the aggregator's
-:func:`~mss_aggregator.collect.service.campaign_clock`), on the config's
+:func:`~mss_aggregator.collect.ingest.campaign_clock`), on the config's
 ``device.lorawan.fport`` (the firmware's default where unset), in the events
 the network-server emulator publishes (:func:`.network_server.chirpstack_event`,
 :func:`.network_server.marshal`, :func:`.network_server.tts_uplink`).  The radio metadata
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import config_port, parse_spec
-from mss_aggregator.collect.service import campaign_clock
+from mss_aggregator.collect.ingest import campaign_clock
 from mss_aggregator.devices.network_server import chirpstack_event, marshal, tts_uplink
 from mss_device.params import Params
 from mss_device.rng import ByteRng

@@ -33,7 +33,7 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from mss_aggregator.collect.collectors import RECONNECT_DELAY, check_client_id, parse_broker, tls_context
+from mss_aggregator.collect.collectors import RECONNECT_DELAY, check_client_id, tls_context
 from mss_aggregator.collect.link_health import Client, LinkHealth
 
 TICK = 0.5  # seconds between rounds
@@ -49,26 +49,26 @@ def last_closed(ingest, grace):
 class Forwarder(threading.Thread):
     """Batches out of ``queue`` (a reader connection of the
     :class:`~mss_aggregator.shuffle.queue.ShuffleQueue`) to ``topic`` on the
-    broker ``url``; ``ingest`` gives the campaign clock and its window (seen
-    rows of epochs before it are pruned).  An exception ends the thread and is
-    told to ``failures``."""
+    broker ``endpoint`` (a :class:`~mss_aggregator.collect.links.MqttEndpoint`; no
+    client id: a random one), made as ``batching`` says (a
+    :class:`~mss_aggregator.shuffle.service.Batching`: ``min_batch``, ``grace``); ``ingest``
+    gives the campaign clock and its window (seen rows of epochs before it are pruned).  An
+    exception ends the thread and is told to ``failures``."""
 
-    def __init__(self, queue, ingest, url, topic, min_batch, grace, tls_ca=None, client_id=None, log=print,
-                 failures=None):
+    def __init__(self, queue, ingest, endpoint, topic, batching, log=print, failures=None):
         super().__init__(name="mss-forwarder", daemon=True)
-        host, port, user, password, tls = parse_broker(url)
+        host, port, user, password, tls = endpoint.address()
         self.queue, self.ingest, self.topic, self.log, self.failures = queue, ingest, topic, log, failures
-        self.min_batch, self.grace = min_batch, grace
+        self.min_batch, self.grace = batching.min_batch, batching.grace
         self.host, self.port = host, port
-        tls = bool(tls or tls_ca)
         self.health = LinkHealth(f"{host}:{port}", tls, log, *RECONNECT_DELAY)
         died = (lambda exc: failures.report(f"forwarder {host}:{port}", exc)) if failures else None
-        client_id = check_client_id(client_id or f"mss-shuf-fwd-{secrets.token_hex(8)}")
+        client_id = check_client_id(endpoint.client_id or f"mss-shuf-fwd-{secrets.token_hex(8)}")
         c = Client(mqtt.CallbackAPIVersion.VERSION2, client_id, protocol=mqtt.MQTTv5, health=self.health, died=died)
         if user:
             c.username_pw_set(user, password)
         if tls:
-            c.tls_set_context(tls_context(tls_ca))
+            c.tls_set_context(tls_context(endpoint.tls))
         c.on_connect = self._on_connect
         c.on_publish = self._on_publish
         c.on_disconnect = lambda *a: None if self.stopping.is_set() else self.health.disconnected(a[3])

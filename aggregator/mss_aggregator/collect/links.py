@@ -1,0 +1,141 @@
+"""The links a collector reads, as small frozen specs checked once, here.
+
+:class:`TlsFiles` (paho-mqtt takes TLS as one ``tls=`` argument: so do the collectors),
+:class:`MqttEndpoint` (a broker URL, its TLS, client id and shared-subscription group) and
+:class:`Links`, the combination a service collects from: an MQTT broker (the fleet's, or with a
+LoRaWAN :class:`~.lorawan.Server` that network server's), serial ports, or a shuffler's batches
+only.  Every combination that cannot work is refused in :meth:`Links.__post_init__`
+with a :class:`LinkError` in the library's own terms; its ``problem`` is a stable name a command
+line maps to its own flags."""
+from dataclasses import dataclass
+
+from mss_aggregator.collect.collectors import check_client_id, check_topic_level, parse_broker, parse_serial
+
+
+class LinkError(ValueError):
+    """A link spec, or a combination of them, that cannot work; ``problem`` names which (one of
+    :data:`PROBLEMS`)."""
+
+    def __init__(self, problem, message):
+        super().__init__(message)
+        self.problem = problem
+
+
+PROBLEMS = {
+    "no-link": "no link: give an MQTT broker and/or a serial port",
+    "lorawan-without-broker": "a LoRaWAN link needs a broker, the network server's MQTT broker",
+    "tls-key-without-cert": "a TLS key needs the client certificate it goes with",
+    "tls-without-broker": "TLS files are for a broker connection, and no broker is given",
+    "shared-without-broker": "a shared subscription is a broker's, and no broker is given",
+    "shared-without-client-id": "a shared subscription needs a client id per worker (workers sharing one id "
+                                "would disconnect each other)",
+    "shuffled-device-link": "a shuffler's batches come from a broker only: a serial port or LoRaWAN link carries "
+                            "device reports, whose reports name their device",
+    "shuffled-without-broker": "a shuffler's batches need a broker, the one the shuffler publishes them to",
+    "forward-without-broker": "no broker to forward the batches to: give one, or collect from a broker",
+}
+
+
+def refuse(problem):
+    raise LinkError(problem, PROBLEMS[problem])
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A broker connection's TLS files (PEM paths, each optional): the CA its certificate must be
+    signed by (default: the system's), a client certificate and its key (default: in the
+    certificate's file).  Any of them means TLS (:meth:`wanted`)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def __post_init__(self):
+        if self.key and not self.cert:
+            refuse("tls-key-without-cert")
+
+    def wanted(self):
+        return bool(self.ca or self.cert)
+
+
+@dataclass(frozen=True)
+class MqttEndpoint:
+    """One broker: ``url`` mqtt[s]://[user:pass@]host[:port] (checked here: ValueError), its
+    :class:`TlsFiles`, the client id (None: the service chooses one and keeps it) and the
+    shared-subscription group (an MQTT topic level)."""
+
+    url: str
+    tls: TlsFiles = TlsFiles()
+    client_id: str | None = None
+    share_group: str | None = None
+
+    def __post_init__(self):
+        parse_broker(self.url)
+        if self.client_id is not None:
+            check_client_id(self.client_id, "client id")
+        if self.share_group is not None:
+            check_topic_level(self.share_group, "share group")
+            if self.client_id is None:
+                refuse("shared-without-client-id")
+
+    def address(self):
+        """(host, port, user, password, tls): :func:`~.collectors.parse_broker`, TLS also when
+        :attr:`tls` asks for it."""
+        host, port, user, password, tls = parse_broker(self.url)
+        return host, port, user, password, tls or self.tls.wanted()
+
+
+@dataclass(frozen=True)
+class Links:
+    """What a service collects from: ``mqtt`` (an :class:`MqttEndpoint`, or None), with
+    ``lorawan`` (a :class:`~.lorawan.Server`) the network server's broker whose uplinks are the
+    reports; ``serial``, ports ``PORT[,BAUD]``; ``shuffled``: a shuffler's batches, from ``mqtt``
+    only (the key that authenticates them is a secret, given to the service beside the links).
+    Refused (:class:`LinkError`): a shuffler's batches with a device link or without a broker, no
+    link, LoRaWAN without a broker.  :meth:`of` builds one from loose values, as a command line
+    has them."""
+
+    mqtt: MqttEndpoint | None = None
+    lorawan: object = None
+    serial: tuple = ()
+    shuffled: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "serial", tuple(self.serial))
+        for spec in self.serial:
+            parse_serial(spec, "serial port")
+        self.check(self.mqtt is not None, self.lorawan, self.serial, self.shuffled)
+
+    @staticmethod
+    def check(broker, lorawan, serial, shuffled):
+        """LinkError for a combination that cannot work, in the order a reader fixes them: the
+        mode, a link at all, LoRaWAN's broker (``broker``: whether there is one)."""
+        if shuffled:
+            if serial or lorawan:
+                refuse("shuffled-device-link")
+            if not broker:
+                refuse("shuffled-without-broker")
+        if not broker and not serial:
+            refuse("no-link")
+        if lorawan and not broker:
+            refuse("lorawan-without-broker")
+
+    @classmethod
+    def of(cls, broker=None, tls=(), client_id=None, share_group=None, lorawan=None, serial=(), shuffled=False):
+        """The links of a broker URL (or None) with its TLS files (``tls``: (ca, cert, key), each
+        optional), client id and share group, a LoRaWAN server, serial ports and the shuffled mode;
+        the combinations are checked first (:meth:`check`), then TLS, then the broker's own spec."""
+        cls.check(broker is not None, lorawan, serial, shuffled)
+        files = TlsFiles(*tls)
+        if broker is None:
+            if files.wanted():
+                refuse("tls-without-broker")
+            if share_group is not None:
+                refuse("shared-without-broker")
+            return cls(None, lorawan, serial, shuffled)
+        return cls(MqttEndpoint(broker, files, client_id, share_group), lorawan, serial, shuffled)
+
+    def off_lorawan(self):
+        """Whether device reports come by a link other than a LoRaWAN network server (a serial
+        port, the fleet's broker), whose arrival time dates nothing (SPEC.md section 4)."""
+        return not self.shuffled and bool(self.serial or (self.mqtt and not self.lorawan))
