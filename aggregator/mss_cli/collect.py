@@ -226,7 +226,7 @@ def tls_flags():
 
 def read_campaign(path):
     """The :class:`~mss_aggregator.campaign.Campaign` of ``--config``; a data error if it is bad."""
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
 
     try:
         return Campaign.read(path)

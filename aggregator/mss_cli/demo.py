@@ -205,7 +205,7 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
     from mss_aggregator.collect import scope as scopes
     from mss_aggregator.plotting import plot_estimates
     from mss_aggregator.devices.runtime import micropython_path
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
     from mss_aggregator.collect.links import Links, MqttEndpoint
     from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.collect.store import open_store

@@ -1,5 +1,5 @@
-"""mss-iot's Python API: plan a campaign, simulate it, read its store's estimates and audit its
-privacy, with one import::
+"""mss-iot's Python API: plan a campaign, simulate it, read its store's estimates, audit its privacy
+and embed its services, with one import::
 
     import mss_iot
 
@@ -27,6 +27,8 @@ EXPORTS = {
     "Question": "mss_aggregator.plan", "Hardware": "mss_aggregator.plan", "Reporting": "mss_aggregator.plan",
     "Shuffling": "mss_aggregator.plan", "Plan": "mss_aggregator.plan", "RequestError": "mss_aggregator.plan",
     "PlanError": "mss_protocol.mss.planner", "ConfigError": "mss_protocol.config_file",
+    # the campaign file, read once
+    "Campaign": "mss_iot.campaign", "NoClock": "mss_aggregator.campaign",
     # simulation (mss simulate)
     "simulate": "mss_iot.workflows", "SimulateRequest": "mss_aggregator.simulation",
     "Simulation": "mss_aggregator.simulation", "simulation_config": "mss_aggregator.simulation",
@@ -42,6 +44,11 @@ EXPORTS = {
     "audit": "mss_iot.workflows", "AuditReport": "mss_iot.workflows", "AuditRequest": "mss_aggregator.audit",
     "Longitudinal": "mss_aggregator.audit", "Empirical": "mss_aggregator.audit",
     "AuditRequestError": "mss_aggregator.audit",
+    # services to embed (mss aggregate, mss shuffle)
+    "Aggregator": "mss_aggregator.collect.service", "Shuffler": "mss_aggregator.shuffle.service",
+    "Batching": "mss_aggregator.shuffle.service", "Links": "mss_aggregator.collect.links",
+    "MqttEndpoint": "mss_aggregator.collect.links", "TlsFiles": "mss_aggregator.collect.links",
+    "LinkError": "mss_aggregator.collect.links", "EmbeddedBroker": "mss_aggregator.collect.embedded_broker",
 }
 
 __all__ = sorted(EXPORTS)
