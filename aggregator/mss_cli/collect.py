@@ -11,6 +11,7 @@ from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, bro
                             counters_line, counters_table, fail, run_until_stopped, topic_level)
 from rich.markup import escape
 
+from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol.budget import describe
 from mss_protocol.config_file import ConfigError
 from mss_protocol.sealed import load_key
@@ -73,7 +74,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Campaign config (mss plan --device-config); its device.period_s (required: the campaign "
                    "clock) bounds the epochs accepted and dates the default estimate, its aggregator "
                    "section sets accept_past_epochs (default device.queue_max, "
-                   "32) and quarantine_max_rows (default 10000).")
+                   f"{DEVICE_DEFAULTS['queue_max']}) and quarantine_max_rows (default 10000).")
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
               help="The campaign's store: an SQLite file (one worker) or "
                    "postgresql://user[:password]@host[:port]/db (shared by several workers).")
