@@ -96,7 +96,7 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
                        prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3,
                        progress=progress, memo=memo)
         return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
-    cfg = OracleConfig(name, k, eps, frame, olh_seed if cls.has_seed else "epoch", irr_epsilon)
+    cfg = OracleConfig(name, k, eps, frame=frame, seed=olh_seed if cls.has_seed else "epoch", irr_epsilon=irr_epsilon)
     bits = cfg.bits_per_report["max"]
     if budget_bits is not None and bits > budget_bits:
         raise PlanError(f"too long ({bits} bits)")
@@ -171,8 +171,9 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
             continue
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
-            cfg, mse, res = _candidate(name, k, eps, budget, kind, n, prior, prior_label, seed, use_cache, quick,
-                                       olh_seed, irr_epsilon, progress, memo)
+            cfg, mse, res = _candidate(name, k, eps, budget, frame=kind, n=n, prior=prior, prior_label=prior_label,
+                                       seed=seed, use_cache=use_cache, quick=quick, olh_seed=olh_seed,
+                                       irr_epsilon=irr_epsilon, progress=progress, memo=memo)
         except (PlanError, ConfigError, ValueError) as exc:
             rows.append(dict(row, excluded=str(exc)))
             continue
@@ -181,7 +182,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                    variance_ratio_vs_ss=float(mse / ss_var),
                    device_ms=device_cost.device_ms(cfg, board), rp2040_ms=device_cost.device_ms(cfg),
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
-        row.update(resolution.figures(registry.from_config(cfg), mse, n, prior, detect, target_se))
+        row.update(resolution.figures(registry.from_config(cfg), mse, n, prior=prior, detect=detect,
+                                      target_se=target_se))
         if quick and registry.protocol_class(name).searches_moduli:
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         # (what no device can run, the constructors refused above: mss_protocol.limits)
@@ -190,8 +192,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         else:
             if link is not None:
                 row["energy_mj_per_report"] = energy.report(
-                    link, row["frame_bytes"], row["rp2040_ms"], board, modem,
-                    period_s or energy.RANK_PERIOD_S, board_ms=row["device_ms"])["energy_mj_per_report"]
+                    link, row["frame_bytes"], row["rp2040_ms"], board=board, modem=modem,
+                    period_s=period_s or energy.RANK_PERIOD_S, board_ms=row["device_ms"])["energy_mj_per_report"]
             score = float(mse) if row["devices_needed"] is None else row["devices_needed"]
             found.append((score, row["device_ms"], len(found), cfg, res, row))
         rows.append(row)
@@ -205,11 +207,12 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         return fastest if link is None else (t[5]["energy_mj_per_report"],) + fastest
 
     _, _, _, cfg, res, best = min(near, key=rank)
-    res = _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind)
+    res = _result(k, eps, cfg, res, best=best, rows=rows, ss=ss, n=n, prior_label=prior_label, max_bits=max_bits,
+                  max_bytes=max_bytes, kind=kind)
     res.update(board=board, max_device_ms=max_device_ms, mse_slack=mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
                detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
-               warnings=resolution.warnings(k, n, best, detect, target_se))
+               warnings=resolution.warnings(k, n, best, detect=detect, target_se=target_se))
     return res
 
 
