@@ -17,8 +17,21 @@ LONGITUDINAL_DEFAULT = ("mss", "grr")  # the protocols attacked over time withou
 
 @dataclass(frozen=True)
 class Longitudinal:
-    """Repeated reports: the report counts attacked, the devices a protocol and mode, the campaign
-    of a deployment in days, the report pairs of the linkability test and the value's change model."""
+    """Repeated reports.
+
+    Parameters
+    ----------
+    horizons : tuple of int
+        The numbers of reports of one device the attacker holds.
+    trials : int
+        Simulated devices a protocol and mode.
+    campaign_days : int
+        A deployment's campaign, in days.
+    link_pairs : int
+        Report pairs of the linkability test.
+    change : mss_aggregator.privacy.changing.Change, optional
+        How the device's value changes over time (None: it never does).
+    """
     horizons: tuple = privacy_audit.HORIZONS
     trials: int = 100
     campaign_days: int = 365
@@ -28,8 +41,17 @@ class Longitudinal:
 
 @dataclass(frozen=True)
 class Empirical:
-    """The empirical epsilon audit: reports per input, the firmware under the MicroPython unix port
-    too, and the deliberately broken control client it must catch."""
+    """The empirical epsilon audit of every client's wire output.
+
+    Parameters
+    ----------
+    trials : int
+        Reports drawn per input value.
+    firmware : bool
+        Also the firmware's client, under the MicroPython unix port.
+    control : bool
+        Also the deliberately broken control client (MSS at 2 epsilon) the audit must catch.
+    """
     trials: int = 20000
     firmware: bool = True
     control: bool = True
@@ -37,10 +59,34 @@ class Empirical:
 
 @dataclass(frozen=True)
 class AuditRequest:
-    """What to audit: ``k`` categories at ``epsilon``, the attacker's ``prior`` (a parsed prior or
-    None: uniform) and its spec, the protocols (None: the config's, else every one), the devices of
-    the empirical attack run, the seed, the deployment's ``config`` and ``device`` section (or None),
-    and the optional parts (a :class:`Longitudinal`, a learned-attack campaign, an :class:`Empirical`)."""
+    """What to audit.
+
+    Parameters
+    ----------
+    k : int
+        Categories.
+    epsilon : float
+        epsilon-LDP of one report (nats).
+    prior : numpy.ndarray, shape (k,), optional
+        The attacker's prior over the values (sums to 1); None: uniform.
+    prior_spec : str
+        Its spec, as reported (``"uniform"``, ``"zipf:1.1"``, ...).
+    names : tuple of str, optional
+        The protocols (None: the config's, else every one).
+    trials : int
+        Devices of the simulated attack a protocol.
+    seed : int
+    config : object, optional
+        A deployment's config (its protocol, k and epsilon).
+    device : dict, optional
+        The deployment's ``device`` section (period, memoize, budget).
+    longitudinal : Longitudinal, optional
+        Repeated reports, linkability and (with ``config``) the campaign.
+    learned : object, optional
+        A learned-attack campaign (:mod:`mss_aggregator.privacy.learned`).
+    empirical : Empirical, optional
+        The empirical epsilon audit.
+    """
     k: int
     epsilon: float
     prior: object = None

@@ -82,9 +82,22 @@ class ParquetUnavailable(ExportError):
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """What to export: ``what`` one of :data:`TABLES`, ``fmt`` one of :data:`FORMATS`,
-    ``out`` the file, ``post`` the estimates' post-processing (:mod:`mss_protocol.postprocess`),
-    ``epochs`` the epochs (None: every epoch with accepted reports)."""
+    """What to export (ValueError for an unknown table or format).
+
+    Parameters
+    ----------
+    what : str
+        One of :data:`TABLES`: ``estimates`` (a row per epoch and item) or ``counts`` (a row per
+        epoch and count cell).
+    fmt : str
+        One of :data:`FORMATS`: ``csv`` (its metadata in ``<out>-metadata.json``) or ``parquet``.
+    out : str
+        The file to write.
+    post : str
+        The estimates' post-processing (:mod:`mss_protocol.postprocess`).
+    epochs : tuple of int, optional
+        The epochs (None: every epoch with accepted reports).
+    """
     what: str
     fmt: str
     out: str
@@ -100,6 +113,21 @@ class ExportRequest:
 
 @dataclass
 class ExportResult:
+    """What :func:`export` wrote.
+
+    Attributes
+    ----------
+    out : str
+        The file.
+    metadata : str or None
+        The CSV's sidecar (``<out>-metadata.json``); None for Parquet (the metadata is in the file).
+    rows : int
+        Rows written (epochs x k for estimates, epochs x sum of the moduli for counts).
+    epochs : list of int
+        The epochs exported, ascending.
+    provenance : dict
+        The file's metadata (:func:`provenance`: config id, SPEC version, campaign, ...).
+    """
     out: str
     metadata: str | None  # the CSV's sidecar; None for Parquet (in the file)
     rows: int

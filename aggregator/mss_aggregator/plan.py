@@ -49,8 +49,20 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one report may cost: its whole size in bytes, its body in bits, its frame (None: full,
-    on a LoRaWAN link compact, compact-epoch for OLH with a seed an epoch) and its time on the board."""
+    """What one report may cost.
+
+    Parameters
+    ----------
+    max_bytes : int, optional
+        The whole report's size, in bytes (a LoRaWAN link's payload by default).
+    max_bits : int, optional
+        The body's size, in bits.
+    frame : str, optional
+        ``full``, ``compact`` or ``compact-epoch`` (OLH with a seed an epoch); None: full, on a
+        LoRaWAN link compact.
+    max_device_ms : float
+        Time one report may take on the board, in milliseconds.
+    """
     max_bytes: int = None
     max_bits: int = None
     frame: str = None
@@ -59,11 +71,25 @@ class Limits:
 
 @dataclass(frozen=True)
 class Question:
-    """What the estimate must resolve: the fleet size ``n`` it is stated at (None: a shuffled
-    batch's size, or with ``detect``/``target_se`` the devices the chosen protocol needs, else
-    :data:`~mss_protocol.choose.N_DEFAULT`), the frequency to detect or the standard error to reach,
-    the ``prior`` the MSE is predicted at (a :func:`~mss_aggregator.distributions.parse` spec) and
-    auto's ``mse_slack``."""
+    """What the estimate must resolve.
+
+    Parameters
+    ----------
+    n : int, optional
+        The fleet size (devices) the figures are stated at (None: a shuffled batch's size, or with
+        ``detect``/``target_se`` the devices the chosen protocol needs, else
+        :data:`~mss_protocol.choose.N_DEFAULT`).
+    detect : float, optional
+        The frequency (in (0, 1)) an item must have to be told from 0.
+    target_se : float, optional
+        The standard error to reach, on frequencies.
+    prior : str
+        The distribution the MSE is predicted at (a :func:`~mss_aggregator.distributions.parse`
+        spec: ``"uniform"``, ``"zipf:1.1"``, ...).
+    mse_slack : float
+        auto's tie: MSEs within this fraction of the lowest tie (0.02: 2%), and the device time
+        (with a link: the energy) decides.
+    """
     n: int = None
     detect: float = None
     target_se: float = None
@@ -73,10 +99,22 @@ class Question:
 
 @dataclass(frozen=True)
 class Hardware:
-    """The boards: their ``link`` (a :class:`~mss_protocol.lorawan.Link` or None), ``board`` and
-    ``modem`` (None: :data:`DEFAULT_BOARD`, with a link :data:`DEFAULT_MODEM`), the battery in mAh
-    (a link's energy model only) and the reporting period in seconds (None: with a link the
-    shortest its budget allows, else the firmware's default)."""
+    """The boards.
+
+    Parameters
+    ----------
+    link : mss_protocol.lorawan.Link, optional
+        A LoRaWAN link (region, data rate), or None (MQTT, serial).
+    board : str, optional
+        The board of the device cost model (None: :data:`DEFAULT_BOARD`).
+    modem : str, optional
+        With a link, the modem of the energy model (None: :data:`DEFAULT_MODEM`).
+    battery_mah : float, optional
+        The battery, in mAh (a link's energy model only).
+    period_s : int, optional
+        The reporting period, in seconds (None: with a link the shortest its budget allows, else
+        the firmware's default).
+    """
     link: object = None
     board: str = None
     modem: str = None
@@ -86,11 +124,25 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Reporting:
-    """How the boards spend privacy over time: ``memoize`` (False: every report a fresh draw, no
-    budget), the ``budget`` (epsilon, days) of fresh draws (None: the default factor of epsilon),
-    an instantaneous layer at ``irr_epsilon``, the campaign's length, the value's :class:`Change`
-    model, and ``over_time``: True states the privacy over time even at the default period
-    (None: when the period is known: given, a link's, fresh reports or a change model)."""
+    """How the boards spend privacy over time.
+
+    Parameters
+    ----------
+    memoize : bool
+        Re-send one draw per value (False: every report a fresh draw, no budget).
+    budget : tuple, optional
+        (epsilon in nats, days): the fresh draws allowed in a window (None: the default factor of
+        epsilon).
+    irr_epsilon : float, optional
+        An instantaneous layer's epsilon on each memoized report (nats).
+    campaign_days : int
+        The campaign's length, in days.
+    change : mss_aggregator.privacy.changing.Change, optional
+        How the value changes (None: it never does).
+    over_time : bool, optional
+        State the privacy over time even at the default period (None: when the period is known:
+        given, a link's, fresh reports or a change model).
+    """
     memoize: bool = True
     budget: tuple = None
     irr_epsilon: float = None
@@ -101,9 +153,18 @@ class Reporting:
 
 @dataclass(frozen=True)
 class Shuffling:
-    """Reports pass an anonymising shuffler in batches of ``n``: the central (eps_c, ``delta``) of
-    a batch is stated; with ``central_epsilon`` the plan is at the largest epsilon a report whose
-    batch meets it (the request's epsilon is then None)."""
+    """Reports pass an anonymising shuffler in batches; the batch's central (eps_c, delta) is stated.
+
+    Parameters
+    ----------
+    n : int
+        Devices a batch.
+    delta : float
+        The central delta of a batch.
+    central_epsilon : float, optional
+        Plan at the largest epsilon a report whose batch meets this central epsilon (nats; the
+        request's ``epsilon`` is then None).
+    """
     n: int
     delta: float = shuffling.DEFAULT_DELTA
     central_epsilon: float = None
@@ -111,9 +172,26 @@ class Shuffling:
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """One planning question: ``k`` categories at ``epsilon`` a report (None with
-    ``shuffle.central_epsilon``), ``protocol`` (a :data:`~mss_protocol.choose.CHOICES` name, auto:
-    the planner's choice), the MSS moduli search's ``seed`` and whether it may use its cache."""
+    """One planning question.
+
+    Parameters
+    ----------
+    k : int
+        Categories.
+    epsilon : float, optional
+        epsilon-LDP of one report, in nats (None with ``shuffle.central_epsilon``).
+    protocol : str
+        A :data:`~mss_protocol.choose.CHOICES` name, or ``auto``: the planner's choice.
+    limits : Limits
+    question : Question
+    hardware : Hardware
+    reporting : Reporting
+    shuffle : Shuffling, optional
+    seed : int
+        The MSS moduli search's seed.
+    use_cache : bool
+        Whether the search may use its cache.
+    """
     k: int
     epsilon: float = None
     protocol: str = "auto"
@@ -139,10 +217,26 @@ class Note:
 
 @dataclass
 class Plan:
-    """The plan of a :class:`PlanRequest`: ``fields`` (``mss plan --json``'s dict, :meth:`to_dict`),
-    the ``epsilon``, ``frame`` and ``max_bytes`` it was made at (a central epsilon's epsilon, a
-    link's frame and payload), its ``notes``, and the device config and ``device`` section
-    :meth:`save_device_config` writes."""
+    """The plan of a :class:`PlanRequest`.
+
+    Attributes
+    ----------
+    request : PlanRequest
+    fields : dict
+        ``mss plan --json``'s document (:meth:`to_dict`).
+    epsilon : float
+        The epsilon a report it was made at, nats (a central epsilon's, or the request's).
+    frame : str
+        The report's frame (a link's default, or the request's).
+    max_bytes : int or None
+        The report's size limit in bytes (a link's payload, or the request's).
+    config : object
+        The protocol's config (``k``, ``epsilon``, ``bits_per_report``).
+    device : dict
+        The ``device`` section :meth:`save_device_config` writes (period, sleep, memoize, budget).
+    notes : list of Note
+        Remarks on the plan.
+    """
     request: PlanRequest
     fields: dict
     epsilon: float

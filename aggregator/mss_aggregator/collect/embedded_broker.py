@@ -30,6 +30,20 @@ class _Snapshots(dict):
 
 
 class EmbeddedBroker:
+    """An amqtt broker in a thread of this process, anonymous, on 127.0.0.1 (MQTT 3.1.1 only).
+
+    Parameters
+    ----------
+    port : int, optional
+        The TCP port (None: a free one).
+
+    Attributes
+    ----------
+    port : int
+    url : str
+        ``mqtt://127.0.0.1:<port>``, what an :class:`~mss_aggregator.collect.links.MqttEndpoint` takes.
+    """
+
     def __init__(self, port=None):
         self.port = port or free_port()
         self.url = f"mqtt://127.0.0.1:{self.port}"
@@ -58,6 +72,13 @@ class EmbeddedBroker:
         self._loop.run_forever()
 
     def start(self):
+        """Start listening; RuntimeError if the broker is not up within 15 s.
+
+        Returns
+        -------
+        EmbeddedBroker
+            This broker, started.
+        """
         logging.getLogger("amqtt").setLevel(logging.ERROR)
         self._thread.start()
         if not self._ready.wait(15):
@@ -65,6 +86,7 @@ class EmbeddedBroker:
         return self
 
     def stop(self):
+        """Shut the broker down and end its thread."""
         asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop).result(15)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
