@@ -42,9 +42,17 @@ def refuse(problem):
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """A broker connection's TLS files (PEM paths, each optional): the CA its certificate must be
-    signed by (default: the system's), a client certificate and its key (default: in the
-    certificate's file).  Any of them means TLS (:meth:`wanted`)."""
+    """A broker connection's TLS files; any of them means TLS (:meth:`wanted`).
+
+    Parameters
+    ----------
+    ca : str, optional
+        PEM file of the CA the broker's certificate must be signed by (default: the system's).
+    cert : str, optional
+        PEM file of a client certificate.
+    key : str, optional
+        PEM file of its key (default: in the certificate's file); refused without ``cert``.
+    """
 
     ca: str | None = None
     cert: str | None = None
@@ -60,9 +68,18 @@ class TlsFiles:
 
 @dataclass(frozen=True)
 class MqttEndpoint:
-    """One broker: ``url`` mqtt[s]://[user:pass@]host[:port] (checked here: ValueError), its
-    :class:`TlsFiles`, the client id (None: the service chooses one and keeps it) and the
-    shared-subscription group (an MQTT topic level)."""
+    """One broker.
+
+    Parameters
+    ----------
+    url : str
+        ``mqtt[s]://[user:pass@]host[:port]`` (checked here: ValueError).
+    tls : TlsFiles
+    client_id : str, optional
+        The MQTT client id (None: the service chooses one and keeps it).
+    share_group : str, optional
+        An MQTT 5 shared-subscription group (a topic level; needs ``client_id``).
+    """
 
     url: str
     tls: TlsFiles = TlsFiles()
@@ -87,13 +104,24 @@ class MqttEndpoint:
 
 @dataclass(frozen=True)
 class Links:
-    """What a service collects from: ``mqtt`` (an :class:`MqttEndpoint`, or None), with
-    ``lorawan`` (a :class:`~.lorawan.Server`) the network server's broker whose uplinks are the
-    reports; ``serial``, ports ``PORT[,BAUD]``; ``shuffled``: a shuffler's batches, from ``mqtt``
-    only (the key that authenticates them is a secret, given to the service beside the links).
+    """What a service collects from.
+
+    Parameters
+    ----------
+    mqtt : MqttEndpoint, optional
+        The fleet's broker, or with ``lorawan`` the network server's.
+    lorawan : mss_aggregator.collect.lorawan.Server, optional
+        A LoRaWAN network server whose uplinks are the reports.
+    serial : tuple of str
+        Serial ports, ``PORT[,BAUD]``.
+    shuffled : bool
+        A shuffler's batches, from ``mqtt`` only (the key that authenticates them is a secret,
+        given to the service beside the links).
+
     Refused (:class:`LinkError`): a shuffler's batches with a device link or without a broker, no
     link, LoRaWAN without a broker.  :meth:`of` builds one from loose values, as a command line
-    has them."""
+    has them.
+    """
 
     mqtt: MqttEndpoint | None = None
     lorawan: object = None
