@@ -134,7 +134,7 @@ class StoreEstimate:
         pandas.DataFrame, shape (k, 9 or 10)
             One row per item, the columns of :meth:`rows`.
         """
-        from mss_aggregator.simulation import require_pandas
+        from mss_aggregator.frames import require_pandas
 
         return require_pandas().DataFrame(self.rows())
 

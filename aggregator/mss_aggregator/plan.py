@@ -251,6 +251,21 @@ class Plan:
         shuffle and privacy over time (mss_protocol.choose.choose's fields and this module's)."""
         return self.fields
 
+    def to_frame(self):
+        """The protocols the planner weighed, one row each, as a pandas DataFrame (pandas is optional).
+
+        Returns
+        -------
+        pandas.DataFrame, shape (candidates, columns)
+            ``mss plan --json``'s ``candidates``: ``protocol``, ``body_bits`` (bits), ``frame_bytes``
+            (bytes), ``predicted_mse`` (per item, on frequencies), ``device_ms`` (milliseconds on the
+            board), ``decode_s`` (seconds), ``per_item_se``, ``half_width_95``,
+            ``detectable_frequency``, ...
+        """
+        from mss_aggregator.frames import require_pandas
+
+        return require_pandas().DataFrame(self.fields.get("candidates") or [])
+
     def save_device_config(self, path):
         """Write the config file devices and the aggregator load, with this plan's device section
         (period, sleep, memoize and budget; raises OSError)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mss_aggregator.compare.simulate import simulate as simulate_protocol
 from mss_aggregator.distributions import parse
+from mss_aggregator.frames import require_pandas
 from mss_protocol import configs, oracle_config, registry
 from mss_protocol.choose import choose
 
@@ -133,15 +134,6 @@ class Simulation:
         est = self.estimate
         return pd.DataFrame({"item": range(self.config.k), "truth": self.truth, "estimate": est.estimate,
                              "stderr": est.stderr, "ci_low": est.ci_low, "ci_high": est.ci_high})
-
-
-def require_pandas():
-    """pandas, or ImportError saying that only the DataFrame views need it."""
-    try:
-        import pandas
-    except ImportError as exc:
-        raise ImportError("to_frame() needs pandas (pip install pandas); to_dict() needs nothing") from exc
-    return pandas
 
 
 def simulation_config(request, plan_progress=None):

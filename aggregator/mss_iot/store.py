@@ -70,7 +70,7 @@ class EstimateTable:
             The columns of :attr:`rows`; ``df.pivot(index="epoch", columns="item",
             values="estimate")`` is the (epochs, k) matrix of estimates.
         """
-        from mss_aggregator.simulation import require_pandas
+        from mss_aggregator.frames import require_pandas
 
         return require_pandas().DataFrame(self.rows)
 

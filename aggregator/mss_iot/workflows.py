@@ -141,7 +141,7 @@ class AuditReport:
             ``protocol``, ``eps_effective`` (nats), ``bayes_exact`` and ``empirical`` (success
             probabilities), ``empirical_ci`` ([low, high]) and the rest of each row's fields.
         """
-        from mss_aggregator.simulation import require_pandas
+        from mss_aggregator.frames import require_pandas
 
         return require_pandas().DataFrame(self.report["rows"])
 
