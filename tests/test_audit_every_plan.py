@@ -118,7 +118,7 @@ def _pilot_store(path, cfg_path, raw, devices=300, seed=6):
     store = open_store(path, cfg, APP)
     store.set_clock(clock)
     store.record_memoize(True)
-    ingest = Ingest(cfg, APP, period, clock["epoch_origin"], lorawan=parse_spec(f"chirpstack:{APP}"), fport=1)
+    ingest = Ingest(cfg, APP, period, clock["epoch_origin"], lorawan=parse_spec(f"chirpstack:{APP}"), ports=(1, 3))
     rng = np.random.default_rng(seed)
     values = rng.choice(cfg.k, devices, p=np.arange(cfg.k, 0, -1) / (cfg.k * (cfg.k + 1) / 2))
     msgs = []

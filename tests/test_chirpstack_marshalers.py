@@ -69,7 +69,7 @@ def test_both_marshalers_count_the_same(tmp_path, mosquitto, marshaler):
 
 def test_binary_events_read_as_the_json_ones():
     clock = 1_700_000_000.0
-    ingest = Ingest(GRR, "t", PERIOD, lorawan=CS, fport=1, clock=lambda: clock)
+    ingest = Ingest(GRR, "t", PERIOD, lorawan=CS, ports=(1, 3), clock=lambda: clock)
     frame = codec(GRR).encode(3)
 
     def both(event, topic=None):
@@ -118,7 +118,7 @@ def test_tts_events_have_the_documented_shape():
     tts = parse_spec(SPECS["tts"])
     read = {tts.DEV_EUI, tts.FPORT, tts.FCNT, tts.DATA, *tts.TIMES}
     assert read <= TTS_UPLINK_FIELDS and read <= set(_paths(doc))
-    ingest = Ingest(GRR, "t", PERIOD, lorawan=tts, fport=1)
+    ingest = Ingest(GRR, "t", PERIOD, lorawan=tts, ports=(1, 3))
     ok = ingest.from_lorawan(topic.encode(), json.dumps(doc).encode())
     assert ok["device_id"] == eui(1) and ok["report"].seq == 9
     del doc["uplink_message"]["frm_payload"]

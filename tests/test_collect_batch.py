@@ -38,8 +38,8 @@ RAPPOR = OracleConfig("rappor", 30, 2.0, "full")  # 30 bits: 2 padding bits
 
 
 def ingest_of(cfg, lorawan=False):
-    return Ingest(cfg, "t", PERIOD, clock=lambda: NOW, past_epochs=PAST, time_fport=3,
-                  lorawan=parse_spec(f"chirpstack:{APP}") if lorawan else None, fport=1)
+    return Ingest(cfg, "t", PERIOD, clock=lambda: NOW, past_epochs=PAST, ports=(1, 3),
+                  lorawan=parse_spec(f"chirpstack:{APP}") if lorawan else None)
 
 
 def mutants(good, rng, count):

@@ -312,7 +312,7 @@ def fuzzed(server, n, seed, topics=True):
 
 @pytest.mark.parametrize("server", ["chirpstack", "tts"])
 def test_ten_thousand_fuzzed_events_classify_without_raising(tmp_path, server):
-    ingest = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS[server]), fport=1)
+    ingest = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS[server]), ports=(1, 3))
     events = list(fuzzed(server, 5000, seed={"chirpstack": 1, "tts": 2}[server]))
     events += [(b"\xff/x", b"{}"), (b"a" * 300, b"{}")]  # not UTF-8, too long
     items = [ingest.from_lorawan(t if isinstance(t, bytes) else t.encode(), raw) for t, raw in events]
@@ -336,7 +336,7 @@ def test_ten_thousand_fuzzed_events_classify_without_raising(tmp_path, server):
 
 def test_event_times_and_device_ids():
     clock = 1_700_000_000.0
-    cs = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS["chirpstack"]), fport=1, clock=lambda: clock)
+    cs = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS["chirpstack"]), ports=(1, 3), clock=lambda: clock)
     frame = codec(GRR).encode(3)
     for at, want in [("2023-11-14T21:00:00Z", 1_699_995_600),
                      ("2023-11-14T22:59:59.999999999+02:00", 1_699_995_599.999999),  # microseconds kept
@@ -351,7 +351,7 @@ def test_event_times_and_device_ids():
     assert cs.from_lorawan(big[0].encode(), json.dumps(big[1]).encode())["report"].seq == 70_001 % 65536
     upper = chirpstack_event(eui(5).upper(), 1, frame, clock)  # the topic as ChirpStack writes it, in any case
     assert cs.from_lorawan(upper[0].encode(), json.dumps(upper[1]).encode())["device_id"] == eui(5)
-    tts = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS["tts"]), fport=1, clock=lambda: clock)
+    tts = Ingest(GRR, "t", PERIOD, lorawan=parse_spec(SPECS["tts"]), ports=(1, 3), clock=lambda: clock)
     topic, doc = tts_event(eui(6), 2, frame, clock - PERIOD)
     doc["received_at"] = rfc3339(clock - 2 * PERIOD)  # the application server's time, used only without
     renamed = topic.replace("node-0006", "any-name")  # TTS topics name the end-device id: not compared

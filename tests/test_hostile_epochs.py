@@ -259,7 +259,7 @@ def test_replayed_lorawan_event_is_outside_the_window(tmp_path):
     accepted."""
     cfg = OracleConfig("grr", 16, 2.0, "compact")
     now = 1_700_000_000.0
-    ingest = Ingest(cfg, "t", PERIOD, lorawan=parse_spec("chirpstack:app"), fport=1, clock=lambda: now)
+    ingest = Ingest(cfg, "t", PERIOD, lorawan=parse_spec("chirpstack:app"), ports=(1, 3), clock=lambda: now)
     frame = codec(cfg).encode(4)
 
     def event(at, fcnt):

@@ -272,7 +272,7 @@ def test_switch_config_devices_file_and_all_seen(tmp_path, mosquitto):
     to = tmp_path / "to.json"
     GRR.save(to, {"device": {"period_s": 3600, "lorawan": {"fport": 1}}})
     # a store where eui(1) and eui(2) have accepted reports (eui(1) in two epochs); eui(3) only a rejected one
-    ingest = Ingest(GRR, "t", 3600, lorawan=parse_spec(f"chirpstack:{APP}"), fport=1)
+    ingest = Ingest(GRR, "t", 3600, lorawan=parse_spec(f"chirpstack:{APP}"), ports=(1, 3))
     frame, now = codec(GRR).encode(3), time.time()
     events = [chirpstack_uplink(APP, eui(1), 1, 1, frame, now - 3600, 0),
               chirpstack_uplink(APP, eui(1), 1, 2, frame, now, 0),

@@ -80,7 +80,8 @@ class Campaign:
 
     def lorawan_ports(self):
         """(fport, time_fport): the FPorts of reports and of time probes, ``device.lorawan``'s or
-        the firmware's; ConfigError for a bad one."""
+        the firmware's (an :class:`~mss_aggregator.collect.ingest.Ingest`'s ``ports``); ConfigError
+        for a bad one."""
         try:
             return tuple(config_port(self.device, key, LORAWAN_DEFAULTS[key]) for key in ("fport", "time_fport"))
         except ValueError as exc:

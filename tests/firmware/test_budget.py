@@ -603,7 +603,7 @@ def test_lorawan_skip_uplinks_are_counted_once(tmp_path):
     from mss_aggregator.devices.network_server import chirpstack_uplink
 
     dev, now = "70b3d57ed0050001", time.time()
-    ingest = Ingest(A, "t", PERIOD, lorawan=parse_spec("chirpstack:app"), time_fport=3)
+    ingest = Ingest(A, "t", PERIOD, lorawan=parse_spec("chirpstack:app"), ports=(1, 3))
 
     def up(fcnt, payload, t, gateway=0):
         topic, doc = chirpstack_uplink("app", dev, 3, fcnt, payload, t, gateway)

@@ -51,6 +51,7 @@ MAX_TOPIC = 256
 KEEP_BYTES = 4096  # of a quarantined payload or network-server event (events are up to 64 KiB)
 SKIP_UPLINK = b"\x01"  # a LoRaWAN uplink on time_fport saying the epoch was skipped (a probe is 00)
 PAST_EPOCHS = DEVICE_DEFAULTS["queue_max"]  # default window into the past: what a board keeps unsent
+LORAWAN_PORTS = (LORAWAN_DEFAULTS["fport"], LORAWAN_DEFAULTS["time_fport"])  # a board's (reports, time probes)
 AGGREGATOR_FIELDS = {"accept_past_epochs", "quarantine_max_rows"}  # a config file's aggregator section
 
 
@@ -118,18 +119,18 @@ class Pending:
 
 class Ingest:
     """``lorawan``: the :class:`~mss_aggregator.collect.lorawan.Server` whose
-    uplinks :meth:`from_lorawan` reads, with reports on ``fport`` (time probes on
-    ``time_fport``: ``{"ignored": "time_probes"}``, counted by the store).  With
+    uplinks :meth:`from_lorawan` reads, with ``ports`` (fport, time_fport): reports on fport, time
+    probes on time_fport (``{"ignored": "time_probes"}``, counted by the store).  With
     ``period_s`` only epochs ``current - past_epochs .. current + 1`` of the
     campaign clock are accepted (the + 1 for device clocks a little ahead)."""
 
     def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None,
-                 fport=LORAWAN_DEFAULTS["fport"], past_epochs=PAST_EPOCHS, time_fport=LORAWAN_DEFAULTS["time_fport"]):
+                 past_epochs=PAST_EPOCHS, ports=LORAWAN_PORTS):
         self.codec = codec(cfg)
         self.campaign = campaign
         self.period_s, self.epoch_origin, self.clock = period_s, epoch_origin, clock
         self.past_epochs = past_epochs
-        self.lorawan, self.fport, self.time_fport = lorawan, fport, time_fport
+        self.lorawan, (self.fport, self.time_fport) = lorawan, ports
         self.max_payload = HEADER_BYTES + max(self.codec.body_lengths)  # the longest header, full
 
     def from_mqtt(self, topic, payload, source="mqtt"):

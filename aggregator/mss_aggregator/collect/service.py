@@ -57,7 +57,6 @@ class Aggregator:
         clock = campaign.require_clock("the aggregator needs it to bound the epochs it accepts and to choose "
                                        "the default estimate")
         campaign.check_links(links)
-        fport, time_fport = campaign.lorawan_ports() if links.lorawan else (None, None)
         self.store = open_store(store_path, self.cfg, name)
         self.store.quarantine_max_rows = campaign.quarantine_max_rows
         try:
@@ -84,7 +83,8 @@ class Aggregator:
             self.ingest = ShuffledIngest(self.cfg, name, shuffle_key)
         else:
             self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"], lorawan=links.lorawan,
-                                 fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
+                                 past_epochs=clock["accept_past_epochs"],
+                                 ports=campaign.lorawan_ports() if links.lorawan else (None, None))
         self.log, self.failures = log, Failures()
         self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)

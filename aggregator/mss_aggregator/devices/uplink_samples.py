@@ -127,9 +127,8 @@ def refusal(raw, uplink, at=None):
     cfg, clock, device = load_dict(raw), campaign_clock(raw), raw.get("device") or {}
     ingest = Ingest(cfg, None, clock["period_s"], clock["epoch_origin"],
                     clock=(lambda: at) if at is not None else time.time, lorawan=parse_spec(uplink.spec),
-                    fport=config_port(device, "fport", LORAWAN_DEFAULTS["fport"]),
                     past_epochs=clock["accept_past_epochs"],
-                    time_fport=config_port(device, "time_fport", LORAWAN_DEFAULTS["time_fport"]))
+                    ports=tuple(config_port(device, key, LORAWAN_DEFAULTS[key]) for key in ("fport", "time_fport")))
     out = ingest.from_lorawan(uplink.topic.encode(), uplink.document)
     if "report" in out:
         return None

@@ -74,9 +74,9 @@ class Shuffler:
                               f"device id, so its reports name their device; plan another protocol")
         clock = campaign.require_clock("the shuffler needs it to close epochs and bound the epochs it accepts")
         campaign.check_links(links)
-        fport, time_fport = campaign.lorawan_ports() if links.lorawan else (None, None)
         self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"], lorawan=links.lorawan,
-                             fport=fport, past_epochs=clock["accept_past_epochs"], time_fport=time_fport)
+                             past_epochs=clock["accept_past_epochs"],
+                             ports=campaign.lorawan_ports() if links.lorawan else (None, None))
         self.campaign, self.log, self.failures = name, log, Failures()
         self.queue = ShuffleQueue(queue_path, self.cfg, name, key, colluding=batching.colluding)
         self.writer = Writer(self.queue, self.ingest, failures=self.failures)
