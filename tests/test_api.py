@@ -75,7 +75,8 @@ def test_plan_is_mss_plan_json():
     with pytest.raises(TypeError, match="not both"):
         mss_iot.plan(mss_iot.PlanRequest(k=16, epsilon=2.0), k=8)
     frame = p.to_frame()
-    assert list(frame["protocol"]) == [c["protocol"] for c in p.to_dict()["candidates"]] and "ss" in set(frame["protocol"])
+    assert list(frame["protocol"]) == [c["protocol"] for c in p.to_dict()["candidates"]]
+    assert "ss" in set(frame["protocol"])
 
 
 def test_campaign_from_file(tmp_path):
