@@ -1,4 +1,6 @@
 """Issue 29: mss plan --shuffle-n N --delta D --central-epsilon C (the shuffle model's plan)."""
+import math
+
 import pytest
 
 from mss_protocol import shuffling
@@ -68,20 +70,44 @@ def test_bad_combinations_name_the_flag(args, flag):
     assert out.exit_code == 2 and flag in out.output, out.output
 
 
+def _tightest(eps0, n, k, protocol):
+    """The central figure of a shuffled batch at eps0 under the protocol's bounds: its smallest bound."""
+    c = shuffling.central_epsilon(eps0, n, 1e-6, protocol, k)
+    name, eps = min(c.bounds, key=lambda bound: bound[1])
+    assert (c.method, c.eps) == (name, eps)  # Central names the smallest of the bounds it computed
+    return c
+
+
+def _planned_eps0(eps_c, n, k, protocol=None):
+    """The largest eps0 meeting eps_c under the bounds for ``protocol``, to 4 decimals rounded down as
+    mss plan plans it."""
+    return math.floor(shuffling.largest_eps0(eps_c, n, 1e-6, protocol, k) * 1e4) / 1e4
+
+
 def test_grr_plans_at_its_own_tighter_bound():
-    # k = 16, n = 1e5, C = 0.5: auto chooses GRR at the generic bound's epsilon and says GRR's own allows more
+    # k = 16, n = 1e5, C = 0.5: auto chooses GRR at the generic bound's epsilon and says GRR's own allows more;
+    # --protocol grr plans at the largest epsilon its tightest proven bound allows and states that bound
     auto = plan("--k", 16, "--central-epsilon", 0.5, "--shuffle-n", 100_000)
     assert auto.exit_code == 0 and "--protocol grr plans it there" in auto.output
     grr = plan_json("--k", 16, "--central-epsilon", 0.5, "--shuffle-n", 100_000, "--protocol", "grr")
     generic = shuffling.largest_eps0(0.5, 100_000, 1e-6)
-    assert grr["epsilon"] > generic and grr["shuffle"]["method"] == "grr-stronger-clone"
-    assert grr["shuffle"]["eps_c"] <= 0.5
+    assert grr["epsilon"] == _planned_eps0(0.5, 100_000, 16, "grr") > generic
+    tightest = _tightest(grr["epsilon"], 100_000, 16, "grr")
+    assert (grr["shuffle"]["method"], grr["shuffle"]["eps_c"]) == (tightest.method, tightest.eps)
+    assert tightest.eps <= 0.5 and tightest.method not in ("feldman-closed-form", "feldman-numerical")
 
 
 def test_auto_names_grr_at_its_own_bound_when_it_beats_the_plan():
-    # k = 1024, n = 10,000, C = 1: auto plans MSS at the generic bound's 4.7969 (predicted 3.26e-06); GRR's
-    # stronger clone allows 5.4699, where GRR's predicted MSE is 2.675e-06 (docs/benchmarks.md)
+    # k = 1024, n = 10,000, C = 1: auto plans MSS at the generic bound's epsilon; GRR's own bound allows a
+    # larger one, where GRR's predicted MSE is below auto's (docs/benchmarks.md, shuffled against pure local)
     auto = plan("--k", 1024, "--central-epsilon", 1, "--shuffle-n", 10_000)
     assert auto.exit_code == 0, auto.output
+    auto_json = plan_json("--k", 1024, "--central-epsilon", 1, "--shuffle-n", 10_000)
+    grr = plan_json("--k", 1024, "--central-epsilon", 1, "--shuffle-n", 10_000, "--protocol", "grr")
+    own = _planned_eps0(1, 10_000, 1024, "grr")
+    assert auto_json["epsilon"] == _planned_eps0(1, 10_000, 1024) < own == grr["epsilon"]
+    assert grr["shuffle"]["method"] == _tightest(own, 10_000, 1024, "grr").method
+    assert grr["predicted_mse"] < auto_json["predicted_mse"]
     text = " ".join(auto.output.split())
-    assert "up to epsilon 5.4699, where GRR's predicted MSE 2.675e-06 is below this plan's" in text
+    assert (f"up to epsilon {own:g}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this plan's "
+            f"{auto_json['predicted_mse']:.4g}") in text
