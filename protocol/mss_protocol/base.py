@@ -143,7 +143,8 @@ class Protocol:
             raw, stderr = self.estimate(counts, n)
         else:  # no reports (an empty store or epoch): nothing known, as the MSS decoder says
             raw, stderr = np.zeros(self.k), np.full(self.k, np.inf)
-        return Estimate.build(raw, stderr, n, post, "exact", 0, time.perf_counter() - t0)
+        return Estimate.build(raw=raw, stderr=stderr, n=n, post=post, stderr_method="exact", iterations=0,
+                              seconds=time.perf_counter() - t0)
 
     def variance(self, n, prior=None):
         raise self.missing("variance(n, prior=None)")

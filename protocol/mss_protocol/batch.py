@@ -72,8 +72,8 @@ class Batch:
 
     def report(self, r):
         """Report r as ``codec.decode`` of its frame returns it."""
-        return Report(self.cfg.config_id, self.epochs[r], self.seqs[r], int(self.j[r]), self.subset(r),
-                      self.frames[r])
+        return Report(config_id=self.cfg.config_id, epoch=self.epochs[r], seq=self.seqs[r], j=int(self.j[r]),
+                      subset=self.subset(r), frame=self.frames[r])
 
     def reports(self):
         """``[self.report(r) for r in range(len(self))]``, the subsets split from the arrays
@@ -89,7 +89,8 @@ class Batch:
         else:
             members, ends = self.members.tolist(), np.cumsum(self.sizes).tolist()
             subsets = [tuple(members[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-        return [Report(self.cfg.config_id, epoch, seq, j, subset, frame) for epoch, seq, j, subset, frame
+        return [Report(config_id=self.cfg.config_id, epoch=epoch, seq=seq, j=j, subset=subset,
+                       frame=frame) for epoch, seq, j, subset, frame
                 in zip(self.epochs, self.seqs, self.j.tolist(), subsets, self.frames)]
 
     def counts(self):

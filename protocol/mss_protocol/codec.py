@@ -46,7 +46,7 @@ class OracleCodec:
         if self.unary:
             bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8), count=self.nbits)
             subset = tuple(np.flatnonzero(bits).tolist())
-        return Report(self.cfg.config_id, epoch, seq, 0, subset, frame)
+        return Report(config_id=self.cfg.config_id, epoch=epoch, seq=seq, j=0, subset=subset, frame=frame)
 
     def decode_many(self, frames, device_ids=None, epochs=None):
         """:class:`~mss_protocol.batch.Batch` of ``frames`` (``device_ids``, ``epochs``:
@@ -69,7 +69,8 @@ class OracleCodec:
     def _parse(self, data, device_id, epoch):
         """(frame, epoch, seq, body, subset) of a valid report, else WireError; the
         subset of a unary encoding (its set bits) is left to the caller (None)."""
-        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
+        frame, epoch, seq, body = split(data=data, config_id=self.cfg.config_id, body_lengths=self.body_lengths,
+                                        kind=self.cfg.frame, epoch=epoch)
         if self.cfg.protocol.has_seed:  # its seed: checked with the link's data, before the body
             check_device(device_id)
         code = int.from_bytes(body, "big")

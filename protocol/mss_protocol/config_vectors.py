@@ -41,7 +41,8 @@ def retag(d):
     name = d.get("protocol", "mss")
     if name in FIELDS:
         irr = d["irr"]["t"] if "irr" in d else None
-        cid = oracle_config_id(name, d["k"], [d[f] for f in FIELDS[name]], d.get("seed", "epoch"), irr)
+        cid = oracle_config_id(name=name, k=d["k"], values=[d[f] for f in FIELDS[name]], seed=d.get("seed", "epoch"),
+                               irr=irr)
     else:
         cid = config_id(d["k"], d["moduli"], d["omegas"], d["thresholds"])
     return dict(d, config_id=cid.hex())

@@ -158,8 +158,8 @@ class DrawAhead:
         u = x[:p][taken].reshape(n_rep, s) % (t + 1)  # int32: half the memory
         u[keeps, 0] = m - 1
         rep_m = np.arange(0, n_rep * m, m, dtype=np.int32)[:, None]  # m times the report
-        hit = floyd_hits(u.reshape(-1), m - 1 - s, np.tile(np.arange(s, dtype=np.int32), n_rep),
-                         (u + rep_m).reshape(-1), n_rep * m, m <= FLOYD_DENSE * s).reshape(n_rep, s)
+        hit = floyd_hits(u=u.reshape(-1), t0=m - 1 - s, d=np.tile(np.arange(s, dtype=np.int32), n_rep),
+                         key=(u + rep_m).reshape(-1), span=n_rep * m, dense=m <= FLOYD_DENSE * s).reshape(n_rep, s)
         np.copyto(u, t, where=hit)  # the draws chosen, distinct within a report
         u.sort(axis=1)  # rows of 275 int32: 26 us for 64, a mark over [0, 64 m) and its nonzeros 100
         # report i's row of the window: its s shifted rows then its s base rows, a kept

@@ -36,8 +36,8 @@ class Estimate:
     @classmethod
     def build(cls, raw, stderr, n, post, stderr_method, iterations, seconds):
         """Post-process ``raw`` and attach the marginal 95% intervals."""
-        est = cls(postprocess.apply(raw, post), raw, stderr, None, None, int(n), post, stderr_method,
-                  iterations, seconds)
+        est = cls(estimate=postprocess.apply(raw, post), raw=raw, stderr=stderr, ci_low=None, ci_high=None, n=int(n),
+                  post=post, stderr_method=stderr_method, iterations=iterations, seconds=seconds)
         est.ci_low, est.ci_high = est.intervals()
         return est
 
@@ -72,7 +72,8 @@ class Estimate:
         """This estimate under another post-processing (same raw, SEs, intervals' source)."""
         if post == self.post:
             return self
-        return Estimate.build(self.raw, self.stderr, self.n, post, self.stderr_method, self.iterations, self.seconds)
+        return Estimate.build(raw=self.raw, stderr=self.stderr, n=self.n, post=post, stderr_method=self.stderr_method,
+                              iterations=self.iterations, seconds=self.seconds)
 
     def significance(self):
         """What the detections mean: the counts of detected items, marginal and

@@ -186,7 +186,7 @@ def _bits_list(mask):
     return out
 
 
-def _on_pool(rng, need, run, *args):
+def _on_pool(rng, need, run, args):
     """``run(pool, pos, *args)`` -> (out, end) on ``need`` pooled bytes, consuming them up to
     ``end``.  When rejections take more bytes than pooled, run reads past the pool's end;
     then it runs again from the same byte with twice the pool (the draws are the bytes')."""
@@ -241,7 +241,7 @@ class BlockClient:
             pos = at[0]
             keep = (int.from_bytes(pool[pos:pos + 4], "big") & COIN_MASK) < self.threshold  # ByteRng.chance
             try:
-                out, end = self.run(pool, pos + 4, self.steps[keep], r, keep)
+                out, end = self.run(pool=pool, pos=pos + 4, steps=self.steps[keep], r=r, keep=keep)
             except IndexError:
                 end = at[1] + 1
             if end <= at[1]:
@@ -264,7 +264,7 @@ class BlockClient:
 
     def _one(self, rng, r):
         keep = rng.chance(self.threshold)
-        return self.rank(floyd(rng, self.m, self.omega - keep, r, keep))
+        return self.rank(floyd(rng=rng, m=self.m, s=self.omega - keep, r=r, keep=keep))
 
 
 MASK_RANKS_MAX = 4096  # subsets up to which a block's ranks are looked up by bitmask (at most ~0.5 MB)
@@ -344,11 +344,11 @@ def floyd(rng, m, s, r, keep=False):
     t, runs, steps = floyd_steps(m, s)
     if _loops(m, s):
         if m <= FLOYD_BITS_MAX:
-            return _bits_list(_on_pool(rng, _loop_bytes(steps), _floyd_bits, steps, r, keep))
-        return _on_pool(rng, _loop_bytes(steps), _floyd_set, steps, r, keep)
+            return _bits_list(_on_pool(rng, _loop_bytes(steps), _floyd_bits, (steps, r, keep)))
+        return _on_pool(rng, _loop_bytes(steps), _floyd_set, (steps, r, keep))
     u = np.concatenate([_belows(rng, *run) for run in runs]) if len(runs) > 1 else _belows(rng, *runs[0])
     dense = m <= FLOYD_DENSE * s
-    hit = floyd_hits(u, t[0], None, u, m, dense)
+    hit = floyd_hits(u=u, t0=t[0], d=None, key=u, span=m, dense=dense)
     if dense:  # the drawn values and the steps that hit, off a mask of [0, m), past r
         mark = np.zeros(m, dtype=bool)
         mark[u] = True

@@ -75,7 +75,7 @@ class OracleConfig:
         self.irr_epsilon = None if irr is None else irr.epsilon
         self.irr_threshold = None if irr is None else irr.threshold
         self.irr_eps_effective = None if irr is None else irr.eps_effective
-        self.config_id = oracle_config_id(name, k, self.values, seed, self.irr_threshold)
+        self.config_id = oracle_config_id(name=name, k=k, values=self.values, seed=seed, irr=self.irr_threshold)
         self.eps_effective = self.protocol.eps_effective
         # one composed report's exact worst log-ratio (without an IRR: eps_effective)
         self.report_eps_effective = self.protocol.report_eps_effective
@@ -101,7 +101,8 @@ class OracleConfig:
         return self.protocol.bits
 
     def with_frame(self, frame):
-        return OracleConfig(self.name, self.k, self.epsilon, frame, self.seed, self.irr_epsilon)
+        return OracleConfig(name=self.name, k=self.k, epsilon=self.epsilon, frame=frame, seed=self.seed,
+                            irr_epsilon=self.irr_epsilon)
 
     def tally(self, j, members, sizes):
         """Counts (size,) of stored reports: the protocol's ``tally_members`` of their members
@@ -142,8 +143,8 @@ class OracleConfig:
             if not is_int(irr["t"]):
                 raise ConfigError(f"{source}: irr.t must be a JSON integer, got {irr['t']!r}")
         try:
-            cfg = cls(name, d["k"], d["epsilon"], d.get("frame", "full"), seed,
-                      None if irr is None else irr["epsilon"])
+            cfg = cls(name=name, k=d["k"], epsilon=d["epsilon"], frame=d.get("frame", "full"), seed=seed,
+                      irr_epsilon=None if irr is None else irr["epsilon"])
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         for field, value in zip(FIELDS[name], cfg.values):

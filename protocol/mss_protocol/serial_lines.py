@@ -52,7 +52,8 @@ def _report():
     from mss_protocol.oracle_config import OracleConfig
     from mss_protocol.vectors import report_from_stream
 
-    return report_from_stream(OracleConfig("grr", 5, 1.0).to_dict(), 2, bytes(range(256)), 70000, 45, DEVICE_ID)[0]
+    return report_from_stream(config=OracleConfig("grr", 5, 1.0).to_dict(), value=2, stream=bytes(range(256)),
+                              epoch=70000, seq=45, device_id=DEVICE_ID)[0]
 
 
 def _protocol_lines():
@@ -202,7 +203,8 @@ def check(path=PATH):
 
 
 def main(argv=None):
-    return vector_main(argv, __doc__, write, check, lambda path: f"all serial lines read as stated ({path})")
+    return vector_main(argv=argv, doc=__doc__, write=write, check=check,
+                       ok=lambda path: f"all serial lines read as stated ({path})")
 
 
 if __name__ == "__main__":

@@ -198,4 +198,5 @@ def decode_batch(key, data, config=None):
         off += 2 + size
     if off != len(signed):
         raise BatchError("length", f"{len(signed) - off} bytes after the last of {n} bodies")
-    return ShuffledBatch(cid, batch_id, epoch, first_epoch, tuple(bodies), colluding)
+    return ShuffledBatch(config_id=cid, batch_id=batch_id, epoch=epoch, first_epoch=first_epoch, bodies=tuple(bodies),
+                         colluding=colluding)

@@ -60,7 +60,8 @@ def _bodies(cfg, values, label):
 
     out = []
     for i, x in enumerate(values):
-        report, _ = report_from_stream(cfg.to_dict(), x, label_stream(f"shuffled/{label}/{i}", 256), 70000 + i, i)
+        report, _ = report_from_stream(config=cfg.to_dict(), value=x, stream=label_stream(f"shuffled/{label}/{i}", 256),
+                                       epoch=70000 + i, seq=i)
         out.append(compact_body(cfg, "full", report))
     return out
 
@@ -104,12 +105,13 @@ def make():
              [good[0], tag + b"\xa0", bytes([tag[0] ^ 1]) + good[1][1:], b"\x01" + good[1][1:],
               good[1] + b"\0", b"\x40" + good[1][1:], tag, good[2]], 70000, 70000, 0)]:
         cfg, bid = cfgs[name], _batch_id(what)
-        data = encode_batch(KEY, cfg, bid, epoch, first, bodies, colluding)
+        data = encode_batch(key=KEY, config=cfg, batch_id=bid, epoch=epoch, first_epoch=first, bodies=bodies,
+                            colluding=colluding)
         batches.append({"what": what, "config": name, "batch_id_hex": bid.hex(), "epoch": epoch,
                         "first_epoch": first, "colluding": colluding, "batch_hex": data.hex(),
                         "bodies": [dict(body_hex=b.hex(), **_decode_body(cfg, b, epoch)) for b in bodies]})
     cid, bid = grr.config_id, _batch_id("rejected")
-    ok = encode_batch(KEY, grr, bid, 70000, 70000, good[:2])
+    ok = encode_batch(key=KEY, config=grr, batch_id=bid, epoch=70000, first_epoch=70000, bodies=good[:2])
     other_key = hashlib.sha256(b"another shuffle key").digest()
 
     def remac(data):
@@ -132,26 +134,37 @@ def make():
         ("version 1 (its n counted reports, not devices)", "grr",
          remac(ok[:4] + b"\x01" + ok[5:37] + ok[41:]), None),
         ("version 3 and first_epoch after epoch: the version first", "grr",
-         raw_batch(cid, bid, 70000, 70001, 2, _parts(good[:2]), version=3), None),
-        ("first_epoch after epoch", "grr", raw_batch(cid, bid, 70000, 70001, 2, _parts(good[:2])), None),
+         raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70001, n=2, parts=_parts(good[:2]),
+                   version=3), None),
+        ("first_epoch after epoch", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70001, n=2,
+                                                     parts=_parts(good[:2])), None),
         ("first_epoch after epoch and another config: the epoch first", "grr",
-         raw_batch(mss.config_id, bid, 70000, 70001, 2, _parts(good[:2])), None),
-        ("another config (mss) at a grr receiver", "grr", encode_batch(KEY, mss, bid, 70000, 70000, good[:2]), None),
+         raw_batch(cid=mss.config_id, batch_id=bid, epoch=70000, first_epoch=70001, n=2, parts=_parts(good[:2])), None),
+        ("another config (mss) at a grr receiver", "grr", encode_batch(key=KEY, config=mss, batch_id=bid, epoch=70000,
+                                                                       first_epoch=70000, bodies=good[:2]), None),
         ("an olh batch at a grr receiver (no receiver takes olh)", "grr",
-         encode_batch(KEY, olh, bid, 70000, 70000, [bytes([0x80 | olh.config_id[0] & 0x3F, 0x40])]), None),
-        ("another config and n = 0: the config first", "grr", raw_batch(mss.config_id, bid, 70000, 70000, 0, b""),
+         encode_batch(key=KEY, config=olh, batch_id=bid, epoch=70000, first_epoch=70000,
+                      bodies=[bytes([0x80 | olh.config_id[0] & 0x3F, 0x40])]), None),
+        ("another config and n = 0: the config first", "grr", raw_batch(cid=mss.config_id, batch_id=bid, epoch=70000,
+                                                                        first_epoch=70000, n=0, parts=b""),
          None),
-        ("n = 0", "grr", raw_batch(cid, bid, 70000, 70000, 0, b""), None),
-        ("n = 0 and a body: the count first", "grr", raw_batch(cid, bid, 70000, 70000, 0, _parts(good[:1])), None),
-        ("n = 3, two bodies", "grr", raw_batch(cid, bid, 70000, 70000, 3, _parts(good[:2])), None),
+        ("n = 0", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=0, parts=b""), None),
+        ("n = 0 and a body: the count first", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000,
+                                                               n=0, parts=_parts(good[:1])), None),
+        ("n = 3, two bodies", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=3,
+                                               parts=_parts(good[:2])), None),
         ("n = 3, two bodies and one byte (no room for a length)", "grr",
-         raw_batch(cid, bid, 70000, 70000, 3, _parts(good[:2]) + b"\0"), None),
-        ("a body of length 0", "grr", raw_batch(cid, bid, 70000, 70000, 2, _parts(good[:1]) + b"\0\0"), None),
+         raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=3, parts=_parts(good[:2]) + b"\0"), None),
+        ("a body of length 0", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=2,
+                                                parts=_parts(good[:1]) + b"\0\0"), None),
         ("the last body's length past the end", "grr",
-         raw_batch(cid, bid, 70000, 70000, 2, _parts(good[:1]) + b"\0\x09" + good[1]), None),
-        ("one byte after the last body", "grr", raw_batch(cid, bid, 70000, 70000, 2, _parts(good[:2]) + b"\0"),
+         raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=2,
+                   parts=_parts(good[:1]) + b"\0\x09" + good[1]), None),
+        ("one byte after the last body", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000, n=2,
+                                                          parts=_parts(good[:2]) + b"\0"),
          None),
-        ("one body less than the bytes hold", "grr", raw_batch(cid, bid, 70000, 70000, 1, _parts(good[:2])), None),
+        ("one body less than the bytes hold", "grr", raw_batch(cid=cid, batch_id=bid, epoch=70000, first_epoch=70000,
+                                                               n=1, parts=_parts(good[:2])), None),
     ]
     out = []
     for what, name, data, key in rejected:
@@ -173,7 +186,7 @@ def make():
             ("first_epoch after epoch", good[:1], 70000, 70001, bid), ("epoch 2**32", good[:1], 1 << 32, 0, bid),
             ("a 15-byte batch id", good[:1], 70000, 70000, bid[:15])]:
         try:
-            encode_batch(KEY, grr, batch_id, epoch, first, bodies)
+            encode_batch(key=KEY, config=grr, batch_id=batch_id, epoch=epoch, first_epoch=first, bodies=bodies)
         except BatchError as exc:
             unencodable.append({"what": what, "config": "grr", "batch_id_hex": batch_id.hex(), "epoch": epoch,
                                 "first_epoch": first, "bodies_hex": [b.hex() for b in bodies], "reason": exc.reason})
@@ -202,8 +215,8 @@ def check(path=PATH):
     for b in d["batches"]:
         cfg, data = cfgs[b["config"]], bytes.fromhex(b["batch_hex"])
         bodies = [bytes.fromhex(x["body_hex"]) for x in b["bodies"]]
-        written = encode_batch(key, cfg, bytes.fromhex(b["batch_id_hex"]), b["epoch"], b["first_epoch"], bodies,
-                               b["colluding"])
+        written = encode_batch(key=key, config=cfg, batch_id=bytes.fromhex(b["batch_id_hex"]), epoch=b["epoch"],
+                               first_epoch=b["first_epoch"], bodies=bodies, colluding=b["colluding"])
         if written != data:
             errors.append(f"{path}: {b['what']}: the writer wrote {written.hex()}")
         try:
@@ -229,8 +242,8 @@ def check(path=PATH):
                 errors.append(f"{path}: {r['what']}: reason {exc.reason}, not {r['reason']}")
     for u in d["unencodable"]:
         try:
-            encode_batch(key, cfgs[u["config"]], bytes.fromhex(u["batch_id_hex"]), u["epoch"], u["first_epoch"],
-                         [bytes.fromhex(x) for x in u["bodies_hex"]])
+            encode_batch(key=key, config=cfgs[u["config"]], batch_id=bytes.fromhex(u["batch_id_hex"]), epoch=u["epoch"],
+                         first_epoch=u["first_epoch"], bodies=[bytes.fromhex(x) for x in u["bodies_hex"]])
             errors.append(f"{path}: {u['what']}: encoded")
         except BatchError as exc:
             if exc.reason != u["reason"]:
@@ -239,7 +252,8 @@ def check(path=PATH):
 
 
 def main(argv=None):
-    return vector_main(argv, __doc__, write, check, lambda path: f"all shuffled batches read as stated ({path})")
+    return vector_main(argv=argv, doc=__doc__, write=write, check=check,
+                       ok=lambda path: f"all shuffled batches read as stated ({path})")
 
 
 if __name__ == "__main__":

@@ -255,7 +255,7 @@ EDGES = [(131071, 131072), (131072, 131071), (4294967295, 4294967290)]
 
 
 def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
-    cfg = build(protocol, k, eps, moduli, frame, extras)
+    cfg = build(protocol=protocol, k=k, eps=eps, moduli=moduli, frame=frame, extras=extras)
     d = cfg.to_dict()
     c = codec(cfg)
     draws = [(x, 70000 + i, 70000 + i) for i, x in enumerate(values)]  # above 65536
@@ -265,13 +265,13 @@ def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
     for i, (x, epoch, link) in enumerate(draws):
         stream = label_stream(f"{protocol}/{name}/{i}", 64 + 8 * max(getattr(cfg, "omegas", [k])) + 8 * k)
         seq = 0 if cfg.frame else i  # compact kinds carry no sequence
-        report, used = report_from_stream(d, x, stream, epoch, seq)
+        report, used = report_from_stream(config=d, value=x, stream=stream, epoch=epoch, seq=seq)
         r = c.decode(report, DEVICE_ID, link)
         vectors.append({"value": x, "epoch": epoch, "link_epoch": link, "seq": seq, "device_id": DEVICE_ID,
                         "random_hex": stream[:used].hex(), "bytes_consumed": used,
                         "j": r.j, "subset": list(r.subset), "report_hex": report.hex()})
         if memoized(d):
-            _, body, _ = fresh_from_stream(d, x, stream, epoch, seq)
+            _, body, _ = fresh_from_stream(config=d, value=x, stream=stream, epoch=epoch, seq=seq)
             vectors[-1]["memo_body_hex"] = body.hex()
     x, epoch, _ = draws[len(values) - 1]
     report = bytes.fromhex(vectors[len(values) - 1]["report_hex"])
@@ -283,7 +283,7 @@ def make_case(protocol, name, k, eps, moduli, frame, values, extras=None):
             body = bytes.fromhex(v["memo_body_hex"])
             epoch, seq = (v["epoch"] + 1) & 0xFFFFFFFF, 0 if cfg.frame else v["seq"] + 1
             stream = label_stream(f"{protocol}/{name}/replay/{i}", 64)
-            report, used = replay_from_stream(d, body, stream, epoch, seq)
+            report, used = replay_from_stream(config=d, body=body, stream=stream, epoch=epoch, seq=seq)
             replays.append({"memo_body_hex": body.hex(), "epoch": epoch, "seq": seq, "device_id": DEVICE_ID,
                             "random_hex": stream[:used].hex(), "bytes_consumed": used,
                             "report_hex": report.hex()})
@@ -298,22 +298,24 @@ def check_file(path):
     c = codec(cfg)
     errors = []
     for v in d["vectors"]:
-        report, used = report_from_stream(d["config"], v["value"], bytes.fromhex(v["random_hex"]),
-                                          v["epoch"], v["seq"], v["device_id"])
+        report, used = report_from_stream(config=d["config"], value=v["value"], stream=bytes.fromhex(v["random_hex"]),
+                                          epoch=v["epoch"], seq=v["seq"], device_id=v["device_id"])
         if (report.hex(), used) != (v["report_hex"], v["bytes_consumed"]):
             errors.append(f"{path}: value {v['value']}: got {report.hex()} (used {used})")
         r = c.decode(report, v["device_id"], v["link_epoch"])
         if (r.j, list(r.subset), r.epoch, r.seq) != (v["j"], v["subset"], v["epoch"], v["seq"]):
             errors.append(f"{path}: value {v['value']}: decoded to {r}")
         if "memo_body_hex" in v:
-            report, body, used = fresh_from_stream(d["config"], v["value"], bytes.fromhex(v["random_hex"]),
-                                                   v["epoch"], v["seq"], v["device_id"])
+            report, body, used = fresh_from_stream(config=d["config"], value=v["value"],
+                                                   stream=bytes.fromhex(v["random_hex"]), epoch=v["epoch"],
+                                                   seq=v["seq"], device_id=v["device_id"])
             if (report.hex(), body.hex(), used) != (v["report_hex"], v["memo_body_hex"], v["bytes_consumed"]):
                 errors.append(f"{path}: value {v['value']}: memoizing draw gave {report.hex()}, "
                               f"memo {body.hex()} (used {used})")
     for rp in d.get("replays", []):
-        report, used = replay_from_stream(d["config"], bytes.fromhex(rp["memo_body_hex"]),
-                                          bytes.fromhex(rp["random_hex"]), rp["epoch"], rp["seq"], rp["device_id"])
+        report, used = replay_from_stream(config=d["config"], body=bytes.fromhex(rp["memo_body_hex"]),
+                                          stream=bytes.fromhex(rp["random_hex"]), epoch=rp["epoch"], seq=rp["seq"],
+                                          device_id=rp["device_id"])
         if report is None or (report.hex(), used) != (rp["report_hex"], rp["bytes_consumed"]):
             errors.append(f"{path}: replay of {rp['memo_body_hex']}: got {report and report.hex()} (used {used})")
             continue

@@ -53,7 +53,7 @@ class MssConfig:
             omegas = [optimal_omega(m, epsilon) for m in moduli]
         _check_moduli(int(k), moduli)
         thresholds = [privacy.threshold(m, w, epsilon) for m, w in zip(moduli, omegas)]
-        return cls(k, epsilon, moduli, omegas, thresholds)
+        return cls(k=k, epsilon=epsilon, moduli=moduli, omegas=omegas, thresholds=thresholds)
 
     def _validate(self):
         _check_moduli(self.k, self.moduli)
@@ -137,7 +137,8 @@ class MssConfig:
 
     def with_frame(self, frame):
         """The same channel sent in another frame kind."""
-        return MssConfig(self.k, self.epsilon, self.moduli, self.omegas, self.thresholds, frame)
+        return MssConfig(k=self.k, epsilon=self.epsilon, moduli=self.moduli, omegas=self.omegas,
+                         thresholds=self.thresholds, frame=frame)
 
     def tally(self, j, members, sizes):
         """Inclusion counts (sum(moduli),) of stored reports: cell offset_j + residue."""
@@ -165,7 +166,8 @@ class MssConfig:
         if label not in ("mss", "ss"):
             raise ConfigError(f"{source}: protocol {label!r} is not mss or ss")
         try:
-            cfg = cls(d["k"], d["epsilon"], d["moduli"], d["omegas"], d["thresholds"], d.get("frame", "full"))
+            cfg = cls(k=d["k"], epsilon=d["epsilon"], moduli=d["moduli"], omegas=d["omegas"],
+                      thresholds=d["thresholds"], frame=d.get("frame", "full"))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: {exc}") from None
         if label != cfg.name:

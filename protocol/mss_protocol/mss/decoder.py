@@ -86,18 +86,19 @@ class Decoder:
         # used here before inflated the noise part and hid the missing assignment part;
         # with both parts exact, 95% CIs cover 0.95-0.96 down to 15 reports per block.)
         g = np.clip(self.A @ raw, 0, 1)
-        var, method = item_variance(cfg, self.components, n_j, w, g, simplex(raw), self.damp ** 2)
-        return Estimate.build(raw, np.sqrt(var), counts.total, post, method, int(res[2]),
-                              time.perf_counter() - t0)
+        var, method = item_variance(cfg=cfg, comps=self.components, n_j=n_j, w=w, g=g, f=simplex(raw),
+                                    ridge=self.damp ** 2)
+        return Estimate.build(raw=raw, stderr=np.sqrt(var), n=counts.total, post=post, stderr_method=method,
+                              iterations=int(res[2]), seconds=time.perf_counter() - t0)
 
 
 def item_variance(cfg, comps, n_j, w, g, f, ridge=0.0):
     """(diag(Cov(fhat)), method): :func:`noise_variance` at class frequencies ``g``
     plus :func:`assignment_variance` at the distribution ``f`` (exact components
     only: the diagonal approximation leaves the assignment out)."""
-    var, method, inv = noise_variance(cfg, comps, n_j, w, g, ridge)
+    var, method, inv = noise_variance(cfg=cfg, comps=comps, n_j=n_j, w=w, g=g, ridge=ridge)
     if inv is not None and cfg.l > 1:
-        var = var + assignment_variance(cfg, comps, inv, n_j, w, f)
+        var = var + assignment_variance(cfg=cfg, comps=comps, inv=inv, n_j=n_j, w=w, f=f)
     return var, method
 
 

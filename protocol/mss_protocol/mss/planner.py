@@ -174,7 +174,7 @@ def search(k, eps, max_bits=None, seed=0, per_band=3, prior=None, protocol="mss"
         raise PlanError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     rng = np.random.default_rng(seed)
     scored = []
-    sets = [] if protocol == "ss" else list(candidate_sets(k, eps, max_bits, rng, per_band))
+    sets = [] if protocol == "ss" else list(candidate_sets(k=k, eps=eps, max_bits=max_bits, rng=rng, per_band=per_band))
     todo = ([[k]] if protocol != "mss" else []) + sets
     what = f"{protocol} search, k={k}, epsilon {eps:g}" + (f", <= {max_bits} bits" if max_bits else "")
     for done, moduli in enumerate(todo, 1):
@@ -276,8 +276,8 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
         if cached is None and use_cache:
             cached = _read(path)
         if cached is None:
-            best, scored = search(k, eps, max_bits, seed, per_band, prior=prior, protocol=protocol,
-                                  progress=progress)
+            best, scored = search(k=k, eps=eps, max_bits=max_bits, seed=seed, per_band=per_band, prior=prior,
+                                  protocol=protocol, progress=progress)
             parts = predicted_mse(best[0], 1.0, prior, parts=True, **FINAL)[0]
             cached = {
                 "key": key, "config": best[0].to_dict(), "unit_mse": best[1], "mse_rel_error": best[2],

@@ -78,7 +78,8 @@ class MssProtocol(Protocol):
         m_j, the report's header, j shifted past the rank bits, padding bits, body bytes)."""
         cfg = self.cfg
         one = len(cfg.moduli) == 1  # no block draw between reports: the draws can be read ahead
-        return [(BlockClient(m, w, t, self.ranker, DrawAhead.make(m, w, t, self.ranker) if one else None),
+        return [(BlockClient(m=m, omega=w, threshold=t, rank=self.ranker,
+                             ahead=DrawAhead.make(m, w, t, self.ranker) if one else None),
                  m, head, j << nbits, pad, size)
                 for j, (m, w, t, (head, nbits, pad, size)) in
                 enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds, self.layout))]
@@ -140,7 +141,7 @@ class MssProtocol(Protocol):
         f = np.asarray(f, float)
         n_j = np.full(cfg.l, N_REF / cfg.l)
         w = np.repeat(block_weights(cfg, n_j), cfg.moduli)
-        return item_variance(cfg, comps, n_j, w, comps.A @ f, f)[0] * N_REF
+        return item_variance(cfg=cfg, comps=comps, n_j=n_j, w=w, g=comps.A @ f, f=f)[0] * N_REF
 
     def channel(self):
         return ResidueChannel(self)

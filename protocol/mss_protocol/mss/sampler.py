@@ -106,7 +106,7 @@ def sample_bitmaps(cfg, values, rng):
     blocks = []
     for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
         rows = np.flatnonzero(j == b)
-        blocks.append((rows, _block_subsets(values[rows] % m, m, omega, t, rng)))
+        blocks.append((rows, _block_subsets(r=values[rows] % m, m=m, omega=omega, threshold=t, rng=rng)))
     return j, blocks
 
 
@@ -143,9 +143,10 @@ def sample_counts(cfg, values, rng):
         for b, (m, omega, t) in enumerate(zip(cfg.moduli, cfg.omegas, cfg.thresholds)):
             r = chunk[j == b] % m
             if r.size * omega > MOMENTS_ABOVE:
-                counts[cfg.offsets[b]:cfg.offsets[b + 1]] += _block_counts_moments(r, m, omega, t, rng)
+                counts[cfg.offsets[b]:cfg.offsets[b + 1]] += _block_counts_moments(
+                        r=r, m=m, omega=omega, threshold=t, rng=rng)
                 continue
             for part in _chunks(r.size, m):
-                z = _block_subsets(r[part], m, omega, t, rng)
+                z = _block_subsets(r=r[part], m=m, omega=omega, threshold=t, rng=rng)
                 counts[cfg.offsets[b]:cfg.offsets[b + 1]] += z.sum(axis=0)
     return n_j, counts

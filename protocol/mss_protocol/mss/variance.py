@@ -68,7 +68,8 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
     inv = comps.inverse(w)
     for nodes, minv in inv.groups:
         for j in range(l):
-            d_noise, d_assign = _exact_block_terms(minv, nodes, cfg.moduli[j], cfg.offsets[j], h_rows, w, f)
+            d_noise, d_assign = _exact_block_terms(minv=minv, nodes=nodes, m=cfg.moduli[j], offset=cfg.offsets[j],
+                                                   h_rows=h_rows, w=w, f=f)
             noise += d_noise
             assign += d_assign
     MV = inv.apply(V)
@@ -78,9 +79,10 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
         for nodes in comps.large:
             for idx in nodes:
                 used, local = np.unique(rows[idx], return_inverse=True)  # the component's rows of A
-                est, se, MV[idx] = _hutchinson(M[idx][:, idx], comps.A[used][:, idx], local.reshape(idx.size, l),
-                                               V[idx], h_rows[used], w[used], f[idx], l / N_REF, rel_tol, maxiter,
-                                               cg_rtol)
+                est, se, MV[idx] = _hutchinson(M=M[idx][:, idx], A=comps.A[used][:, idx],
+                                               rows=local.reshape(idx.size, l), V=V[idx], h_rows=h_rows[used],
+                                               w=w[used], f=f[idx], assign_scale=l / N_REF, rel_tol=rel_tol,
+                                               maxiter=maxiter, cg_rtol=cg_rtol)
                 noise += est[0]
                 assign += est[1]
                 var += se ** 2

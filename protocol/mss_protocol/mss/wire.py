@@ -74,7 +74,7 @@ class WireCodec:
         """Parse and validate one report; raise WireError naming the problem.
         ``epoch``: the link's epoch, needed by compact frames."""
         frame, epoch, seq, j, rank = self._parse(data, epoch)
-        return Report(self.cfg.config_id, epoch, seq, j, self.unrank(j, rank), frame)
+        return Report(config_id=self.cfg.config_id, epoch=epoch, seq=seq, j=j, subset=self.unrank(j, rank), frame=frame)
 
     def decode_many(self, frames, device_ids=None, epochs=None):
         """:class:`~mss_protocol.batch.Batch` of ``frames`` (``epochs``: each one's link
@@ -100,7 +100,8 @@ class WireCodec:
 
     def _parse(self, data, epoch):
         """(frame, epoch, seq, j, rank) of a valid report, else WireError."""
-        frame, epoch, seq, body = split(data, self.cfg.config_id, self.body_lengths, self.cfg.frame, epoch)
+        frame, epoch, seq, body = split(data=data, config_id=self.cfg.config_id, body_lengths=self.body_lengths,
+                                        kind=self.cfg.frame, epoch=epoch)
         cfg = self.cfg
         code = int.from_bytes(body, "big")
         j = code >> (8 * len(body) - cfg.jbits)  # j sits in the first jbits bits
