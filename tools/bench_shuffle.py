@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
-"""Shuffled against pure local: the MSE of the plan at the largest eps0 a shuffler allows, simulated.
+"""Shuffled against pure local, and each protocol's eps0 under the accountant before and after issue 45.
 
-For n devices a shuffled batch (one report each) and a central (eps_c, delta = 1e-6) per epoch,
-the shuffled plan runs at eps0 = largest_eps0(eps_c, n, delta) (mss_protocol.shuffling: the best
-of Feldman, McMillan, Talwar's bounds for any eps0-LDP randomiser, FOCS 2021) and auto's choice
-at that eps0 without OLH (its seed names the device); the pure-local plan is auto's choice at
-epsilon = eps_c, as ``mss plan`` plans today.  Both are simulated (the project's
-mss_aggregator.compare.simulate: draw n values from the prior, run the protocol's channel,
-decode, MSE per item against the empirical frequencies) over a few seeded trials, beside the
-predicted MSE, and the ratio local / shuffled (above 1: the shuffler pays).
+For n devices a shuffled batch (one report each) and a central (eps_c, delta = 1e-6) per epoch:
 
-GRR's own bound (issue 45, item 5): ``mss plan --protocol grr --central-epsilon C --shuffle-n N``
-plans GRR at largest_eps0(C, N, delta, "grr", k); the table gives that eps0 and GRR's simulated MSE
-there now (the blanket and the stronger clone, mss_protocol.shuffling) beside the old accountant's
-(the blanket or the generic bound, whichever was smaller: the stronger clone left out).  The
-generic bound, and so auto's eps0, is unchanged (the module docstring says why).
+* Shuffled against pure local: auto's plan at eps0 = largest_eps0(eps_c, n, delta) (any eps0-LDP
+  randomiser: Feldman, McMillan, Talwar, FOCS 2021), OLH left out (its seed names the device),
+  against the pure-local plan, auto's choice at epsilon = eps_c.  Auto plans every protocol at that
+  generic eps0 (mss_aggregator.plan), so this part is the same under both accountants.
+* Each protocol the plan offers under a shuffler (PLANNED): ``mss plan --protocol P --central-epsilon
+  eps_c --shuffle-n n`` planned by the library (mss_aggregator.plan.plan) under the accountant of today
+  (``new``), beside the same request under the accountant before issue 45 (``old``: OLD_ACCOUNTANT,
+  Feldman, McMillan and Talwar's bounds alone, i.e. shuffling.central_epsilon with protocol=None, the
+  plan at ``mss plan --protocol P --epsilon E --shuffle-n n`` with E that accountant's largest eps0).
+  GRR, OUE (rappor) and SUE are planned at their own bound; SS and HR at the generic one (their size,
+  w or b, depends on eps0), so for them ``own_eps0`` gives what their own bound would allow at the
+  size planned (not planned: reported only); MSS and PGR have only the generic bound.
+
+Every plan is simulated (the project's mss_aggregator.compare.simulate: draw n values from the prior,
+run the protocol's channel, decode, MSE per item against the empirical frequencies) over a few seeded
+trials, the same populations for every plan of a row, beside the predicted MSE.
 
 Trials: by default 40 at k <= 64 and 8 above, so that the simulated MSE's relative standard error,
 about sqrt(2 / (k trials)) (a mean of k trials' squared errors per item), is below 6%.
@@ -23,6 +27,7 @@ Usage: python tools/bench_shuffle.py [--trials T] [--k 16,1024] [--json docs/ben
 """
 import argparse
 import json
+import math
 import statistics
 import time
 
@@ -30,6 +35,7 @@ import numpy as np
 
 from mss_aggregator.compare.simulate import simulate
 from mss_aggregator.distributions import parse
+from mss_aggregator.plan import PlanRequest, Question, Shuffling, plan
 from mss_protocol import registry, shuffling
 from mss_protocol.choose import choose
 from mss_protocol.configs import load_dict
@@ -37,76 +43,84 @@ from mss_protocol.configs import load_dict
 NS = (1_000, 10_000, 100_000)
 EPS_C = (0.5, 1.0, 2.0)
 DELTA = 1e-6
-OLH_OUT = {"olh": "shuffled: its seed names the device"}
+PLANNED = ("grr", "ss", "rappor", "sue", "hr", "mss", "pgr")  # mss plan --protocol under a shuffler (not olh)
+OLD_ACCOUNTANT = dict(protocol=None, k=None, size=None)  # before issue 45: Feldman et al.'s bounds for any randomiser
 
 
-def _simulated(plan, probs, n, trials, seed):
-    """(mean, standard error of the mean) of the per-item MSE of ``plan``'s config over ``trials``."""
-    proto = registry.from_config(load_dict(plan["config"]))
+def _simulated(config, probs, n, trials, seed):
+    """(mean, standard error of the mean) of the per-item MSE of a plan's ``config`` over ``trials``."""
+    proto = registry.from_config(load_dict(config))
     mse = simulate(proto, probs, n, trials, seed).mse
     return float(mse.mean()), float(mse.std(ddof=1) / np.sqrt(trials))
 
 
-def grr_old_eps0(eps_c, n, k):
-    """largest_eps0 for GRR under the old accountant: the smallest bound but the stronger clone."""
-    def old(eps0):
-        c = shuffling.central_epsilon(eps0, n, DELTA, "grr", k)
-        return min([eps for name, eps in c.bounds if name != "grr-stronger-clone"] + [eps0])
-
-    lo, hi = min(eps_c, shuffling.EPS0_MAX), shuffling.EPS0_MAX
-    if old(hi) <= eps_c:
-        return hi
-    while hi - lo > 1e-4:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if old(mid) <= eps_c else (lo, mid)
-    return lo
+def old_eps0(eps_c, n):
+    """The eps0 ``mss plan --central-epsilon eps_c --shuffle-n n`` planned before issue 45 for every
+    protocol: OLD_ACCOUNTANT's largest eps0, rounded down to 4 decimals as the plan rounds it."""
+    return math.floor(shuffling.largest_eps0(eps_c, n, DELTA, **OLD_ACCOUNTANT) * 1e4) / 1e4
 
 
-def _grr(k, n, eps0, probs, prior, trials, seed):
-    """GRR planned at eps0: (predicted MSE, simulated MSE, its standard error)."""
-    plan = choose(k, float(eps0), "grr", n=n, prior=None if prior == "uniform" else probs, prior_label=prior)
-    mse, se = _simulated(plan, probs, n, trials, seed)
-    return plan["predicted_mse"], mse, se
+def _planned(request, probs, trials, seed):
+    """A plan's eps0, its central figure, predicted and simulated MSE (and its standard error)."""
+    d = plan(request).to_dict()
+    mse, se = _simulated(d["config"], probs, request.shuffle.n, trials, seed)
+    return d, {"eps0": d["epsilon"], "protocol": d["protocol"], "eps_c": d["shuffle"]["eps_c"],
+               "method": d["shuffle"]["method"], "predicted_mse": d["predicted_mse"],
+               "simulated_mse": mse, "simulated_se": se}
 
 
-def run(k, n, eps_c, prior, trials):
-    """One row: both plans, predicted and simulated."""
+def protocol_row(k, n, eps_c, name, prior, trials, seed):
+    """``name`` planned by the library at eps_c under today's accountant and the old one."""
     probs = parse(prior, k)
-    # plans at eps0 rounded down to 4 decimals, as mss plan --central-epsilon does (still meets eps_c)
-    eps0 = np.floor(shuffling.largest_eps0(eps_c, n, DELTA) * 1e4) / 1e4
-    shuffled = choose(k, float(eps0), "auto", n=n, prior=None if prior == "uniform" else probs, prior_label=prior,
-                      exclude=OLH_OUT)
+    question = Question(prior=prior)
+    new_d, new = _planned(PlanRequest(k, protocol=name, question=question, shuffle=Shuffling(n, DELTA, eps_c)),
+                          probs, trials, seed)
+    old_e = old_eps0(eps_c, n)
+    old = new if new["eps0"] == old_e else _planned(
+        PlanRequest(k, old_e, protocol=name, question=question, shuffle=Shuffling(n, DELTA)), probs, trials, seed)[1]
+    row = {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials, "protocol": name,
+           **{f"{key}_old": v for key, v in old.items()}, **{f"{key}_new": v for key, v in new.items()}}
+    cfg_name, _, _, size = shuffling.config_bound(load_dict(new_d["config"]))
+    if cfg_name in shuffling.SIZED and size is not None:  # planned at the generic eps0: what its own bound allows
+        row["own_size"] = size
+        row["own_eps0"] = math.floor(shuffling.largest_eps0(eps_c, n, DELTA, cfg_name, k, size=size) * 1e4) / 1e4
+    return row
+
+
+def local_row(k, n, eps_c, prior, trials, seed):
+    """Auto's shuffled plan (at the generic eps0) against the pure-local plan at epsilon = eps_c."""
+    probs = parse(prior, k)
+    request = PlanRequest(k, protocol="auto", question=Question(prior=prior), shuffle=Shuffling(n, DELTA, eps_c))
+    _, s = _planned(request, probs, trials, seed)
     local = choose(k, eps_c, "auto", n=n, prior=None if prior == "uniform" else probs, prior_label=prior)
-    bound = ("grr", k) if shuffled["protocol"] == "grr" else (None, None)
-    central = shuffling.central_epsilon(float(eps0), n, DELTA, *bound)
-    seed = [k, n, int(eps_c * 10)]  # the same populations for both plans
-    s_mse, s_se = _simulated(shuffled, probs, n, trials, seed)
-    l_mse, l_se = _simulated(local, probs, n, trials, seed)
-    grr = {}
-    for label, e0 in (("old", grr_old_eps0(eps_c, n, k)), ("new", shuffling.largest_eps0(eps_c, n, DELTA, "grr", k))):
-        e0 = float(np.floor(e0 * 1e4) / 1e4)
-        predicted, mse, se = _grr(k, n, e0, probs, prior, trials, seed)
-        grr.update({f"grr_eps0_{label}": e0, f"grr_predicted_mse_{label}": predicted,
-                    f"grr_simulated_mse_{label}": mse, f"grr_simulated_se_{label}": se})
-    grr["grr_method_new"] = shuffling.central_epsilon(grr["grr_eps0_new"], n, DELTA, "grr", k).method
-    return {**grr, "k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
-            "eps0": float(eps0), "eps_c_achieved": central.eps, "method": central.method,
-            "shuffled_protocol": shuffled["protocol"], "local_protocol": local["protocol"],
-            "shuffled_predicted_mse": shuffled["predicted_mse"], "local_predicted_mse": local["predicted_mse"],
-            "shuffled_simulated_mse": s_mse, "shuffled_simulated_se": s_se,
+    l_mse, l_se = _simulated(local["config"], probs, n, trials, seed)
+    return {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
+            "eps0": s["eps0"], "eps_c_achieved": s["eps_c"], "method": s["method"],
+            "shuffled_protocol": s["protocol"], "local_protocol": local["protocol"],
+            "shuffled_predicted_mse": s["predicted_mse"], "local_predicted_mse": local["predicted_mse"],
+            "shuffled_simulated_mse": s["simulated_mse"], "shuffled_simulated_se": s["simulated_se"],
             "local_simulated_mse": l_mse, "local_simulated_se": l_se,
-            "ratio_predicted": local["predicted_mse"] / shuffled["predicted_mse"],
-            "ratio_simulated": l_mse / s_mse}
+            "ratio_predicted": local["predicted_mse"] / s["predicted_mse"],
+            "ratio_simulated": l_mse / s["simulated_mse"]}
 
 
 def accountant_seconds(eps0, n=100_000, runs=5, protocol=None, k=None):
     """Median seconds of one central_epsilon(eps0, n, DELTA, protocol, k) (not cached; target < 0.1 s)."""
     times = []
-    for _ in range(runs):
+    for run in range(runs):
         start = time.perf_counter()
-        shuffling.central_epsilon(eps0, n, DELTA, protocol, k)
+        shuffling.central_epsilon(eps0 + run * 1e-9, n, DELTA, protocol, k)  # a new eps0 each run: not the cache's
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def _cell(r):
+    """A protocol's cell: eps0 old -> new (own bound at its size), simulated MSE old -> new."""
+    own = f" (own: {r['own_eps0']:.3f})" if "own_eps0" in r else ""
+    if r["eps0_old"] == r["eps0_new"]:
+        return f"{r['eps0_new']:.3f}{own}; {r['simulated_mse_new']:.3g}"
+    return (f"{r['eps0_old']:.3f} -> {r['eps0_new']:.3f}; "
+            f"{r['simulated_mse_old']:.3g} -> {r['simulated_mse_new']:.3g}")
 
 
 def main():
@@ -116,23 +130,31 @@ def main():
     ap.add_argument("--prior", default="uniform")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
-    rows, start = [], time.perf_counter()
+    rows, protocols, start = [], [], time.perf_counter()
     print(f"delta {DELTA:g} per epoch, {args.prior} prior; MSE per item (simulated mean, predicted in brackets)\n")
     print("| k | trials | n | eps_c | eps0 (shuffled) | shuffled: protocol, MSE | local at eps_c: protocol, MSE | "
-          "ratio simulated (predicted) | GRR eps0 old -> new | GRR MSE old -> new |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for k in (int(x) for x in args.k.split(",")):
+          "ratio simulated (predicted) |")
+    print("|---|---|---|---|---|---|---|---|")
+    grid = [(int(k), n, eps_c) for k in args.k.split(",") for n in NS for eps_c in EPS_C]
+    for k, n, eps_c in grid:
         trials = args.trials or (40 if k <= 64 else 8)
-        for n in NS:
-            for eps_c in EPS_C:
-                r = run(k, n, eps_c, args.prior, trials)
-                rows.append(r)
-                print(f"| {k} | {trials} | {n:,} | {eps_c:g} | {r['eps0']:.3f} | {r['shuffled_protocol']}, "
-                      f"{r['shuffled_simulated_mse']:.3g} ({r['shuffled_predicted_mse']:.3g}) | "
-                      f"{r['local_protocol']}, {r['local_simulated_mse']:.3g} ({r['local_predicted_mse']:.3g}) | "
-                      f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) | "
-                      f"{r['grr_eps0_old']:.3f} -> {r['grr_eps0_new']:.3f} | "
-                      f"{r['grr_simulated_mse_old']:.3g} -> {r['grr_simulated_mse_new']:.3g} |", flush=True)
+        seed = [k, n, int(eps_c * 10)]  # the same populations for every plan of a row
+        r = local_row(k, n, eps_c, args.prior, trials, seed)
+        rows.append(r)
+        print(f"| {k} | {trials} | {n:,} | {eps_c:g} | {r['eps0']:.3f} | {r['shuffled_protocol']}, "
+              f"{r['shuffled_simulated_mse']:.3g} ({r['shuffled_predicted_mse']:.3g}) | "
+              f"{r['local_protocol']}, {r['local_simulated_mse']:.3g} ({r['local_predicted_mse']:.3g}) | "
+              f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) |", flush=True)
+    print("\neps0 old -> new; simulated MSE old -> new (SS, HR: planned at the generic eps0, own bound at the "
+          "size planned in brackets)\n")
+    print("| k | n | eps_c | " + " | ".join(PLANNED) + " |")
+    print("|---|---|---|" + "---|" * len(PLANNED))
+    for k, n, eps_c in grid:
+        trials = args.trials or (40 if k <= 64 else 8)
+        seed = [k, n, int(eps_c * 10)]
+        cells = [protocol_row(k, n, eps_c, name, args.prior, trials, seed) for name in PLANNED]
+        protocols += cells
+        print(f"| {k} | {n:,} | {eps_c:g} | " + " | ".join(_cell(c) for c in cells) + " |", flush=True)
     seconds = time.perf_counter() - start
     print(f"\n{seconds:.0f} s; one central_epsilon at n = 100,000 (uncached, median of 5): "
           + ", ".join(f"eps0 {e:g} {1e3 * accountant_seconds(e):.1f} ms" for e in (0.5, 1, 2, 4, 8))
@@ -141,9 +163,10 @@ def main():
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"delta": DELTA, "prior": args.prior, "seconds": seconds,
-                       "bound": "mss_protocol.shuffling.largest_eps0 (protocol=None: any eps0-LDP randomiser; "
-                                "grr_*: protocol='grr', old = without grr-stronger-clone)",
-                       "rows": rows}, fh, indent=1)
+                       "bound": "rows: auto at mss_protocol.shuffling.largest_eps0 with protocol=None (any eps0-LDP "
+                                "randomiser); protocols: mss_aggregator.plan.plan of each protocol at the central "
+                                "epsilon, *_new today, *_old at the accountant before issue 45 (protocol=None)",
+                       "rows": rows, "protocols": protocols}, fh, indent=1)
 
 
 if __name__ == "__main__":
