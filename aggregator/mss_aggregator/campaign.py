@@ -13,6 +13,7 @@ the firmware's own default (:data:`mss_node.settings.DEVICE_DEFAULTS`, the LoRaW
 Errors are :class:`~mss_protocol.config_file.ConfigError` naming the file and the field;
 :class:`NoClock` when the file has no ``device.period_s`` and the caller needs the clock.
 """
+import copy
 from dataclasses import dataclass, field
 
 from mss_aggregator.collect.ingest import campaign_clock, count_field
@@ -37,7 +38,9 @@ class Campaign:
     protocol's config; ``categories`` their names and order; ``device`` the ``device`` section
     as given (``{}`` without one; :meth:`setting` fills in the firmware's defaults); ``clock``
     ``{"period_s", "epoch_origin", "accept_past_epochs"}`` or None without ``device.period_s``
-    (:meth:`require_clock`); ``quarantine_max_rows``."""
+    (:meth:`require_clock`); ``quarantine_max_rows``; ``document`` the file's JSON object as
+    given, only for what writes files from it (``mss provision`` copies it into each board's
+    config): what reads the campaign takes the fields above."""
 
     source: str
     cfg: object
@@ -45,6 +48,7 @@ class Campaign:
     device: dict = field(default_factory=dict)
     clock: dict | None = None
     quarantine_max_rows: int = QUARANTINE_MAX_ROWS
+    document: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def read(cls, path):
@@ -64,7 +68,8 @@ class Campaign:
                                      "aggregator")
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from None
-        return cls(source, cfg, names, device=dict(device), clock=clock, quarantine_max_rows=quarantine)
+        return cls(source, cfg, names, device=dict(device), clock=clock, quarantine_max_rows=quarantine,
+                   document=copy.deepcopy(raw))
 
     def setting(self, key):
         """``device.<key>`` as the boards run it: given, else the firmware's default."""
@@ -78,14 +83,18 @@ class Campaign:
                           f"{DEVICE_DEFAULTS['epoch_origin']})")
         return self.clock
 
-    def lorawan_ports(self):
-        """(fport, time_fport): the FPorts of reports and of time probes, ``device.lorawan``'s or
-        the firmware's (an :class:`~mss_aggregator.collect.ingest.Ingest`'s ``ports``); ConfigError
-        for a bad one."""
+    def lorawan_port(self, key):
+        """``device.lorawan.<key>`` (``fport``, ``config_fport``, ``time_fport``) as the boards run
+        it: given, else the firmware's default; ConfigError for a bad one."""
         try:
-            return tuple(config_port(self.device, key, LORAWAN_DEFAULTS[key]) for key in ("fport", "time_fport"))
+            return config_port(self.device, key, LORAWAN_DEFAULTS[key])
         except ValueError as exc:
             raise ConfigError(f"{self.source}: {exc}") from None
+
+    def lorawan_ports(self):
+        """(fport, time_fport): the FPorts of reports and of time probes (an
+        :class:`~mss_aggregator.collect.ingest.Ingest`'s ``ports``); ConfigError for a bad one."""
+        return self.lorawan_port("fport"), self.lorawan_port("time_fport")
 
     def check_links(self, links):
         """ConfigError if the reports cannot come by ``links`` (a

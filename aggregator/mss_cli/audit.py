@@ -6,14 +6,13 @@ import click
 from rich.table import Table
 
 from mss_aggregator import jsonout
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli import changing as change_opts
 from mss_cli import learned as learned_opts
 from mss_cli.common import (AUDIT_FAILED, EPSILON, SEED, NumberList, console, csv_list, fail, make_console,
                             output_file, progress, writing)
 from mss_protocol import registry
-from mss_protocol import configs
-from mss_protocol.config_file import read_json
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
 from mss_protocol.privacy import MAX_EPSILON
@@ -107,12 +106,10 @@ def _deployment(o):
     k, epsilon, cfg, device = o.k, o.epsilon, None, None
     if o.config_path:
         try:
-            cfg = configs.load(o.config_path)
-            device = read_json(o.config_path, "config").get("device")
+            campaign = Campaign.read(o.config_path)
         except ConfigError as exc:
             fail(str(exc))
-        if device is not None and not isinstance(device, dict):
-            fail(f"{o.config_path}: device must be an object")
+        cfg, device = campaign.cfg, campaign.device
         if (k is not None and k != cfg.k) or (epsilon is not None and epsilon != cfg.epsilon):
             fail(f"--k/--epsilon disagree with {o.config_path} (k={cfg.k}, epsilon={cfg.epsilon})")
         k, epsilon = cfg.k, cfg.epsilon

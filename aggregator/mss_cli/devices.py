@@ -8,11 +8,11 @@ import click
 import numpy as np
 
 from mss_aggregator import jsonout
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.collect import broker_spec
 from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             error_line, fail, output_file, progress, topic_level, writing)
-from mss_protocol import configs
 from mss_protocol.codec import codec as codec_of
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
@@ -59,7 +59,7 @@ def device_sim_cmd(config_path, value, check_only, count, runtime, seed_bytes, e
     if value is None:
         raise click.UsageError("--value is required (unless --check-only)")
     try:
-        cfg = configs.load(config_path)
+        cfg = Campaign.read(config_path).cfg
         bytes.fromhex(seed_bytes)
     except (ConfigError, ValueError) as exc:
         fail(f"{exc}")
@@ -191,11 +191,12 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     if store_path and aggregator_url:
         raise click.UsageError("--store and --aggregator-url: give one, the place to count what was stored")
     try:
-        cfg = configs.load(config_path)
+        campaign_file = Campaign.read(config_path)
+        cfg = campaign_file.cfg
         values = draw_values(parse(dist, cfg.k), devices, seed)
     except (ConfigError, DistributionError, ValueError) as exc:
         fail(str(exc))
-    period, origin = _fleet_clock(config_path, cfg, epochs)
+    period, origin = _fleet_clock(campaign_file, epochs)
     stored = stored_counter(store_path, aggregator_url, cfg)
     sent = devices * epochs
     try:
@@ -238,21 +239,17 @@ def _check_broker(url):
         raise click.BadParameter(str(exc), param_hint="--broker")
 
 
-def _fleet_clock(config_path, cfg, epochs):
+def _fleet_clock(campaign, epochs):
     """(period_s, epoch_origin) of the campaign's clock (the firmware's defaults without one), with
     --epochs checked against it: dated frames, within the aggregator's accept_past_epochs, from epoch 0."""
-    from mss_aggregator.collect.ingest import campaign_clock
+    from mss_aggregator.collect.ingest import PAST_EPOCHS
     from mss_aggregator.devices.fleet import fleet_epochs
     from mss_device.frame import kind_index
-    from mss_protocol.config_file import read_json
 
-    try:
-        clock = campaign_clock(read_json(config_path, "config")) or {"period_s": 3600, "epoch_origin": 0,
-                                                                       "accept_past_epochs": 32}
-    except (ConfigError, ValueError) as exc:
-        fail(str(exc))
-    if epochs > 1 and cfg.frame == kind_index("compact"):
-        raise click.BadParameter(f"{epochs} epochs need dated reports; {config_path} makes compact frames "
+    clock = campaign.clock or {"period_s": campaign.setting("period_s"),
+                               "epoch_origin": campaign.setting("epoch_origin"), "accept_past_epochs": PAST_EPOCHS}
+    if epochs > 1 and campaign.cfg.frame == kind_index("compact"):
+        raise click.BadParameter(f"{epochs} epochs need dated reports; {campaign.source} makes compact frames "
                                  "(no epoch: the aggregator dates them by arrival)", param_hint="--epochs")
     if epochs > clock["accept_past_epochs"] + 1:
         raise click.BadParameter(f"{epochs} epochs end {epochs - 1} periods back; the aggregator accepts "

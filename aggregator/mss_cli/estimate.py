@@ -6,14 +6,13 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator import jsonout
+from mss_aggregator.campaign import Campaign
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
 from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
 from mss_iot import EstimateError, EstimateRequest, StoreError, estimate_store, open_store
-from mss_protocol import categories, registry
-from mss_protocol.config_file import read_json
+from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
-from mss_protocol.configs import load_dict
 from mss_protocol.limits import MAX_K
 
 
@@ -75,7 +74,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         raise click.UsageError("--delta is the central delta of a shuffled store; a counts file has no batches")
     central = None
     try:
-        wanted = load_config(read_json(config_path, "config"), source=config_path) if config_path else None
+        wanted = Campaign.read(config_path) if config_path else None
         if counts_path:
             counts, counters, scope, categories = _from_counts(counts_path, wanted, config_path)
             est = registry.from_config(counts.cfg).decode(counts, post=post)
@@ -116,12 +115,12 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
 def _from_counts(counts_path, wanted, config_path):
     """(counts, counters, scope, categories) of a counts file, checked against --config's (``wanted``)."""
     counts = load_counts(counts_path)
-    if wanted and wanted[0].config_id != counts.cfg.config_id:
+    if wanted and wanted.cfg.config_id != counts.cfg.config_id:
         raise ConfigError(f"{counts_path} holds counts of config {counts.cfg.config_id_hex}, not "
-                          f"{config_path}'s {wanted[0].config_id_hex}")
+                          f"{config_path}'s {wanted.cfg.config_id_hex}")
     if not counts.total:
         raise ConfigError(f"{counts_path} holds no reports (config {counts.cfg.config_id_hex})")
-    return counts, None, None, wanted[1] if wanted else None
+    return counts, None, None, wanted.categories if wanted else None
 
 
 def _print_estimate(title, view, counters, scope, central):
@@ -148,18 +147,12 @@ def load_counts(path):
     return Counts.load(path)
 
 
-def load_config(raw, source):
-    """(config, :class:`~mss_protocol.categories.Categories`) of a config file's dict."""
-    cfg = load_dict(raw, source=source)
-    return cfg, categories.from_config(raw, cfg.k, source)
-
-
 def _from_store(store_path, wanted, config_path, selection):
     """The :class:`~mss_aggregator.estimates.StoreEstimate` of the reports ``selection`` (``epoch``,
     ``all_epochs``, ``post``, and ``delta`` when --delta was given) picks, decoded, or ConfigError saying
     what the store holds when that is nothing (or --delta for a store of devices)."""
     with open_store(store_path) as store:
-        request = EstimateRequest(config=wanted[0] if wanted else None, categories=wanted[1] if wanted else None,
+        request = EstimateRequest(config=wanted and wanted.cfg, categories=wanted and wanted.categories,
                                   source=config_path, **selection)
         try:
             return estimate_store(store.store, request)

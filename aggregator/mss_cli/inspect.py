@@ -177,16 +177,14 @@ def decode_cmd(config_path, device, epoch, as_json, frame):
     or the reason the aggregator would quarantine it with (exit 3)."""
     from mss_aggregator import jsonout
     from mss_aggregator.collect.ingest import Ingest
-    from mss_aggregator.collect.ingest import campaign_clock
-    from mss_protocol.config_file import ConfigError, read_json
-    from mss_protocol.configs import load_dict
+    from mss_aggregator.campaign import Campaign
+    from mss_protocol.config_file import ConfigError
 
     try:
-        raw = read_json(config_path, "config")
-        cfg = load_dict(raw, source=str(config_path))
-        clock = campaign_clock(raw)
-    except (ConfigError, ValueError) as exc:
-        fail(exc if isinstance(exc, ConfigError) else f"{config_path}: {exc}")
+        campaign = Campaign.read(config_path)
+    except ConfigError as exc:
+        fail(exc)
+    cfg, clock = campaign.cfg, campaign.clock
     if getattr(cfg, "name", None) == "olh" and device is None:
         raise click.UsageError("an olh report decodes with its device's hash seed: give --device ID")
     ingest = (Ingest(cfg, None, clock["period_s"], clock["epoch_origin"], past_epochs=clock["accept_past_epochs"])

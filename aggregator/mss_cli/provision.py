@@ -43,7 +43,8 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
     naming its row and column.  Passwords are never printed: they are in the 0600 files written.
     """
     from mss_aggregator.provision import ProvisionError, ShuffleAccounts, provision, read_fleet
-    from mss_protocol.config_file import ConfigError, read_json
+    from mss_aggregator.campaign import Campaign
+    from mss_protocol.config_file import ConfigError
 
     if " " in campaign:  # a Mosquitto ACL line ends its topic at a space
         raise click.BadParameter(f"{campaign!r}: a Mosquitto ACL topic cannot hold a space", param_hint="--campaign")
@@ -65,10 +66,7 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
             raise click.BadParameter(f"{user!r} names two broker accounts: each needs a username of its own",
                                      param_hint=flags[user])
     try:
-        campaign_cfg = read_json(config_path, "config")
-        if not isinstance(campaign_cfg, dict):
-            raise ConfigError(f"{config_path}: not a JSON object")
-        boards = read_fleet(fleet, campaign_cfg, campaign)
+        boards = read_fleet(fleet, Campaign.read(config_path).document, campaign)
         for b in boards:
             if b.device_id in flags:
                 raise ProvisionError(f"{fleet} row {b.row}: column device_id: {b.device_id} is also the account "

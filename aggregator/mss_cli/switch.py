@@ -72,15 +72,13 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devi
 
 def _target(config_path, fport):
     """(the config of --to-config, the downlink's FPort: --fport, else its device.lorawan.config_fport, else 2)."""
-    from mss_aggregator.collect.lorawan import config_port
-    from mss_protocol.config_file import read_json
-    from mss_protocol.configs import load_dict
+    from mss_aggregator.campaign import Campaign
 
     try:
-        raw = read_json(config_path, "config")
-        return load_dict(raw, source=str(config_path)), fport or config_port(raw.get("device") or {}, "config_fport", 2)
-    except (ConfigError, ValueError) as exc:
-        fail(f"{config_path}: {exc}")
+        campaign = Campaign.read(config_path)
+        return campaign.cfg, fport or campaign.lorawan_port("config_fport")
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def _listed(lorawan, path):
