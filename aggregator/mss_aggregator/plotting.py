@@ -120,9 +120,9 @@ def plot_bench(rows, prefix):
                 low = np.minimum(se, y * 0.999)  # a log axis: the whisker stops above 0
                 ax.errorbar(x, y, yerr=[low, se], marker=marker, ms=4, capsize=3, color=colour, label=name)
                 values += list(y - low) + list(y + se)
-            save(fig, ax, f"MSE per item, k={k}, {dist}, n={sel[0]['n']}\n"
-                 f"mean of {'/'.join(map(str, trials))} trials ± 1 standard error", "MSE",
-                 f"{prefix}-mse-k{k}-{dist.replace(':', '')}.png", values)
+            save(fig=fig, ax=ax, title=f"MSE per item, k={k}, {dist}, n={sel[0]['n']}\n"
+                 f"mean of {'/'.join(map(str, trials))} trials ± 1 standard error", ylabel="MSE",
+                 path=f"{prefix}-mse-k{k}-{dist.replace(':', '')}.png", values=values)
         sel = [r for r in rows if r["k"] == k and r["dist"] == rows[0]["dist"]]
         trials = "/".join(map(str, sorted({r["trials"] for r in sel})))
         for key, label, how in (("decode_seconds", "decode time (s)", f"median of {trials} trials"),
@@ -132,7 +132,8 @@ def plot_bench(rows, prefix):
             for name, colour, marker, x, y, _ in series(sel, key):
                 ax.plot(x, y, marker=marker, ms=4, color=colour, label=name)
                 values += list(y)
-            save(fig, ax, f"{label}, k={k}: {how}", label, f"{prefix}-{key.split('_')[0]}-k{k}.png", values)
+            save(fig=fig, ax=ax, title=f"{label}, k={k}: {how}", ylabel=label,
+                 path=f"{prefix}-{key.split('_')[0]}-k{k}.png", values=values)
     return paths
 
 

@@ -204,7 +204,7 @@ def board(path, line, row, campaign_cfg, campaign):
         Settings(cfg)
     except ValueError as exc:
         raise ProvisionError(f"{where}: column {column_of(str(exc), row)}: {exc}") from None
-    return Board(line, device_id, transport, cfg, password, lorawan)
+    return Board(row=line, device_id=device_id, transport=transport, config=cfg, password=password, lorawan=lorawan)
 
 
 def column_of(message, row):
@@ -218,7 +218,7 @@ def read_fleet(path, campaign_cfg, campaign):
     """The boards of the CSV file at ``path``; ProvisionError at the first bad row or a repeated id."""
     boards, seen = [], {}
     for line, row in read_rows(path):
-        b = board(path, line, row, campaign_cfg, campaign)
+        b = board(path=path, line=line, row=row, campaign_cfg=campaign_cfg, campaign=campaign)
         keys = [("device_id", b.device_id)] if b.device_id else []
         if b.lorawan:
             keys += [("dev_eui", b.lorawan["dev_eui"]), ("device_id", b.lorawan["tts_id"])]

@@ -99,4 +99,4 @@ def make(est, categories=None, order=None, top=None, simultaneous=None):
         raise ValueError(f"top must be at least 1, got {top}")
     if simultaneous is None:
         simultaneous = top < k
-    return View(est, categories, order, top, bool(simultaneous))
+    return View(est=est, categories=categories, order=order, top=top, simultaneous=bool(simultaneous))

@@ -68,7 +68,7 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
 
         device["budget"] = budget_section(*budget)
     if fleet_key_file or max_epsilon is not None:
-        provision(device, cfg, held, fleet_key_file, max_epsilon)
+        provision(device=device, cfg=cfg, held=held, fleet_key_file=fleet_key_file, max_epsilon=max_epsilon)
     if held:
         device["configs"] = sorted(set(device.get("configs", [])) | {Path(h).name for h in held})
     for key, value in parse_sets(sets):

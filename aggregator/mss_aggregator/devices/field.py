@@ -217,8 +217,8 @@ def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_
     (:class:`FieldBoard`, stopped, in order).  Resets are planned from ``seed`` over
     [epoch_origin + period_s / 2, t_end - period_s / 4)."""
     rng = random.Random(seed)
-    plans = plan_resets(rng, len(values), resets, epoch_origin + period_s / 2, t_end - period_s / 4,
-                        max(epoch_origin + period_s / 2, t_end - 2 * period_s))
+    plans = plan_resets(rng=rng, devices=len(values), n=resets, start=epoch_origin + period_s / 2,
+                        end=t_end - period_s / 4, arm_end=max(epoch_origin + period_s / 2, t_end - 2 * period_s))
     boards = []
     base = Path(workdir)
     dialects = fleet_dialects(no_clock)
@@ -229,11 +229,14 @@ def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_
             publish = modem.on_uplink
             folder = base / modem.dev_eui
             folder.mkdir()
-            (folder / "config.json").write_text(json.dumps(field_device_config(cfg, campaign, modem, period_s,
-                                                                               epoch_origin, privacy)))
-            b = FieldBoard(folder, modem, runtime, int(value), plans[i], t_end, no_clock)
-            modem.on_uplink = lambda m, fport, fcnt, data, b=b, publish=publish: b.uplink(m, fport, fcnt, data,
-                                                                                          publish)
+            (folder / "config.json").write_text(json.dumps(field_device_config(cfg=cfg, campaign=campaign, modem=modem,
+                                                                               period_s=period_s,
+                                                                               epoch_origin=epoch_origin,
+                                                                               privacy=privacy)))
+            b = FieldBoard(folder=folder, modem=modem, runtime=runtime, value=int(value), resets=plans[i], t_end=t_end,
+                           no_clock=no_clock)
+            modem.on_uplink = lambda m, fport, fcnt, data, b=b, publish=publish: b.uplink(
+                modem=m, fport=fport, fcnt=fcnt, data=data, publish=publish)
             boards.append(b)
             modem.start()
         for b in boards:

@@ -84,12 +84,14 @@ def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropyth
             if network is None:
                 login = logins[i] if logins else None
                 device_id = login[0] if login else f"{id_prefix}{i}"
-                d = device_config(cfg, broker, campaign, device_id, period_s, epoch_origin, privacy, login)
+                d = device_config(cfg=cfg, broker=broker, campaign=campaign, device_id=device_id, period_s=period_s,
+                                  epoch_origin=epoch_origin, privacy=privacy, login=login)
             else:
                 modem = emulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
                 modem.start()
-                device_id, d = modem.dev_eui, lorawan_device_config(cfg, campaign, modem, period_s, epoch_origin,
+                device_id, d = modem.dev_eui, lorawan_device_config(cfg=cfg, campaign=campaign, modem=modem,
+                                                                    period_s=period_s, epoch_origin=epoch_origin,
                                                                     privacy=privacy)
             folder = Path(tmp) / device_id
             folder.mkdir()

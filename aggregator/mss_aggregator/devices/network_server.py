@@ -86,7 +86,7 @@ def marshal(event, marshaler):
 
 def chirpstack_uplink(app, dev_eui, fport, fcnt, data, t, gateway=0):
     """(topic, JSON document as a dict) of :func:`chirpstack_event`: what tests edit into bad events."""
-    topic, event = chirpstack_event(app, dev_eui, fport, fcnt, data, t, gateway)
+    topic, event = chirpstack_event(app=app, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=data, t=t, gateway=gateway)
     return topic, chirpstack_json(event)
 
 
@@ -169,7 +169,7 @@ class NetworkServerEmulator:
         modem.on_uplink = self.uplink
 
     def uplink(self, modem, fport, fcnt, data):
-        topic, document = self.event(modem.dev_eui, fport, fcnt, data, time.time())
+        topic, document = self.event(dev_eui=modem.dev_eui, fport=fport, fcnt=fcnt, data=data, t=time.time())
         self.client.publish(topic, document, qos=self.qos)
 
     def _down(self, client, userdata, msg):
@@ -197,10 +197,11 @@ class ChirpStackEmulator(NetworkServerEmulator):
             raise RuntimeError("the ChirpStack emulator builds its events with ChirpStack's own messages: "
                                "pip install chirpstack-api") from None
         self.app, self.marshaler = app, marshaler
-        super().__init__(host, port, f"application/{app}/device/+/command/down", user, password)
+        super().__init__(host=host, port=port, down_filter=f"application/{app}/device/+/command/down", user=user,
+                         password=password)
 
     def event(self, dev_eui, fport, fcnt, data, t):
-        topic, event = chirpstack_event(self.app, dev_eui, fport, fcnt, data, t)
+        topic, event = chirpstack_event(app=self.app, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=data, t=t)
         return topic, marshal(event, self.marshaler)
 
     def addressed(self, topic, doc):
@@ -215,10 +216,12 @@ class TheThingsStackEmulator(NetworkServerEmulator):
 
     def __init__(self, host, port, app, tenant, user=None, password=None):
         self.app, self.tenant = app, tenant
-        super().__init__(host, port, f"v3/{app}@{tenant}/devices/+/down/push", user, password)
+        super().__init__(host=host, port=port, down_filter=f"v3/{app}@{tenant}/devices/+/down/push", user=user,
+                         password=password)
 
     def event(self, dev_eui, fport, fcnt, data, t):
-        topic, doc = tts_uplink(self.app, self.tenant, dev_eui, fport, fcnt, data, t)
+        topic, doc = tts_uplink(app=self.app, tenant=self.tenant, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=data,
+                                t=t)
         return topic, json.dumps(doc).encode()
 
     def addressed(self, topic, doc):

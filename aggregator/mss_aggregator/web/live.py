@@ -214,7 +214,7 @@ class LiveView:
                 raise ValueError(f"simultaneous must be true or false, got {simultaneous!r}")
             simultaneous = simultaneous == "true"
         est, cats = s["estimate"].post_processed(post), s["categories"]
-        view = views.make(est, cats, order, top or self.cfg.k, simultaneous)
+        view = views.make(est=est, categories=cats, order=order, top=top or self.cfg.k, simultaneous=simultaneous)
         rows = est.rows(view.shown())
         if cats.labels:
             for r in rows:

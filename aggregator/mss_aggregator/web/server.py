@@ -344,8 +344,8 @@ class WebServer:
         registry.register(MetricsCollector(live))
         registry.register(HttpMetrics(self.stats))
         try:
-            self.httpd = Server((host, port), make_handler(live, token, registry, host_names(host, hosts),
-                                                           self.stats), log)
+            self.httpd = Server((host, port), make_handler(live=live, token=token, registry=registry,
+                                                           host_ok=host_names(host, hosts), stats=self.stats), log)
         except OSError as exc:  # the port is taken, the address is not ours, ...
             raise HttpError(f"--http {bind}: {exc.strerror or exc}") from None
         self.port = self.httpd.server_address[1]
