@@ -107,12 +107,16 @@ def sample_uplinks(raw, value, dev_eui=DEV_EUI, fcnt=FCNT, apps=Applications(), 
         raise ValueError(f"the time is before the campaign's epoch 0 (device.epoch_origin {clock['epoch_origin']})")
     report = Reporter(Params(raw), rng or ByteRng(), dev_eui).report(value, epoch, fcnt & 0xFFFF)
     specs = apps.specs()
-    topic, event = chirpstack_event(apps.chirpstack, dev_eui, fport, fcnt, report, at)
-    tts_topic, tts = tts_uplink(apps.tts, apps.tenant, dev_eui, fport, fcnt, report, at)
-    uplinks = (SampleUplink("chirpstack-json", specs["chirpstack"], topic, marshal(event, "json"), "json"),
-               SampleUplink("chirpstack-protobuf", specs["chirpstack"], topic, marshal(event, "protobuf"), "bin"),
-               SampleUplink("tts", specs["tts"], tts_topic, json.dumps(tts).encode(), "json"))
-    samples = Samples(uplinks, report, dev_eui, fport, fcnt, at, epoch)
+    topic, event = chirpstack_event(app=apps.chirpstack, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=report, t=at)
+    tts_topic, tts = tts_uplink(app=apps.tts, tenant=apps.tenant, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=report,
+                                t=at)
+    uplinks = (SampleUplink(name="chirpstack-json", spec=specs["chirpstack"], topic=topic,
+                            document=marshal(event, "json"), suffix="json"),
+               SampleUplink(name="chirpstack-protobuf", spec=specs["chirpstack"], topic=topic,
+                            document=marshal(event, "protobuf"), suffix="bin"),
+               SampleUplink(name="tts", spec=specs["tts"], topic=tts_topic, document=json.dumps(tts).encode(),
+                            suffix="json"))
+    samples = Samples(uplinks=uplinks, report=report, dev_eui=dev_eui, fport=fport, fcnt=fcnt, time=at, epoch=epoch)
     for uplink in uplinks:
         reason = refusal(raw, uplink, at)
         if reason:
