@@ -19,7 +19,7 @@ aggregator would quarantine.  An event's time must be current when it is
 published, or the aggregator quarantines it as ``epoch`` (outside
 ``accept_past_epochs``): write fresh ones rather than replay old files.
 
-    >>> s = sample_uplinks(raw_config, value=3)       # doctest: +SKIP
+    >>> s = sample_uplinks(board, value=3)            # doctest: +SKIP
     >>> [(u.name, u.topic) for u in s.uplinks]         # doctest: +SKIP
     [('chirpstack-json', 'application/.../event/up'), ('chirpstack-protobuf', ...), ('tts', 'v3/...')]
 """
@@ -28,14 +28,11 @@ import time
 from dataclasses import dataclass
 
 from mss_aggregator.collect.ingest import Ingest
-from mss_aggregator.collect.lorawan import config_port, parse_spec
-from mss_aggregator.collect.ingest import campaign_clock
+from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.devices.network_server import chirpstack_event, marshal, tts_uplink
 from mss_device.params import Params
 from mss_device.rng import ByteRng
-from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
 from mss_node.reporter import Reporter
-from mss_protocol.configs import load_dict
 
 # The examples of docs/lorawan.md: a ChirpStack application id (a UUID), a TTS application on TTN,
 # a DevEUI in the TTN-assigned range, a frame counter.
@@ -61,6 +58,17 @@ class Applications:
 
 
 @dataclass(frozen=True)
+class BoardCampaign:
+    """What a sample needs of the campaign its board runs (the application layer reads the file
+    once and gives these: ``Campaign.cfg``, ``Campaign.require_clock(...)``,
+    ``Campaign.lorawan_ports()``): ``cfg`` the protocol's config; ``clock`` ``{"period_s",
+    "epoch_origin", "accept_past_epochs"}``; ``ports`` (fport, time_fport)."""
+    cfg: object
+    clock: dict
+    ports: tuple
+
+
+@dataclass(frozen=True)
 class SampleUplink:
     name: str  # chirpstack-json, chirpstack-protobuf or tts
     spec: str  # the mss aggregate --lorawan that reads it
@@ -80,32 +88,26 @@ class Samples:
     epoch: int  # of ``time`` on the config's clock
 
 
-def sample_uplinks(raw, value, dev_eui=DEV_EUI, fcnt=FCNT, apps=Applications(), at=None, rng=None):
-    """:class:`Samples` of config file ``raw`` (a dict, as ``mss plan --device-config``
-    writes it): one uplink of the board's report for category ``value``, received at
+def sample_uplinks(board, value, dev_eui=DEV_EUI, fcnt=FCNT, apps=Applications(), at=None, rng=None):
+    """:class:`Samples` of the campaign ``board`` (a :class:`BoardCampaign`, of a config file as
+    ``mss plan --device-config`` writes it): one uplink of the board's report for category ``value``, received at
     unix time ``at`` (default now), with frame counter ``fcnt``, from device ``dev_eui``
     (16 hex digits), drawn from ``rng`` (a :class:`~mss_device.rng.ByteRng`; default
     ``os.urandom``), published to ``apps``.
 
-    ValueError: a config the aggregator refuses or without ``device.period_s`` (its
-    clock), a value outside [0, k), a time before the campaign's epoch 0, or an event
+    ValueError: a value outside [0, k), a time before the campaign's epoch 0, or an event
     the aggregator would not accept (the reason)."""
-    cfg = load_dict(raw)
-    clock = campaign_clock(raw)
-    if clock is None:
-        raise ValueError("the config has no device.period_s, the boards' period: the aggregator refuses it "
-                         "(the device config of a plan carries it)")
+    cfg, clock = board.cfg, board.clock
     if type(value) is not int or not 0 <= value < cfg.k:
         raise ValueError(f"value {value!r} is not a category in [0, {cfg.k})")
     if type(fcnt) is not int or not 0 <= fcnt < 1 << 32:
         raise ValueError(f"a frame counter is an integer in [0, 2^32), got {fcnt!r}")
-    dev_eui, device = dev_eui.lower(), raw.get("device") or {}
-    fport = config_port(device, "fport", LORAWAN_DEFAULTS["fport"])
+    dev_eui, fport = dev_eui.lower(), board.ports[0]
     at = time.time() if at is None else at
     epoch = int((at - clock["epoch_origin"]) // clock["period_s"])  # as the aggregator dates an arrival
     if epoch < 0:
         raise ValueError(f"the time is before the campaign's epoch 0 (device.epoch_origin {clock['epoch_origin']})")
-    report = Reporter(Params(raw), rng or ByteRng(), dev_eui).report(value, epoch, fcnt & 0xFFFF)
+    report = Reporter(Params(cfg.to_dict()), rng or ByteRng(), dev_eui).report(value, epoch, fcnt & 0xFFFF)
     specs = apps.specs()
     topic, event = chirpstack_event(app=apps.chirpstack, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=report, t=at)
     tts_topic, tts = tts_uplink(app=apps.tts, tenant=apps.tenant, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=report,
@@ -118,21 +120,21 @@ def sample_uplinks(raw, value, dev_eui=DEV_EUI, fcnt=FCNT, apps=Applications(), 
                             suffix="json"))
     samples = Samples(uplinks=uplinks, report=report, dev_eui=dev_eui, fport=fport, fcnt=fcnt, time=at, epoch=epoch)
     for uplink in uplinks:
-        reason = refusal(raw, uplink, at)
+        reason = refusal(board, uplink, at)
         if reason:
             raise ValueError(f"the aggregator would not accept the {uplink.name} event: {reason}")
     return samples
 
 
-def refusal(raw, uplink, at=None):
-    """Why the aggregator with config file ``raw`` would not store ``uplink`` (a
-    :class:`SampleUplink`) received at unix time ``at`` (default now): its quarantine
-    reason and detail, or None when it would accept it."""
-    cfg, clock, device = load_dict(raw), campaign_clock(raw), raw.get("device") or {}
-    ingest = Ingest(cfg, None, clock["period_s"], clock["epoch_origin"],
+def refusal(board, uplink, at=None):
+    """Why the aggregator of the campaign ``board`` (a :class:`BoardCampaign`) would not store
+    ``uplink`` (a :class:`SampleUplink`) received at unix time ``at`` (default now): its
+    quarantine reason and detail, or None when it would accept it."""
+    clock = board.clock
+    ingest = Ingest(board.cfg, None, clock["period_s"], clock["epoch_origin"],
                     clock=(lambda: at) if at is not None else time.time, lorawan=parse_spec(uplink.spec),
                     past_epochs=clock["accept_past_epochs"],
-                    ports=tuple(config_port(device, key, LORAWAN_DEFAULTS[key]) for key in ("fport", "time_fport")))
+                    ports=board.ports)
     out = ingest.from_lorawan(uplink.topic.encode(), uplink.document)
     if "report" in out:
         return None
