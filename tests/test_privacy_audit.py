@@ -75,7 +75,7 @@ def test_prior_from_an_estimate(tmp_path):
     with pytest.raises(DistributionError, match="expected items 0..4"):
         parse(f"file:{tmp_path / 'est.json'}", 5)
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(DistributionError, match="mss estimate --json"):
+    with pytest.raises(DistributionError, match="not an estimates document, the JSON output of `mss estimate`"):
         parse(f"file:{tmp_path / 'bad.json'}", 4)
 
 

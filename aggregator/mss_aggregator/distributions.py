@@ -84,7 +84,8 @@ def _from_estimate(path, k):
     except OSError as exc:
         raise DistributionError(f"{path}: {exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise DistributionError(f"{path}: not the output of `mss estimate --json` ({exc!r})") from None
+        raise DistributionError(f"{path}: not an estimates document, the JSON output of `mss estimate` "
+                                f"({exc!r})") from None
     if sorted(items) != list(range(k)):
         raise DistributionError(f"{path}: estimates cover {len(items)} items, expected items 0..{k - 1}")
     if not np.all(np.isfinite(est)):

@@ -228,8 +228,9 @@ def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, f
     draws = set((np.flatnonzero(fresh[:last]) + 1).tolist())  # report numbers (1-based) of fresh draws
     events = sorted(draws | set(horizons))
     if irr is None and hasattr(ch, "sample_logliks"):
-        return _longitudinal_batch(ch, log_prior, rng.choice(ch.k, size=trials, p=prior), horizons, draws,
-                                   events, rng, device_seed and ch.oracle.has_seed)
+        return _longitudinal_batch(ch=ch, log_prior=log_prior, xs=rng.choice(ch.k, size=trials, p=prior),
+                                   horizons=horizons, draws=draws, events=events, rng=rng,
+                                   device_seed=device_seed and ch.oracle.has_seed)
     # log-likelihood by report: the devices' reports repeat where the output set is small (HR, GRR,
     # SS at small k); kept up to LOGLIK_CACHE_BYTES of (k,) rows
     logliks, room = {}, LOGLIK_CACHE_BYTES // (8 * ch.k)

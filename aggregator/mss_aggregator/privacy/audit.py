@@ -9,7 +9,8 @@ from fractions import Fraction
 
 from mss_aggregator.devices.runtime import RuntimeUnavailable
 from mss_aggregator.privacy import attacks, ceilings, empirical
-from mss_aggregator.privacy.model import MAX_DRAWS, channel, configures, device_seed_of, horizon_figures, prr_channel
+from mss_aggregator.privacy.model import (MAX_DRAWS, Drawing, channel, configures, device_seed_of, horizon_figures,
+                                          prr_channel)
 from mss_device.frame import KINDS
 from mss_device.rng import ByteRng
 from mss_protocol import registry
@@ -70,7 +71,8 @@ def reconstruction(k, epsilon, prior, prior_spec, names, trials, seed=0, cfg=Non
     """The audit's main JSON: {"k", "epsilon", "prior", "ceiling", "bounds", "rows"}."""
     rows, ceiling = [], ceilings.ldp_prior(prior, epsilon)
     for name in names:
-        rows.append(reconstruction_row(channel(name, k, epsilon, cfg), prior, trials, seed, ceiling))
+        rows.append(reconstruction_row(ch=channel(name, k, epsilon, cfg), prior=prior, trials=trials, seed=seed,
+                                       ceiling=ceiling))
         if progress:
             progress()
     return {"k": k, "epsilon": epsilon, "prior": prior_spec, "config": config_doc(cfg),
@@ -130,7 +132,8 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
     for name in names:
         ch, irr = prr_channel(name, k, epsilon, cfg)  # with a config's IRR: each report a fresh IRR of the draw
         for mode in ("fresh", "memoize"):
-            hits = attacks.longitudinal(ch, prior, horizons, trials, seed, memoize=mode == "memoize", irr=irr)
+            hits = attacks.longitudinal(ch=ch, prior=prior, horizons=horizons, trials=trials, seed=seed,
+                                        memoize=mode == "memoize", irr=irr)
             limit = ch.bayes_exact(prior) if mode == "memoize" else None
             bound = [c if mode == "fresh" else min(c, at_one, 1.0 if limit is None else limit) for c in at_t]
             figs = [attacks.bounded_rate(h, trials, b) for h, b in zip(hits, bound)]
@@ -166,7 +169,7 @@ def linkability(k, epsilon, prior, names, pairs=1000, seed=0, cfg=None, irr_epsi
                 nominal = getattr(cfg, "irr_epsilon", None) if configured else (irr_epsilon or epsilon)
                 row["irr"] = {"epsilon": nominal, "eps_effective": irr.epsilon, "t": irr.threshold, "n_out": irr.n,
                               "p1": irr.p1, "configured": configured}
-            row.update(attacks.linkability(ch, prior, pairs, seed, irr))
+            row.update(attacks.linkability(ch=ch, prior=prior, pairs=pairs, seed=seed, irr=irr))
             row["exact"] = attacks.link_exact(ch, prior, irr) if name in attacks.IRR_PROTOCOLS else None
             rows.append(row)
         if progress:
@@ -234,7 +237,7 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
     rows = []
     for name in names:
         ch, irr = prr_channel(name, k, epsilon, cfg)
-        worst = _worst_ratio(name, k, epsilon, cfg, ch)
+        worst = _worst_ratio(name=name, k=k, epsilon=epsilon, cfg=cfg, ch=ch)
         draw_eps = math.log(worst.numerator) - math.log(worst.denominator)
         report_eps = draw_eps
         if irr is not None and not memoize:  # every report is a fresh draw of the composed channel
@@ -245,14 +248,16 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
             window = bud["days"] * DAY_S / period
         row = {"protocol": name, "mode": "configured", "draws_per_window": draws,
                "epsilon_per_draw": draw_eps}
-        row.update(horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window,
-                                    report_eps, max_draws, no_info, device_seed_of(name, cfg)))
+        drawing = Drawing(draw_eps=report_eps, memoize=memoize, irr=irr, draws=draws, window=window,
+                          device_seed=device_seed_of(name, cfg))
+        row.update(horizon_figures(ch=ch, prior=prior, reports=reports, drawing=drawing, trials=trials, seed=seed,
+                                   max_draws=max_draws))
         rows.append(row)
         if memoize or bud or irr is not None:
             plain = prr_channel(name, k, epsilon)[0] if irr is not None else ch
             fresh = {"protocol": name, "mode": "fresh", "draws_per_window": None, "epsilon_per_draw": draw_eps}
-            fresh.update(horizon_figures(plain, prior, reports, trials, seed, False, None, None, None,
-                                          draw_eps, max_draws, no_info))
+            fresh.update(horizon_figures(ch=plain, prior=prior, reports=reports, drawing=Drawing(draw_eps=draw_eps),
+                                         trials=trials, seed=seed, max_draws=max_draws))
             rows.append(fresh)
         if progress:
             progress()
@@ -266,8 +271,8 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
         except ImportError:
             pass
         else:
-            out["over_time"] = over_time(cfg, period, prior, campaign_days, memoize, bud, trials=trials, seed=seed,
-                                         change=change)
+            out["over_time"] = over_time(cfg=cfg, period_s=period, prior=prior, campaign_days=campaign_days,
+                                         memoize=memoize, budget=bud, trials=trials, seed=seed, change=change)
     return out
 
 
@@ -282,7 +287,7 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
     device = device or {}
     name, k, epsilon = cfg.name, cfg.k, cfg.epsilon
     ch, irr = prr_channel(name, k, epsilon, cfg)
-    worst = _worst_ratio(name, k, epsilon, cfg, ch)
+    worst = _worst_ratio(name=name, k=k, epsilon=epsilon, cfg=cfg, ch=ch)
     draw_eps = math.log(worst.numerator) - math.log(worst.denominator)
     memoize = bool(device.get("memoize", False))
     if irr is not None and not memoize:
@@ -293,8 +298,10 @@ def loss_so_far(cfg, device, prior, reports, trials=200, seed=0, max_draws=200):
         draws = budgets.draws_per_window(bud, worst)
         window = bud["days"] * DAY_S / (device.get("period_s") or FIRMWARE_PERIOD_S)
     no_info = ceilings.no_information(prior)
-    figs = horizon_figures(ch, prior, [max(1, int(reports))], trials, seed, memoize, irr, draws, window,
-                            draw_eps, max_draws, no_info, device_seed_of(name, cfg))
+    drawing = Drawing(draw_eps=draw_eps, memoize=memoize, irr=irr, draws=draws, window=window,
+                      device_seed=device_seed_of(name, cfg))
+    figs = horizon_figures(ch=ch, prior=prior, reports=[max(1, int(reports))], drawing=drawing, trials=trials,
+                           seed=seed, max_draws=max_draws)
     out = {key: value[0] for key, value in figs.items()}
     out.update(reports=max(1, int(reports)), no_information=no_info, trials=trials, draws_per_window=draws,
                epsilon_per_draw=draw_eps)
@@ -335,7 +342,7 @@ def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=
         ch = channel(name, k, epsilon, cfg)
         label = f"{name} firmware"
         try:
-            fw_cfg = _device_config(name, k, epsilon, cfg, ch)
+            fw_cfg = _device_config(name=name, k=k, epsilon=epsilon, cfg=cfg, ch=ch)
             reports = [empirical.firmware_channel_reports(ch, fw_cfg, x, trials) for x in (empirical.X1, empirical.X2)]
         except (RuntimeUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:  # shown in the row
             rows.append({"client": label, "protocol": name, "runtime": "micropython",
@@ -349,8 +356,9 @@ def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=
             broken = registry.from_config(MssConfig.build(k, 2 * epsilon, honest.moduli), "mss").channel()
         else:  # MSS needs k >= 4
             broken = make_checked("grr", k, 2 * epsilon).channel()
-        add(f"control: {name} at 2 eps", broken,
-            [empirical.host_reports(broken, x, trials, rng) for x in (empirical.X1, empirical.X2)], "cpython", True)
+        add(label=f"control: {name} at 2 eps", ch=broken,
+            reports=[empirical.host_reports(broken, x, trials, rng) for x in (empirical.X1, empirical.X2)],
+            runtime="cpython", is_control=True)
     return {"x1": empirical.X1, "x2": empirical.X2, "alpha": alpha, "trials": trials, "rows": rows}
 
 

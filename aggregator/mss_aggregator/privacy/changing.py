@@ -414,7 +414,7 @@ def memo_attack(ch, chain, sched, rng, device_seed=False, irr=None):
         draws = {}  # ident -> (report, body)
         for _, d, x in events:
             if d >= 0 and d not in draws:
-                r = _draw(ch, x, device, seed, olh_seed)
+                r = _draw(ch=ch, x=x, device=device, seed=seed, olh_seed=olh_seed)
                 if olh_seed and seed is None:
                     seed = r[:2]
                 draws[d] = (r, _body(ch, r))
@@ -555,13 +555,13 @@ def fresh_bodies_equal(ch, chain, pairs, rng, device_seed=False):
         ys[j] = rng.choice(chain.k, p=row / row.sum())
     for x, y in zip(xs, ys):
         seed = None
-        r1 = _draw(ch, x, device, None, False)
+        r1 = _draw(ch=ch, x=x, device=device, seed=None, olh_seed=False)
         if olh_seed:
             seed = r1[:2]
-            r1 = _draw(ch, x, device, seed, True)
-        r2 = _draw(ch, x, device, seed, olh_seed)
+            r1 = _draw(ch=ch, x=x, device=device, seed=seed, olh_seed=True)
+        r2 = _draw(ch=ch, x=x, device=device, seed=seed, olh_seed=olh_seed)
         same += _body(ch, r1) == _body(ch, r2)
-        r3 = _draw(ch, y, device, seed, olh_seed)
+        r3 = _draw(ch=ch, x=y, device=device, seed=seed, olh_seed=olh_seed)
         diff += _body(ch, r1) == _body(ch, r3)
     return same / pairs, diff / pairs
 
@@ -612,8 +612,10 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
         rows = []
         if memo:
             rules = Rules(True, setup.memo_max, draws, None if window is None else math.ceil(window))
-            sched = schedule(chain, max(reports), devices, trials, rng, rules, reports)
-            att = memo_attack(setup.ch_prr, chain, sched, rng, setup.device_seed, setup.layer)
+            sched = schedule(chain=chain, reports=max(reports), devices=devices, trials=trials, rng=rng, rules=rules,
+                             horizons=reports)
+            att = memo_attack(ch=setup.ch_prr, chain=chain, sched=sched, rng=rng, device_seed=setup.device_seed,
+                              irr=setup.layer)
             sb = skips_and_bias(sched)
             tr = len(sched["log"])
             for h, (d, t) in enumerate(zip(days, reports)):
@@ -625,7 +627,7 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
                 vals, cnt = np.unique(n, return_counts=True)
                 ceiling = float(sum(c * ceilings.ldp_prior(pi, min([v * setup.eps_draw] + cap))
                                     for v, c in zip(vals, cnt)) / n.size)
-                row = _row(att["hits"][h], tr, ceiling, holds, no_info)
+                row = _row(hits=att["hits"][h], trials=tr, ceiling=ceiling, holds=holds, no_info=no_info)
                 row.update(window=None, view="draws" if setup.layer is not None else "reports",
                            fresh_draws=float(n.mean()), **_dating(att["tp"][h], att["changes"][h],
                                                                               att["fp"][h], att["quiet"][h]),
@@ -636,14 +638,16 @@ def figures(setup, chain, days, reports, modes, devices=DEVICES, trials=TRIALS, 
             if budgeted:
                 fresh = attacks.schedule(max(reports), False, draws, window)
             ch = setup.ch_report
-            hits, used = fresh_attack(ch, chain, reports, trials, rng, fresh, setup.device_seed)
+            hits, used = fresh_attack(ch=ch, chain=chain, horizons=reports, trials=trials, rng=rng, fresh=fresh,
+                                      device_seed=setup.device_seed)
             if pair_eq is None:
-                pair_eq = fresh_bodies_equal(ch, chain, max(200, min(PAIRS, PAIR_CELLS // k)), rng,
-                                             setup.device_seed)
+                pair_eq = fresh_bodies_equal(ch=ch, chain=chain, pairs=max(200, min(PAIRS, PAIR_CELLS // k)), rng=rng,
+                                             device_seed=setup.device_seed)
             for h, (d, t) in enumerate(zip(days, reports)):
                 n = int(np.count_nonzero(fresh[:t])) if fresh is not None else t
                 ceiling = ceilings.ldp_prior(pi, n * setup.eps_report)
-                row = _row(hits[h], trials, ceiling, True, no_info)  # no pattern depends on the value
+                # no pattern depends on the value
+                row = _row(hits=hits[h], trials=trials, ceiling=ceiling, holds=True, no_info=no_info)
                 if fresh is None:
                     rr, differ = 1.0, 0.0
                 else:

@@ -112,11 +112,11 @@ def firmware_channel_reports(ch, cfg, x, n, runtime="micropython", timeout=3600,
     from mss_protocol.oracle_config import OracleConfig
 
     if not isinstance(cfg, OracleConfig):  # mss, ss: bytes, parsed by the channel
-        return firmware_reports(cfg, x, n, runtime, timeout)
+        return firmware_reports(cfg=cfg, x=x, n=n, runtime=runtime, timeout=timeout)
     codec = codec_of(cfg)
     dev = _olh_device(codec, x1, x2) if cfg.protocol.has_seed else AUDIT_DEVICE
     return [ch.from_decoded(codec.decode(data, dev, DRAW_EPOCH), data)
-            for data in firmware_reports(cfg, x, n, runtime, timeout, dev)]
+            for data in firmware_reports(cfg=cfg, x=x, n=n, runtime=runtime, timeout=timeout, device_id=dev)]
 
 
 def audit_client(ch, reports_x1, reports_x2, epsilon, alpha=0.001):
@@ -124,6 +124,6 @@ def audit_client(ch, reports_x1, reports_x2, epsilon, alpha=0.001):
     bound, and whether it stays within the claimed ``epsilon``."""
     tp = distinguishing_hits(ch, reports_x1)
     fp = distinguishing_hits(ch, reports_x2)
-    lb = epsilon_lower_bound(tp, len(reports_x1), fp, len(reports_x2), alpha)
+    lb = epsilon_lower_bound(tp=tp, n1=len(reports_x1), fp=fp, n2=len(reports_x2), alpha=alpha)
     return {"trials": len(reports_x1), "tp": tp, "fp": fp, "eps_lower_bound": lb,
             "within_epsilon": lb <= epsilon}

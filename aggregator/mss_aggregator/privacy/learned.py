@@ -151,8 +151,8 @@ class Regime:
         from mss_node.settings import DEVICE_DEFAULTS
 
         d = dict(DEVICE_DEFAULTS, **(device or {}))
-        return cls(int(d["period_s"]), bool(d["memoize"]), d["budget"], int(d["memo_max"]), d["sleep"],
-                   int(d["poll_s"]))
+        return cls(period_s=int(d["period_s"]), memoize=bool(d["memoize"]), budget=d["budget"],
+                   memo_max=int(d["memo_max"]), sleep=d["sleep"], poll_s=int(d["poll_s"]))
 
 
 def read_public_signal(path, k):
@@ -289,7 +289,8 @@ def simulate(cfg, regime, campaign, prior=None):
         keys = np.full(n, None, dtype=object)
         sup_now = np.zeros((n, k), dtype=bool)
         idx = np.flatnonzero(f)
-        kk, ss = _draw(ch, value[idx], rng, device, None if seeds is None else tuple(x[idx] for x in seeds))
+        kk, ss = _draw(ch=ch, values=value[idx], rng=rng, device=device,
+                       seeds=None if seeds is None else tuple(x[idx] for x in seeds))
         keys[idx] = kk
         sup_now[idx] = ss
         if regime.memoize:
@@ -393,9 +394,10 @@ def formal_figure(cfg, regime, prior, reports, seed=0):
     if regime.budget:
         draws = budgets.draws_per_window(regime.budget, budgets.worst_ratio(cfg))
         window = regime.budget["days"] * DAY_S / regime.period_s
-    f = model.horizon_figures(ch, prior, [reports], FORMAL_TRIALS, seed, regime.memoize, irr, draws, window,
-                              float(cfg.eps_effective), model.MAX_DRAWS, ceilings.no_information(prior),
-                              model.device_seed_of(cfg.name, cfg))
+    drawing = model.Drawing(draw_eps=float(cfg.eps_effective), memoize=regime.memoize, irr=irr, draws=draws,
+                            window=window, device_seed=model.device_seed_of(cfg.name, cfg))
+    f = model.horizon_figures(ch=ch, prior=prior, reports=[reports], drawing=drawing, trials=FORMAL_TRIALS, seed=seed,
+                              max_draws=model.MAX_DRAWS)
     return {"success": float(f["success"][0]), "ci": [float(c) for c in f["ci"][0]], "exact": bool(f["exact"][0]),
             "fresh_draws": int(f["fresh_draws"][0]), "lower_bound": bool(f["lower_bound"][0])}
 
@@ -422,21 +424,22 @@ def learned_attack(cfg, device, campaign=None, prior=None, progress=None):
     n_test = campaign.devices - split
     groups = [g for g in GROUPS if any(g in tags for tags, _ in blocks)]
     every = set(groups)
-    hits = _fit_score(blocks, every, y, split, campaign.seed)
+    hits = _fit_score(blocks=blocks, keep=every, y=y, split=split, seed=campaign.seed)
     success, ci = attacks.rate(hits, n_test)
     rows = []
     for g in groups:
-        h = _fit_score(blocks, every - {g}, y, split, campaign.seed)
+        h = _fit_score(blocks=blocks, keep=every - {g}, y=y, split=split, seed=campaign.seed)
         rows.append({"name": g, "drop_in_success": success - (h / n_test if h is not None else 0.0), "alone": None})
         if progress:
             progress()
     public_only = None
     if campaign.public is not None:
-        public_only = attacks.rate(_fit_score(blocks, {PUBLIC}, y, split, campaign.seed), n_test)[0]
+        public_only = attacks.rate(_fit_score(blocks=blocks, keep={PUBLIC}, y=y, split=split,
+                                              seed=campaign.seed), n_test)[0]
     eps = float(cfg.eps_effective)
     draws = rec["fresh"][split:].sum(axis=1)
     ceiling = float(np.mean([ceilings.ldp_prior(prior, d * eps) for d in draws]))
-    formal = formal_figure(cfg, regime, prior, rec["epochs"], campaign.seed)
+    formal = formal_figure(cfg=cfg, regime=regime, prior=prior, reports=rec["epochs"], seed=campaign.seed)
     beats = ci[0] > formal["success"]
     leaked = None
     if beats:
@@ -446,7 +449,8 @@ def learned_attack(cfg, device, campaign=None, prior=None, progress=None):
             leaked = best["name"]
         else:  # redundant groups: none costs alone; the one that alone (with the public signal) does best
             for r in named:
-                r["alone"] = _fit_score(blocks, {r["name"], PUBLIC}, y, split, campaign.seed) / n_test
+                r["alone"] = _fit_score(blocks=blocks, keep={r["name"], PUBLIC}, y=y, split=split,
+                                        seed=campaign.seed) / n_test
             leaked = max(named, key=lambda r: r["alone"])["name"]
     return {"success": success, "ci": [float(c) for c in ci], "hits": hits, "test_devices": n_test,
             "train_devices": split, "ceiling": ceiling, "formal": formal,

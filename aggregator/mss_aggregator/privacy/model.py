@@ -8,6 +8,8 @@ whether a device keeps one hash seed for all its draws, and
 :func:`horizon_figures` the Bayes attacker's success after each number of
 reports, against the epsilon-LDP ceiling at the epsilon spent.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from mss_aggregator.privacy import attacks, ceilings
@@ -49,10 +51,35 @@ def device_seed_of(name, cfg):
     return configures(cfg, name) and getattr(cfg, "seed", "epoch") == "device"  # only a seeded protocol's config has one
 
 
-def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, window, draw_eps, max_draws, no_info,
-                     device_seed=False):
+@dataclass(frozen=True)
+class Drawing:
+    """How a device draws its reports, as the attacker models it.
+
+    Parameters
+    ----------
+    draw_eps : float
+        The epsilon one fresh draw spends.
+    memoize : bool
+        One draw per value, reported again while the value holds.
+    irr : attacks.Irr or None
+        The instantaneous layer over the permanent draw (None: none).
+    draws, window : int, float or None
+        A budget of ``draws`` fresh draws per ``window`` epochs (None: no budget).
+    device_seed : bool
+        One hash seed for all of a device's draws (:func:`device_seed_of`).
+    """
+    draw_eps: float
+    memoize: bool = False
+    irr: object = None
+    draws: int = None
+    window: float = None
+    device_seed: bool = False
+
+
+def horizon_figures(ch, prior, reports, drawing, trials, seed, max_draws):
     """Per horizon of ``reports`` report counts: fresh draws, epsilon spent, the
-    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict.
+    attacker's success (simulated up to ``max_draws`` fresh draws), ceiling, verdict,
+    for a device drawing as ``drawing`` says (:class:`Drawing`).
 
     Each horizon's ``bound`` is the tightest exact upper bound on the true success:
     the ceiling at the epsilon spent, and for one draw the ``limit``, the exact success
@@ -61,7 +88,9 @@ def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, windo
     itself).  A simulated success is :func:`.attacks.bounded_rate` against it:
     ``success`` (at most ``bound``, ``capped`` if lowered), ``ci`` (the measurement's
     95% interval), ``measured``, ``conflict``, ``hits`` (None where exact)."""
-    fresh = attacks.schedule(max(reports), memoize, draws, window)
+    memoize, irr, draw_eps = drawing.memoize, drawing.irr, drawing.draw_eps
+    no_info = ceilings.no_information(prior)
+    fresh = attacks.schedule(max(reports), memoize, drawing.draws, drawing.window)
     cum = np.cumsum(fresh)
     n_draws = [int(cum[r - 1]) for r in reports]
     one = ch.bayes_exact(prior) if 1 in n_draws else None  # with a layer: the limit of one draw's reports
@@ -75,8 +104,8 @@ def horizon_figures(ch, prior, reports, trials, seed, memoize, irr, draws, windo
     bound = [c if lim is None else min(c, lim) for c, lim in zip(ceiling, limit)]
     by_t = {}
     if not all(exact):
-        hits = attacks.longitudinal(ch, prior, sim, trials, seed, memoize=memoize, irr=irr, fresh=fresh,
-                                    device_seed=device_seed)
+        hits = attacks.longitudinal(ch=ch, prior=prior, horizons=sim, trials=trials, seed=seed, memoize=memoize,
+                                    irr=irr, fresh=fresh, device_seed=drawing.device_seed)
         by_t = dict(zip(sorted(set(sim)), (int(h) for h in hits)))
     figs = []
     for i, t in enumerate(sim):

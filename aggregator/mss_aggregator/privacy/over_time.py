@@ -133,8 +133,8 @@ def _config(cfg, irr):
                 raise ValueError(f"irr: {cfg.name} has no instantaneous layer (grr, olh, hr, pgr only)")
             from mss_device.frame import KINDS
 
-            cfg = OracleConfig(cfg.name, cfg.k, cfg.epsilon, KINDS[cfg.frame], getattr(cfg, "seed", "epoch"),
-                               float(e1))
+            cfg = OracleConfig(name=cfg.name, k=cfg.k, epsilon=cfg.epsilon, frame=KINDS[cfg.frame],
+                               seed=getattr(cfg, "seed", "epoch"), irr_epsilon=float(e1))
     return cfg
 
 
@@ -208,27 +208,29 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
                              f"{name} (eps_effective {eps_draw:.6g}): the board could never report")
         window = bud["days"] * DAY_S / period_s
 
-    def figures(ch, memo, layer_, draws_, window_, draw_eps, dev_seed):
+    def figures(ch, drawing):
         sim = reports
-        if layer_ is not None and memo:  # the IRR likelihood costs (distinct outputs seen) x k a horizon
+        if drawing.irr is not None and drawing.memoize:  # the IRR likelihood: (distinct outputs seen) x k a horizon
             most = int(WORK_US // (IRR_CELL_US * k * trials * len(reports)))
-            if min(max(reports), layer_.n) > most:
+            if min(max(reports), drawing.irr.n) > most:
                 sim = [min(t, max(1, most)) for t in reports]
-        f = model.horizon_figures(ch, prior, sim, trials, seed, memo, layer_, draws_, window_, draw_eps,
-                                   max_draws, no_info, dev_seed)
+        f = model.horizon_figures(ch=ch, prior=prior, reports=sim, drawing=drawing, trials=trials, seed=seed,
+                                  max_draws=max_draws)
         if sim is not reports:  # a memoized draw: one draw whatever the horizon; fewer reports simulated
             f["lower_bound"] = [b or s < t for b, s, t in zip(f["lower_bound"], f["simulated_reports"], reports)]
         return f
 
     # the attacker and the draws of a stable value
-    figs = {"fresh": figures(ch_report, False, None, None, None, eps_report, device_seed),
-            "memoized": figures(ch_prr, True, layer, None, None, eps_draw, device_seed)}
+    figs = {"fresh": figures(ch_report, model.Drawing(draw_eps=eps_report, device_seed=device_seed)),
+            "memoized": figures(ch_prr, model.Drawing(draw_eps=eps_draw, memoize=True, irr=layer,
+                                                      device_seed=device_seed))}
     if bud is not None:
         if memoize:  # a stable value makes one draw, which the budget allows (draws >= 1)
             figs["budgeted"] = figs["memoized"]
         else:
-            figs["budgeted"] = figures(ch_prr if layer is not None else ch_report, False, layer, draws, window,
-                                       eps_report, device_seed)
+            figs["budgeted"] = figures(ch_prr if layer is not None else ch_report,
+                                       model.Drawing(draw_eps=eps_report, irr=layer, draws=draws, window=window,
+                                                     device_seed=device_seed))
     distinct = [min(t, k) if memo_max >= k else t for t in reports]
     horizons = []
     for i, (d, t) in enumerate(zip(days, reports)):
@@ -260,8 +262,9 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
         horizons.append(row)
     change_doc = None
     if change is not None:
-        change_doc = _changing(change, change_setup(cfg, period_s, memoize, bud, memo_max), period_s, horizons,
-                               figs, seed, change_devices, change_trials)
+        setup = change_setup(cfg=cfg, period_s=period_s, memoize=memoize, budget=bud, memo_max=memo_max)
+        change_doc = _changing(change=change, setup=setup, period_s=period_s, horizons=horizons, figs=figs,
+                               seed=seed, devices=change_devices, trials=change_trials)
     deployment = "budgeted" if bud is not None else ("memoized" if memoize else "fresh")
     irr_doc = None
     if layer is not None:
@@ -313,9 +316,11 @@ def change_setup(cfg, period_s, memoize=True, budget=None, memo_max=MEMO_MAX):
             raise ValueError(f"a budget of {bud['epsilon']:g} per {bud['days']} days is below one fresh draw of "
                              f"{name} (eps_effective {eps_draw:.6g})")
         window = window_ms(bud["days"]) / (period_s * 1000)
-    return changing.Setup(ch_report, ch_prr, layer, eps_draw, eps_report, bool(memoize), memo_max, draws, window,
-                          None if bud is None else bud["epsilon"], None if bud is None else bud["days"],
-                          model.device_seed_of(name, cfg))
+    return changing.Setup(ch_report=ch_report, ch_prr=ch_prr, layer=layer, eps_draw=eps_draw, eps_report=eps_report,
+                          memoize=bool(memoize), memo_max=memo_max, draws=draws, window=window,
+                          budget_eps=None if bud is None else bud["epsilon"],
+                          budget_days=None if bud is None else bud["days"],
+                          device_seed=model.device_seed_of(name, cfg))
 
 
 def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
@@ -326,8 +331,9 @@ def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
     chain = change.chain(setup.ch_prr.k, period_s)
     devices = devices or changing.DEVICES
     trials = min(trials or changing.TRIALS, devices)
-    got = changing.figures(setup, chain, [h["days"] for h in horizons], [h["reports"] for h in horizons], list(figs),
-                           devices, trials, seed)
+    got = changing.figures(setup=setup, chain=chain, days=[h["days"] for h in horizons],
+                           reports=[h["reports"] for h in horizons], modes=list(figs), devices=devices, trials=trials,
+                           seed=seed)
     for i, row in enumerate(horizons):
         for mode in figs:
             row[mode]["changing"] = got[mode][i]
@@ -347,16 +353,16 @@ def _changing(change, setup, period_s, horizons, figs, seed, devices, trials):
                        "the change pattern says nothing of the value's label (uniform jumps)"}
 
 
-def changing_at(cfg, period_s, change, days, mode="budgeted", *, memoize=True, budget=None, memo_max=MEMO_MAX,
-                seed=SEED):
+def changing_at(cfg, period_s, change, days, mode="budgeted", *, memoize=True, budget=None, memo_max=MEMO_MAX):
     """The "changing" figures of one ``mode`` at one horizon of ``days`` for ``cfg``
-    (what :func:`over_time` gives with ``change``, without the stable value's figures):
-    the options of ``mss plan``'s table of what hides change times."""
+    (what :func:`over_time` gives with ``change`` at its default seed, without the stable value's
+    figures): the options of ``mss plan``'s table of what hides change times."""
     from mss_aggregator.privacy import changing
 
-    setup = change_setup(cfg, period_s, memoize, budget, memo_max)
-    got = changing.figures(setup, change.chain(setup.ch_prr.k, period_s), [days], [reports_in(days, period_s)],
-                           [mode], changing.DEVICES, changing.TRIALS, seed)
+    setup = change_setup(cfg=cfg, period_s=period_s, memoize=memoize, budget=budget, memo_max=memo_max)
+    got = changing.figures(setup=setup, chain=change.chain(setup.ch_prr.k, period_s), days=[days],
+                           reports=[reports_in(days, period_s)], modes=[mode], devices=changing.DEVICES,
+                           trials=changing.TRIALS, seed=SEED)
     return got[mode][0]
 
 
@@ -426,8 +432,8 @@ def hiding_options(ot, fleet, change, plan_for, central, irr_epsilon=None):
     mode = ot["deployment"]
     add(f"this plan: {ot['protocol']} {mode}", last[mode]["changing"], fleet.detectable, this=True)
     if bud is not None:
-        fig = changing_at(cfg, fleet.period_s, change, days, "budgeted", memoize=False, budget=bud,
-                          memo_max=ot["memo_max"])
+        fig = changing_at(cfg=cfg, period_s=fleet.period_s, change=change, days=days, mode="budgeted", memoize=False,
+                          budget=bud, memo_max=ot["memo_max"])
         n_eff = n * (1 - fig["skip_rate"])
         add(f"fresh draws under the budget (no memo): {n_eff:.3g} of {n} report an epoch", fig,
             detectable_at(cfg, n_eff, fleet.prior))
@@ -437,7 +443,8 @@ def hiding_options(ot, fleet, change, plan_for, central, irr_epsilon=None):
         try:
             plan = plan_for(name, e1)
             icfg = load_dict(plan["config"])
-            fig = changing_at(icfg, fleet.period_s, change, days, "budgeted" if bud else "memoized",
+            fig = changing_at(cfg=icfg, period_s=fleet.period_s, change=change, days=days,
+                              mode="budgeted" if bud else "memoized",
                               budget=None if bud is None else (bud["epsilon"], bud["days"]), memo_max=ot["memo_max"])
         except ValueError as exc:
             add(label, None, None, f"cannot be built: {exc}")
@@ -447,8 +454,8 @@ def hiding_options(ot, fleet, change, plan_for, central, irr_epsilon=None):
         add(f"longer memo lifetimes: memo_max {ot['memo_max']} >= k already", last[mode]["changing"],
             fleet.detectable)
     else:
-        fig = changing_at(cfg, fleet.period_s, change, days, mode, budget=None if bud is None else
-                          (bud["epsilon"], bud["days"]), memo_max=k)
+        fig = changing_at(cfg=cfg, period_s=fleet.period_s, change=change, days=days, mode=mode,
+                          budget=None if bud is None else (bud["epsilon"], bud["days"]), memo_max=k)
         add(f"longer memo lifetimes: memo_max {k} (every value keeps its draw)", fig, fleet.detectable)
     eps_c, method = central(n)
     label = f"shuffler, batches of {n}, fresh draws (a memoized body is found across batches)"
