@@ -26,12 +26,11 @@ from chirpstack_api import integration
 
 from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, wait_for
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
-from mss_aggregator.collect.ingest import campaign_clock
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import rfc3339
-from mss_aggregator.devices.uplink_samples import Applications, SampleUplink, refusal
-from mss_protocol.config_file import read_json
+from mss_aggregator.devices.uplink_samples import Applications, BoardCampaign, SampleUplink, refusal
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "lorawan_samples.py"
@@ -114,19 +113,20 @@ def test_the_docs_samples_are_the_tools_and_accepted_when_current(plans):
     _, tool_args, block = documented()
     printed, = run_all([([sys.executable, str(TOOL), *tool_args], plans["doc"])])
     assert printed == block
-    raw = read_json(plans["doc"] / "config.json", "config")
-    clock, now = campaign_clock(raw), time.time()
+    campaign = Campaign.read(plans["doc"] / "config.json")
+    clock, now = campaign.clock, time.time()
+    board = BoardCampaign(campaign.cfg, clock, campaign.lorawan_ports())
     events = printed_events(printed)
     doc_time = unix_time(json.loads(events["tts"][1])["received_at"])
     assert doc_time is not None
     for name, (topic, document) in events.items():
         up = SampleUplink(name, SPECS[EVENTS[name]], topic, document, "")
         assert parse_spec(up.spec).uplink(topic, document, 1).dev_eui == EUI_A
-        assert refusal(raw, replace(up, document=edited(name, document, now)), now) is None, name
+        assert refusal(board, replace(up, document=edited(name, document, now)), now) is None, name
         if abs(now - doc_time) > (clock["accept_past_epochs"] + 2) * clock["period_s"]:
-            assert refusal(raw, up, now).startswith("epoch: "), name  # the doc's fixed time, not today's window
+            assert refusal(board, up, now).startswith("epoch: "), name  # the doc's fixed time, not today's window
         one_byte = replace(up, document=edited(name, document, now, b"\x8b"))  # as the old doc samples
-        assert refusal(raw, one_byte, now).startswith("wire_length: "), name
+        assert refusal(board, one_byte, now).startswith("wire_length: "), name
 
 
 def test_fresh_samples_are_stored_by_a_real_aggregator(tmp_path, mosquitto, plans):
@@ -155,8 +155,7 @@ def test_fresh_samples_are_stored_by_a_real_aggregator(tmp_path, mosquitto, plan
                 sends[plan, server].append((e["topic"], (outs[plan, eui] / e["file"]).read_bytes()))
     controls = printed_events(documented()[2])  # the doc's own events, as written
     doc_time = unix_time(json.loads(controls["tts"][1])["received_at"])
-    raw = read_json(plans["doc"] / "config.json", "config")
-    clock = campaign_clock(raw)
+    clock = Campaign.read(plans["doc"] / "config.json").clock
     stale = abs(time.time() - doc_time) > (clock["accept_past_epochs"] + 2) * clock["period_s"]
     if stale:
         for name, (topic, document) in controls.items():

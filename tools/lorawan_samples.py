@@ -29,12 +29,12 @@ from pathlib import Path
 
 import click
 
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.collect.lorawan import unix_time
 from mss_aggregator.devices.uplink_samples import (CHIRPSTACK_APP, DEV_EUI, FCNT, TTS_APP, TTS_TENANT, Applications,
-                                                   sample_uplinks)
+                                                   BoardCampaign, sample_uplinks)
 from mss_device.rng import ByteRng
-from mss_protocol.config_file import ConfigError, read_json
-from mss_protocol.configs import load_dict
+from mss_protocol.config_file import ConfigError
 
 EUI = re.compile(r"[0-9A-Fa-f]{16}\Z")
 
@@ -126,13 +126,15 @@ def main(config_path, out, as_markdown, dev_eui, value, fcnt, chirpstack_app, tt
     except ValueError as exc:
         raise click.UsageError(f"--chirpstack / --tts: {exc}")
     try:
-        raw = read_json(config_path, "config")
-        config_id = load_dict(raw, source=config_path).config_id_hex
+        campaign = Campaign.read(config_path)
+        board = BoardCampaign(campaign.cfg, campaign.require_clock("a sample is dated on the campaign's clock"),
+                              campaign.lorawan_ports())
     except ConfigError as exc:  # it names the file
         raise click.ClickException(str(exc))
+    config_id = campaign.cfg.config_id_hex
     rng = ByteRng(random.Random(seed).randbytes) if seed is not None else None
     try:
-        samples = sample_uplinks(raw, value, dev_eui=dev_eui, fcnt=fcnt, apps=apps,
+        samples = sample_uplinks(board, value, dev_eui=dev_eui, fcnt=fcnt, apps=apps,
                                  at=time.time() if at is None else at, rng=rng)
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(f"{config_path}: {exc}")
