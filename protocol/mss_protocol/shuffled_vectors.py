@@ -70,10 +70,11 @@ def _batch_id(label):
     return hashlib.sha256(f"mss-shuffle-vectors/batch/{label}".encode()).digest()[:BATCH_ID_BYTES]
 
 
-def raw_batch(cid, batch_id, epoch, first_epoch, n, parts, key=KEY, magic=MAGIC, version=VERSION, colluding=0):
-    """A batch of any fields (``parts``: the bytes after the head, lengths included), MAC'd under ``key``."""
-    data = HEAD.pack(magic, version, cid, batch_id, epoch, first_epoch, colluding, n) + parts
-    return data + hmac.new(key, data, hashlib.sha256).digest()
+def raw_batch(cid, batch_id, epoch, first_epoch, n, parts, version=VERSION, colluding=0):
+    """A batch of any fields (``parts``: the bytes after the head, lengths included), MAC'd under
+    :data:`KEY` (a bad magic or another key: the vectors edit a good batch's bytes)."""
+    data = HEAD.pack(MAGIC, version, cid, batch_id, epoch, first_epoch, colluding, n) + parts
+    return data + hmac.new(KEY, data, hashlib.sha256).digest()
 
 
 def _parts(bodies):

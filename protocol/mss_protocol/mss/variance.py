@@ -29,6 +29,8 @@ Both parts are proportional to 1/n.  SubsetSelection's per-item MSE
 averaged over [k] is V(k, omega*, p) of :mod:`mss_protocol.subset_selection`
 for any distribution.
 """
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import sparse
 
@@ -38,6 +40,19 @@ from mss_protocol.subset_selection import optimal_omega, ss_p, ss_variance
 
 EXACT_LIMIT = 4096
 N_REF = 1e6  # both parts scale as 1/n; evaluated here, where n_j >= 1 always holds
+
+
+@dataclass(frozen=True)
+class Probing:
+    """When :func:`_hutchinson` stops: the standard error of its figure within ``rel_tol`` of it, or
+    ``max_probes`` probes, drawn ``batch`` at a time from ``seed``; each probe solved by conjugate
+    gradients to a relative residual ``cg_rtol`` in at most ``maxiter`` steps."""
+    rel_tol: float
+    maxiter: int
+    cg_rtol: float
+    batch: int = 32
+    max_probes: int = 4096
+    seed: int = 0
 
 
 def block_weights(cfg, n_per_block):
@@ -73,6 +88,7 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
             noise += d_noise
             assign += d_assign
     MV = inv.apply(V)
+    probing = Probing(rel_tol=rel_tol, maxiter=maxiter, cg_rtol=cg_rtol)
     if comps.large:
         M = (comps.A.T @ sparse.diags(w) @ comps.A).tocsr()
         rows = comps.offsets + np.arange(k)[:, None] % np.asarray(cfg.moduli)  # (k, l): each item's row in block j
@@ -81,8 +97,7 @@ def predicted_mse(cfg, n, prior=None, exact_limit=EXACT_LIMIT, rel_tol=0.003, ma
                 used, local = np.unique(rows[idx], return_inverse=True)  # the component's rows of A
                 est, se, MV[idx] = _hutchinson(M=M[idx][:, idx], A=comps.A[used][:, idx],
                                                rows=local.reshape(idx.size, l), V=V[idx], h_rows=h_rows[used],
-                                               w=w[used], f=f[idx], assign_scale=l / N_REF, rel_tol=rel_tol,
-                                               maxiter=maxiter, cg_rtol=cg_rtol)
+                                               w=w[used], f=f[idx], probing=probing)
                 noise += est[0]
                 assign += est[1]
                 var += se ** 2
@@ -126,20 +141,22 @@ def _exact_block_terms(minv, nodes, m, offset, h_rows, w, f):
     return h_rows[r] @ sq, (w[r] ** 2 * F) @ sq - np.einsum("ci,ci->", Gf, Gf)
 
 
-def _hutchinson(M, A, rows, V, h_rows, w, f, assign_scale, rel_tol, maxiter, cg_rtol, batch=32, max_probes=4096,
-                seed=0):
+def _hutchinson(M, A, rows, V, h_rows, w, f, probing):
     """Hutchinson estimates, on one component (``A``: its submatrix of A, CSR;
     ``rows`` (s, l): each of its items' row of ``A`` in block j; ``h_rows``, ``w``
     on those rows), of
     tr(M^-1 A^T diag(h) A M^-1) and of sum_j tr(M^-1 B_j Sigma B_j M^-1),
     B_j = A_j^T W_j A_j, from the same probes y = M^-1 z: ([noise,
-    assignment], standard error of noise + assign_scale * assignment,
-    M^-1 V).
+    assignment], standard error of noise + (l / N_REF) * assignment,
+    M^-1 V), stopping as ``probing`` (:class:`Probing`) says.
 
     An item x has one row in block j, r = rows[x, j], so B_j y at x is
     w_r (A y)_r: a gather of W A y, all blocks at once, and z^T B_j Sigma B_j z
     = sum_x f_x (B_j y)_x^2 - (f . B_j y)^2."""
-    rng = np.random.default_rng(seed)
+    rel_tol, maxiter, cg_rtol = probing.rel_tol, probing.maxiter, probing.cg_rtol
+    batch, max_probes = probing.batch, probing.max_probes
+    assign_scale = rows.shape[1] / N_REF  # l / N_REF
+    rng = np.random.default_rng(probing.seed)
     MV, samples = None, []
     while True:
         Z = rng.choice([-1.0, 1.0], size=(M.shape[0], batch))
