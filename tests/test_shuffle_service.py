@@ -21,6 +21,7 @@ from collect_helpers import AggregatorProcess, spawn, wait_for
 from loadgen import publish
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.shuffle.queue import QueueError, ShuffleQueue
+from mss_cli.common import flag_message
 from mss_cli.main import main
 from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
@@ -289,8 +290,9 @@ def test_refuses_olh_a_missing_or_short_key_and_another_key_on_the_queue(tmp_pat
     config, key, _ = setup
     ShuffleQueue(tmp_path / "q", CFG, "t", KEY).close()
     assert os.stat(tmp_path / "q").st_mode & 0o777 == 0o600
-    with pytest.raises(QueueError, match="queue of another shuffle key; use another --queue"):
+    with pytest.raises(QueueError, match="queue of another shuffle key; use another queue") as refused:
         ShuffleQueue(tmp_path / "q", CFG, "t", bytes(32))
+    assert flag_message(refused.value).endswith("queue of another shuffle key; use another --queue")  # mss shuffle's
     with pytest.raises(QueueError, match="queue of another campaign 't', not 'u'"):
         ShuffleQueue(tmp_path / "q", CFG, "u", KEY)
     olh = tmp_path / "olh.json"

@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, run_until_stopped, topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)
 from rich.markup import escape
 
 from mss_node.settings import DEVICE_DEFAULTS
@@ -172,7 +172,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     except NoClock as exc:
         fail(f"{exc}: {PLAN_WRITES_CLOCK}")
     except (ConfigError, StoreError, ValueError) as exc:
-        fail(str(exc))
+        fail(flag_message(exc))
     line, weak = describe(agg.cfg, agg.device)
     console.print(("[red]warning:[/red] " if weak else "") + escape(line), highlight=False, soft_wrap=True)
     try:

@@ -47,6 +47,22 @@ def error_line(msg):
     console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True, highlight=False)
 
 
+# What the library's store and queue errors ask the caller to do (mss_aggregator.remedies.REMEDIES),
+# as this command line's flags say it
+REMEDY_FLAGS = {
+    "another-store": "use another --store",
+    "recorded-campaign": "give --campaign {recorded} (or none: the recorded one is used), or use another --store",
+    "another-queue": "use another --queue",
+    "older-queue": "let that version forward them, or use another --queue",
+}
+
+
+def flag_message(exc):
+    """The message of a library error, its remedy (if it says one) said with this command line's flags."""
+    remedy = getattr(exc, "remedy", None)
+    return f"{exc.detail}; {REMEDY_FLAGS[remedy].format(**exc.values)}" if remedy else str(exc)
+
+
 def fail(msg, now=False):
     """Print ``msg`` as an error and exit with the data-error status; ``now``:
     without running finalisers (an SQLite store whose files turned immutable

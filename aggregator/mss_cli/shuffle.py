@@ -4,7 +4,7 @@ import click
 from mss_cli.collect import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, broker_spec, check_id, link_specs,
                              lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, run_until_stopped, topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)
 from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
@@ -106,7 +106,7 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
     except NoClock as exc:
         fail(f"{exc}: {PLAN_WRITES_CLOCK}")
     except (ConfigError, QueueError, ValueError) as exc:
-        fail(str(exc))
+        fail(flag_message(exc))
     try:
         serve(shuffler, quiet=quiet, stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (QueueError, ThreadDied) as exc:

@@ -83,6 +83,7 @@ from contextlib import closing, contextmanager
 
 import numpy as np
 
+from mss_aggregator.remedies import with_remedy
 from mss_protocol.config_file import ConfigError
 from mss_protocol.configs import load_dict
 from mss_protocol.counts import Counts
@@ -178,10 +179,10 @@ class Store:
         stored = load_dict(json.loads(meta["config"]), source=f"{self.name}: config")
         if cfg is not None and cfg.config_id != stored.config_id:
             recorded = meta.get("campaign")
-            raise ConfigError(f"{self.name} holds reports of config {stored.config_id_hex}"
+            raise with_remedy(ConfigError, f"{self.name} holds reports of config {stored.config_id_hex}"
                               + (f" (campaign {recorded!r})" if recorded else "")
-                              + f", not {cfg.config_id_hex}" + (f" (campaign {campaign!r})" if campaign else "")
-                              + "; use another --store")
+                              + f", not {cfg.config_id_hex}" + (f" (campaign {campaign!r})" if campaign else ""),
+                              "another-store")
         self.cfg = stored
         self.mode = meta.get("reports_from")  # DEVICES, SHUFFLER, or None: nothing recorded yet
 
@@ -195,11 +196,11 @@ class Store:
         recorded = self.remembered("reports_from", lambda: DEVICES if older else mode)
         self.mode = recorded
         if recorded != mode:
-            raise StoreError(f"{self.name} holds " + ("a shuffler's batches (mss aggregate --shuffled)"
-                                                      if recorded == SHUFFLER else "reports of devices")
-                             + ", not " + ("a shuffler's batches" if mode == SHUFFLER else "device reports")
-                             + ": a store takes one or the other (an aggregator of shuffled batches never "
-                               "holds a device id); use another --store")
+            raise with_remedy(StoreError, f"{self.name} holds " + ("a shuffler's batches (a shuffled store)"
+                                                                   if recorded == SHUFFLER else "reports of devices")
+                              + ", not " + ("a shuffler's batches" if mode == SHUFFLER else "device reports")
+                              + ": a store takes one or the other (an aggregator of shuffled batches never "
+                                "holds a device id)", "another-store")
         return recorded
 
     def campaign(self):
@@ -214,9 +215,8 @@ class Store:
         recorded = self.remembered("campaign", lambda: campaign)
         if recorded != campaign:
             cid = self.cfg.config_id_hex
-            raise StoreError(f"{self.name} holds campaign {recorded!r} (config {cid}), not campaign "
-                             f"{campaign!r} (config {cid}); give --campaign {recorded} (or none: the "
-                             f"recorded one is used), or use another --store")
+            raise with_remedy(StoreError, f"{self.name} holds campaign {recorded!r} (config {cid}), not campaign "
+                                          f"{campaign!r} (config {cid})", "recorded-campaign", recorded=recorded)
         return recorded
 
     def _read_meta(self):
@@ -370,9 +370,9 @@ class Store:
         wrong = next((it for it in items if (("report" in it or "skip" in it) if shuffled else "batch" in it)), None)
         if wrong is not None:
             raise StoreError(f"{self.name}: " + (
-                "a shuffled store (mss aggregate --shuffled) takes no report or status of a device"
-                if shuffled else "a shuffler's batch goes to a shuffled store only (mss aggregate --shuffled "
-                                 "records it), not to one of device reports") + "; nothing of this batch is stored")
+                "a shuffled store (one of a shuffler's batches) takes no report or status of a device"
+                if shuffled else "a shuffler's batch goes to a shuffled store only (one that records "
+                                 "batches), not to one of device reports") + "; nothing of this batch is stored")
 
     def _quarantine(self, cur, it, now, bump, room):
         """Keep quarantine item ``it`` while ``room[0]`` (the rows the cap allows) lasts;

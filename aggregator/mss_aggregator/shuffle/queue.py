@@ -55,6 +55,7 @@ import random
 import sqlite3
 from contextlib import contextmanager
 
+from mss_aggregator.remedies import with_remedy
 from mss_protocol.shuffled_batch import BATCH_ID_BYTES, DEFAULT_COLLUDING, compact_body, encode_batch
 
 SCHEMA = [
@@ -119,9 +120,9 @@ class ShuffleQueue:
         cols = [row[1] for row in cur.execute("PRAGMA table_info(held)")]
         if cols and "dev" not in cols:
             if cur.execute("SELECT COUNT(*) FROM held").fetchone()[0]:
-                raise QueueError(f"{self.name} holds reports of an older mss shuffle, which kept no device digest "
-                                 f"with them (a batch could not take one a device): let that version forward "
-                                 f"them, or use another --queue")
+                raise with_remedy(QueueError, f"{self.name} holds reports of an older mss shuffle, which kept no "
+                                              f"device digest with them (a batch could not take one a device)",
+                                  "older-queue")
             cur.execute("DROP TABLE held")
 
     def _check_meta(self, cur, want):
@@ -132,7 +133,7 @@ class ShuffleQueue:
             elif have[name] != value:
                 what = {"config_id": "config", "campaign": "campaign", "key": "shuffle key"}[name]
                 shown = "" if name == "key" else f" {have[name]!r}, not {value!r}"
-                raise QueueError(f"{self.name} is the queue of another {what}{shown}; use another --queue")
+                raise with_remedy(QueueError, f"{self.name} is the queue of another {what}{shown}", "another-queue")
 
     @contextmanager
     def _transaction(self):
