@@ -15,6 +15,7 @@ its own names), :class:`~mss_protocol.config_file.ConfigError` for a bad config,
 """
 from dataclasses import dataclass
 
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.compare.simulate import simulate as simulate_protocol
 from mss_aggregator.distributions import parse
 from mss_aggregator.frames import require_pandas
@@ -47,7 +48,8 @@ class SimulateRequest:
         Privacy budget of one report (epsilon-LDP, nats).
     config : object or str, optional
         A loaded config (:func:`mss_protocol.configs.load`) or the path of a config file
-        (``mss plan --device-config``); None: planned from ``k`` and ``epsilon``.
+        (``mss plan --device-config``, read as a :class:`~mss_aggregator.campaign.Campaign`);
+        None: planned from ``k`` and ``epsilon``.
     protocol : str
         ``auto`` (as ``mss plan`` chooses), ``mss``, ``ss`` or a one-output protocol's name;
         ignored with ``config`` (its own protocol).
@@ -158,7 +160,7 @@ def simulation_config(request, plan_progress=None):
     """
     r = request
     if r.config is not None:
-        cfg = configs.load(r.config) if isinstance(r.config, str) else r.config
+        cfg = Campaign.read(r.config).cfg if isinstance(r.config, str) else r.config
         if (r.k and r.k != cfg.k) or (r.epsilon and r.epsilon != cfg.epsilon):
             source = r.config if isinstance(r.config, str) else "the config"
             raise SimulateRequestError("k", f"k/epsilon disagree with {source} (k={cfg.k}, epsilon={cfg.epsilon})",
