@@ -360,7 +360,7 @@ def test_audit_deployment_carries_the_change_model():
     noise is an audit problem."""
     cfg = OracleConfig("grr", 4, 2.0)
     device = {"period_s": DAY_S, "memoize": True, "budget": budgets.budget_section(4.0, 30)}
-    dep = audit.deployment(4, 2.0, np.full(4, 0.25), ["grr"], device, cfg, campaign_days=40, trials=20,
+    dep = audit.deployment(audit.Target(4, 2.0, np.full(4, 0.25), cfg), ["grr"], device, campaign_days=40, trials=20,
                            change=changing.Change(every_days=4))
     ot = dep["over_time"]
     assert ot["deployment"] == "budgeted" and ot["change"]["every_days"] == 4

@@ -52,7 +52,7 @@ def test_memoized_fleet_stays_under_the_ceiling_at_epsilon(name):
     k, eps, trials = 8, 1.0, 400
     prior = parse("zipf:1.1", k)
     ch = channel(name, k, eps)
-    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=3, memoize=True)
+    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=3, reporting=attacks.Reporting(memoize=True))
     assert_under(hits, trials, [ceilings.ldp_prior(prior, eps)] * 4, f"{name} memoize")
     assert len(set(hits)) == 1  # the copies tell it nothing
 
@@ -81,7 +81,7 @@ def test_budgeted_fleet_stays_under_the_ceiling_at_its_draws():
     fresh = attacks.schedule(HORIZONS[-1], draws=2, window=400)
     draws = [int(fresh[:t].sum()) for t in HORIZONS]
     assert draws == [1, 2, 2, 6]
-    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=5, fresh=fresh)
+    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=5, reporting=attacks.Reporting(fresh=fresh))
     assert_under(hits, trials, [ceilings.ldp_prior(prior, d * eps) for d in draws], "budgeted grr")
     # control: unbudgeted fresh reports beat the budget's ceiling at T = 100
     mss = channel("mss", k, eps)
@@ -99,7 +99,7 @@ def test_irr_fleet_stays_under_the_ceiling_at_the_prr_epsilon(name):
     prior = parse("zipf:1.1", k)
     ch = channel(name, k, eps)
     irr = attacks.Irr.for_epsilon(attacks.n_out(ch), e1)
-    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=7, memoize=True, irr=irr)
+    hits = attacks.longitudinal(ch, prior, HORIZONS, trials, seed=7, reporting=attacks.Reporting(memoize=True, irr=irr))
     assert_under(hits, trials, [ceilings.ldp_prior(prior, eps)] * 4, f"{name} memoize+irr")
     exact = ch.bayes_exact(prior)
     if exact is not None:
@@ -113,7 +113,7 @@ def test_irr_that_redraws_its_prr_goes_above_the_ceiling():
     prior = parse("uniform", k)
     ch = channel("grr", k, eps)
     irr = attacks.Irr.for_epsilon(k, 1.0)
-    hits = attacks.longitudinal(ch, prior, [1000], trials, seed=7, irr=irr)
+    hits = attacks.longitudinal(ch, prior, [1000], trials, seed=7, reporting=attacks.Reporting(irr=irr))
     assert lower(hits[0], trials) > ceilings.ldp_prior(prior, eps)
 
 
@@ -210,9 +210,10 @@ def test_batch_draws_attack_as_the_real_client_does(name, k, eps, prior, device_
     success where it is computed (|z| <= Z)."""
     ch, pi = channel(name, k, eps, None), parse(prior, k)
     trials, horizons = 1000, [1, 5, 30]
-    batch = attacks.longitudinal(ch, pi, horizons, trials, seed=4, device_seed=device_seed) / trials
+    batch = attacks.longitudinal(ch, pi, horizons, trials, seed=4,
+                                 reporting=attacks.Reporting(device_seed=device_seed)) / trials
     client = attacks.longitudinal(_OneClientCallAReport(ch), pi, horizons, trials, seed=4,
-                                  device_seed=device_seed) / trials
+                                  reporting=attacks.Reporting(device_seed=device_seed)) / trials
     pooled = (batch + client) / 2
     se = np.sqrt(np.maximum(pooled * (1 - pooled), 1 / trials) * 2 / trials)
     assert np.all(np.abs(batch - client) <= Z * se), (batch, client)

@@ -13,7 +13,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.container import ErrorbarContainer
 
 from mss_aggregator import plotting
-from mss_aggregator.compare.bench import run_bench
+from mss_aggregator.compare.bench import Grid, run_bench
 from mss_aggregator.privacy import audit
 
 K, EPS = 64, 2.0
@@ -52,7 +52,7 @@ def _series(ax):
 def audit_data():
     names = ["mss", "ss", "grr", "olh", "hr"]
     sweep = audit.sweep(K, PRIOR, names, GRID)
-    lon = audit.longitudinal(K, EPS, PRIOR, ["mss", "grr"], horizons=(1, 2, 5, 10, 20, 50), trials=40)
+    lon = audit.longitudinal(audit.Target(K, EPS, PRIOR), ["mss", "grr"], horizons=(1, 2, 5, 10, 20, 50), trials=40)
     return sweep, lon
 
 
@@ -133,7 +133,8 @@ def test_narrow_range_is_linear_and_partial_gaps_are_named(figures, tmp_path):
 
 
 def test_bench_plots_carry_errors_and_trial_counts(figures, tmp_path):
-    rows = run_bench([16], [1.0, 3.0], 400, ["zipf:1.1"], 3, ["grr", "ss"], client_reports=2)
+    rows = run_bench(Grid(ks=(16,), epsilons=(1.0, 3.0), dists=("zipf:1.1",), names=("grr", "ss")), 400, 3,
+                     client_reports=2)
     paths = plotting.plot_bench(rows, str(tmp_path / "b"))
     assert [p.rsplit("/", 1)[1] for p in paths] == ["b-mse-k16-zipf1.1.png", "b-decode-k16.png", "b-bits-k16.png"]
     mse, decode, bits = (fig.axes[0] for fig in figures[-3:])

@@ -82,7 +82,7 @@ def test_prior_from_an_estimate(tmp_path):
 def test_empirical_audit_passes_honest_clients_and_catches_the_control():
     """Every host client at k = 16, eps = 1 stays within epsilon; the MSS control
     built for 2 eps (its true epsilon) is caught."""
-    d = audit.empirical_epsilon(16, 1.0, audit.PROTOCOLS, 20000, seed=4, firmware=False)
+    d = audit.empirical_epsilon(audit.Target(16, 1.0), audit.PROTOCOLS, 20000, seed=4, firmware=False)
     honest = [r for r in d["rows"] if not r["control"]]
     assert len(honest) == 8 and all(r["within_epsilon"] for r in honest)
     (control,) = [r for r in d["rows"] if r["control"]]

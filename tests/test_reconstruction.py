@@ -21,7 +21,7 @@ from scipy.optimize import linprog
 from channel import enumerate_outputs
 from mss_aggregator.distributions import parse
 from mss_aggregator.privacy import ceilings
-from mss_aggregator.privacy.attacks import longitudinal, single_report
+from mss_aggregator.privacy.attacks import Reporting, longitudinal, single_report
 from mss_aggregator.privacy.model import channel
 from mss_protocol.channel import subset_bayes
 from mss_protocol.olh import OLH, OLHChannel
@@ -190,7 +190,7 @@ def test_longitudinal_fresh_reports_compose_and_memoized_stay_flat():
         ch = channel(name, 16, 1.0)
         fresh = longitudinal(ch, prior, [1, 300], 60, seed=2)
         assert fresh[1] >= 30 and fresh[1] > fresh[0], name
-        memo = longitudinal(ch, prior, [1, 10, 100], 60, seed=2, memoize=True)
+        memo = longitudinal(ch, prior, [1, 10, 100], 60, seed=2, reporting=Reporting(memoize=True))
         assert memo[0] == memo[1] == memo[2], name
 
 

@@ -101,7 +101,7 @@ def test_the_limit_is_what_the_memoized_reports_tend_to():
     prior = np.full(16, 1 / 16)
     limit = ch.bayes_exact(prior)
     trials = 4000
-    (hits,) = attacks.longitudinal(ch, prior, [720], trials, 1, memoize=True, irr=layer)
+    (hits,) = attacks.longitudinal(ch, prior, [720], trials, 1, reporting=attacks.Reporting(memoize=True, irr=layer))
     assert abs(hits / trials - limit) <= 4.4 * math.sqrt(limit * (1 - limit) / trials)
     # a skewed prior: the limit is sum_y max_x pi(x) P(y | x), enumerated here
     prior = np.arange(16, 0, -1.0) ** 2
@@ -144,7 +144,7 @@ def test_audit_and_the_dashboard_cap_and_carry_intervals():
     at one horizon) and the single-report measured rows: at most their bound, with intervals."""
     prior = np.full(16, 1 / 16)
     cfg = OracleConfig("grr", 16, 4.0, "full", "epoch", 1.0)
-    lon = audit.longitudinal(16, 4.0, prior, ["grr"], horizons=(1, 720), trials=100, cfg=cfg)
+    lon = audit.longitudinal(audit.Target(16, 4.0, prior, cfg), ["grr"], horizons=(1, 720), trials=100)
     for r in lon["rows"]:
         for s, ci, b, m, capped, bad in zip(r["success"], r["ci"], r["bound"], r["measured"], r["capped"],
                                             r["conflict"]):
@@ -154,7 +154,7 @@ def test_audit_and_the_dashboard_cap_and_carry_intervals():
     loss = audit.loss_so_far(cfg, {"memoize": True, "period_s": 43200}, prior, 730, trials=100, max_draws=200)
     assert loss["success"] <= loss["bound"] <= loss["ceiling"] and len(loss["ci"]) == 2 and not loss["conflict"]
     assert loss["limit"] == memo["limit"]
-    rows = audit.reconstruction(16, 4.0, prior, "uniform", ["grr"], 2000, seed=0)["rows"]
+    rows = audit.reconstruction(audit.Target(16, 4.0, prior), "uniform", ["grr"], 2000, seed=0)["rows"]
     (grr,) = rows  # GRR attains the ceiling: its measurement is above it about half the time
     assert grr["empirical"] <= grr["bayes_exact"] * (1 + 1e-9) and grr["empirical_ci"][0] <= grr["empirical_measured"]
 

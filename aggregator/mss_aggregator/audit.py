@@ -143,25 +143,24 @@ def audit(request, progress=None):
     :func:`steps` steps."""
     r, lo, em = request, request.longitudinal, request.empirical
     names, skipped, long_names, _ = selection(r)
-    report = privacy_audit.reconstruction(r.k, r.epsilon, r.prior, prior_spec=r.prior_spec, names=names,
-                                          trials=r.trials, seed=r.seed, cfg=r.config, progress=progress)
+    target = privacy_audit.Target(k=r.k, epsilon=r.epsilon, prior=r.prior, cfg=r.config)
+    report = privacy_audit.reconstruction(target, prior_spec=r.prior_spec, names=names, trials=r.trials, seed=r.seed,
+                                          progress=progress)
     report["skipped"] = skipped
     if lo is not None:
         report["longitudinal"] = privacy_audit.longitudinal(
-            r.k, r.epsilon, r.prior, long_names, horizons=lo.horizons, trials=lo.trials, seed=r.seed, cfg=r.config,
-            progress=progress)
+            target, long_names, horizons=lo.horizons, trials=lo.trials, seed=r.seed, progress=progress)
         report["linkability"] = privacy_audit.linkability(
-            r.k, r.epsilon, r.prior, long_names, pairs=lo.link_pairs, seed=r.seed, cfg=r.config, progress=progress)
+            target, long_names, pairs=lo.link_pairs, seed=r.seed, progress=progress)
         if r.config is not None:
             report["deployment"] = privacy_audit.deployment(
-                r.k, r.epsilon, r.prior, long_names, device=r.device, cfg=r.config, campaign_days=lo.campaign_days,
-                trials=lo.trials, seed=r.seed, progress=progress, change=lo.change)
+                target, long_names, device=r.device, campaign_days=lo.campaign_days, trials=lo.trials, seed=r.seed,
+                progress=progress, change=lo.change)
     if r.learned is not None:
         from mss_aggregator.privacy.learned import learned_attack
 
         report["learned"] = learned_attack(r.config, r.device, campaign=r.learned, prior=r.prior, progress=progress)
     if em is not None:
         report["epsilon_audit"] = privacy_audit.empirical_epsilon(
-            r.k, r.epsilon, names, em.trials, seed=r.seed, firmware=em.firmware, control=em.control, cfg=r.config,
-            progress=progress)
+            target, names, em.trials, seed=r.seed, firmware=em.firmware, control=em.control, progress=progress)
     return report

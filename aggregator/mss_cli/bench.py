@@ -44,7 +44,7 @@ def _plot_dir(ctx, param, value):
                    "bench-bits-k<k>.png.")
 def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, as_json, output, plot_dir):
     """Accuracy, bits and decode time of every protocol on the same data."""
-    from mss_aggregator.compare.bench import run_bench
+    from mss_aggregator.compare.bench import Grid, run_bench
     from mss_protocol import registry
 
     unknown = [p for p in names if p not in registry.AVAILABLE]
@@ -59,7 +59,8 @@ def bench_cmd(ks, epsilons, n, dists, trials, names, post, seed, as_json, output
     total = len(ks) * len(dists) * len(epsilons) * len(names) * trials
     try:
         with progress("bench", total) as step:
-            rows = run_bench(ks, epsilons, n, dists, trials=trials, names=names, post=post, seed=seed, progress=step)
+            grid = Grid(ks=tuple(ks), epsilons=tuple(epsilons), dists=tuple(dists), names=tuple(names))
+            rows = run_bench(grid, n, trials=trials, post=post, seed=seed, progress=step)
     except ConfigError as exc:  # a protocol that takes no such (k, epsilon)
         fail(str(exc))
     if output:

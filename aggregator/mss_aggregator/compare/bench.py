@@ -6,6 +6,7 @@ compare like with like.  MSE is per item on frequencies against the
 empirical frequencies of the population, after the chosen post-processing.
 """
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,8 +29,20 @@ def client_seconds(protocol, k, reports, rng, budget=1.0):
     return float(np.median(times))
 
 
-def run_bench(ks, epsilons, n, dists, trials, names, post="none", seed=0, client_reports=20,
-              progress=None):
+@dataclass(frozen=True)
+class Grid:
+    """What :func:`run_bench` measures: every protocol of ``names`` at every k of ``ks``, epsilon of
+    ``epsilons`` and value distribution of ``dists`` (:func:`mss_aggregator.distributions.parse` specs)."""
+    ks: tuple
+    epsilons: tuple
+    dists: tuple
+    names: tuple
+
+
+def run_bench(grid, n, trials, post="none", seed=0, client_reports=20, progress=None):
+    """The rows of ``mss bench``: one a protocol and point of ``grid`` (:class:`Grid`), over ``trials``
+    populations of ``n`` values; ``progress()`` after each trial."""
+    ks, epsilons, dists, names = grid.ks, grid.epsilons, grid.dists, grid.names
     rows = []
     for k in ks:
         for dist in dists:

@@ -32,6 +32,7 @@ the one-output protocols are in :func:`link_exact`.
 """
 import math
 import random
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -204,17 +205,37 @@ def schedule(reports, memoize=False, draws=None, window=None):
 LOGLIK_CACHE_BYTES = 32 << 20
 
 
-def longitudinal(ch, prior, horizons, trials, seed=0, memoize=False, irr=None, fresh=None, device_seed=False):
-    """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
-    (ascending): array of len(set(horizons)), over ``trials`` devices.
+@dataclass(frozen=True)
+class Reporting:
+    """How a device reports over time, as :func:`longitudinal` simulates it.
 
-    ``fresh``: the schedule (bool per report, :func:`schedule`); default every
-    report fresh, or only the first with ``memoize``.  A report that is not
-    fresh is a replay of the last draw (with ``irr``: a fresh IRR of it; without:
-    nothing new) if ``memoize``, else skipped.  ``irr`` (:class:`Irr`): the
-    instantaneous layer; ``ch`` is then the permanent draw's channel (the
-    protocol without the layer).  ``device_seed``: olh's hash seed is drawn once per
-    device and kept for all its draws (``seed: device``), else drawn afresh per draw."""
+    Parameters
+    ----------
+    memoize : bool
+        A report that is not fresh is a replay of the last draw (with ``irr``: a fresh IRR of it;
+        without: nothing new); else it is skipped.
+    irr : Irr, optional
+        The instantaneous layer; the attacked channel is then the permanent draw's (the protocol
+        without the layer).
+    fresh : numpy.ndarray of bool, optional
+        The schedule, one a report (:func:`schedule`); None: every report fresh, or only the first
+        with ``memoize``.
+    device_seed : bool
+        olh's hash seed is drawn once per device and kept for all its draws (``seed: device``), else
+        drawn afresh per draw.
+    """
+    memoize: bool = False
+    irr: object = None
+    fresh: object = None
+    device_seed: bool = False
+
+
+def longitudinal(ch, prior, horizons, trials, seed=0, reporting=Reporting()):
+    """Bayes-optimal hits after T reports, for each distinct T in ``horizons``
+    (ascending): array of len(set(horizons)), over ``trials`` devices reporting as
+    ``reporting`` (:class:`Reporting`) says; with its ``irr``, ``ch`` is the permanent
+    draw's channel."""
+    memoize, irr, fresh, device_seed = reporting.memoize, reporting.irr, reporting.fresh, reporting.device_seed
     rng = np.random.default_rng(seed)
     device = ByteRng(random.Random(seed).randbytes)
     log_prior = _log_prior(prior)

@@ -5,6 +5,7 @@ the real clients.  Every function returns plain JSON-ready data.
 import math
 import random
 import subprocess
+from dataclasses import dataclass
 from fractions import Fraction
 
 from mss_aggregator.devices.runtime import RuntimeUnavailable
@@ -23,6 +24,27 @@ MSS_MIN_K = 4  # MSS needs at least two coprime moduli of 2 or more: k >= 4 (SS 
 DAY_S = 86400
 CAMPAIGN_DAYS = 365
 FIRMWARE_PERIOD_S = 3600  # the firmware's device.period_s default
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an audit attacks: the protocols at (``k``, ``epsilon``), or the config ``cfg``.
+
+    Parameters
+    ----------
+    k : int
+        Categories.
+    epsilon : float
+        epsilon-LDP of one report (nats).
+    prior : numpy.ndarray, shape (k,)
+        The attacker's prior over the values (sums to 1).
+    cfg : object, optional
+        A deployment's config: its protocol's own parameters instead of the planner's at (k, epsilon).
+    """
+    k: int
+    epsilon: float
+    prior: object = None
+    cfg: object = None
 
 
 def skipped(names, k):
@@ -67,8 +89,9 @@ def reconstruction_row(ch, prior, trials, seed, ceiling=None):
     return row
 
 
-def reconstruction(k, epsilon, prior, prior_spec, names, trials, seed=0, cfg=None, progress=None):
+def reconstruction(target, prior_spec, names, trials, seed=0, progress=None):
     """The audit's main JSON: {"k", "epsilon", "prior", "ceiling", "bounds", "rows"}."""
+    k, epsilon, prior, cfg = target.k, target.epsilon, target.prior, target.cfg
     rows, ceiling = [], ceilings.ldp_prior(prior, epsilon)
     for name in names:
         rows.append(reconstruction_row(ch=channel(name, k, epsilon, cfg), prior=prior, trials=trials, seed=seed,
@@ -114,8 +137,7 @@ def _paper_rule(ch, prior):
     return (closed, "closed form (approximation)") if closed is not None else (None, None)
 
 
-def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, trials=100, seed=0,
-                 cfg=None, progress=None):
+def longitudinal(target, names=("mss", "grr"), horizons=HORIZONS, trials=100, seed=0, progress=None):
     """Bayes-optimal success after T reports of one fixed value, fresh and memoized
     (with the config's instantaneous layer, if it has one: a fresh IRR on every report):
     {"horizons", "trials", "ceiling" (the LDP ceiling at T epsilon), "memoize_ceiling"
@@ -125,6 +147,7 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
     reports of one draw tend to; without a layer the figure itself, "exact").  A
     simulated "success" is :func:`.attacks.bounded_rate` against it ("ci" the
     measurement's 95% interval, "measured", "capped", "conflict")."""
+    k, epsilon, prior, cfg = target.k, target.epsilon, target.prior, target.cfg
     horizons = sorted(set(horizons))
     at_t = [ceilings.ldp_prior(prior, t * epsilon) for t in horizons]
     at_one = ceilings.ldp_prior(prior, epsilon)
@@ -133,7 +156,7 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
         ch, irr = prr_channel(name, k, epsilon, cfg)  # with a config's IRR: each report a fresh IRR of the draw
         for mode in ("fresh", "memoize"):
             hits = attacks.longitudinal(ch=ch, prior=prior, horizons=horizons, trials=trials, seed=seed,
-                                        memoize=mode == "memoize", irr=irr)
+                                        reporting=attacks.Reporting(memoize=mode == "memoize", irr=irr))
             limit = ch.bayes_exact(prior) if mode == "memoize" else None
             bound = [c if mode == "fresh" else min(c, at_one, 1.0 if limit is None else limit) for c in at_t]
             figs = [attacks.bounded_rate(h, trials, b) for h, b in zip(hits, bound)]
@@ -149,13 +172,14 @@ def longitudinal(k, epsilon, prior, names=("mss", "grr"), horizons=HORIZONS, tri
             "rows": rows}
 
 
-def linkability(k, epsilon, prior, names, pairs=1000, seed=0, cfg=None, irr_epsilon=None, progress=None):
+def linkability(target, names, pairs=1000, seed=0, irr_epsilon=None, progress=None):
     """How well two reports of one device link: the attacker says "same device" iff
     they are identical (:func:`.attacks.linkability`), for a memoized device without
     an instantaneous layer and, for the one-output protocols, with one (the config's,
     else at ``irr_epsilon``, default the protocol's epsilon).  Rows {"protocol", "irr"
     (None or {"epsilon", "t", "p1", "configured"}), measured "tpr", "fpr", "advantage"
     with CIs, and "exact" ({"tpr", "fpr", "advantage"}, one-output protocols)}."""
+    k, epsilon, prior, cfg = target.k, target.epsilon, target.prior, target.cfg
     rows = []
     for name in names:
         ch, layer = prr_channel(name, k, epsilon, cfg)
@@ -204,8 +228,8 @@ def deployment_horizons(campaign_days):
     return sorted({d for d in (1, 7, 30, 365) if d <= campaign_days} | {campaign_days})
 
 
-def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIGN_DAYS, trials=100, seed=0,
-               horizons_days=None, max_draws=MAX_DRAWS, progress=None, change=None):
+def deployment(target, names, device, campaign_days=CAMPAIGN_DAYS, trials=100, seed=0, progress=None,
+               change=None):
     """The deployment as configured over ``campaign_days``: a device reporting a FIXED
     value every ``device.period_s`` (default the firmware's 3600 s), memoized or
     not (``device.memoize``), within its budget (``device.budget``: B fresh draws per
@@ -222,6 +246,7 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
     figures ``mss plan --json`` prints as ``privacy_over_time``: fresh, memoized and
     budgeted at a day, 30 days and the campaign, with the value's worst case; with ``change``,
     a :class:`~mss_aggregator.privacy.changing.Change`, each entry's "changing" figures)."""
+    k, epsilon, prior, cfg = target.k, target.epsilon, target.prior, target.cfg
     from mss_protocol import budget as budgets
 
     device = device or {}
@@ -231,7 +256,8 @@ def deployment(k, epsilon, prior, names, device, cfg=None, campaign_days=CAMPAIG
         period, source = FIRMWARE_PERIOD_S, "firmware default (no device.period_s)"
     memoize = bool(device.get("memoize", False))
     bud = device.get("budget")
-    horizons_days = sorted(set(horizons_days or deployment_horizons(campaign_days)))
+    horizons_days = deployment_horizons(campaign_days)
+    max_draws = MAX_DRAWS
     reports = [max(1, int(d * DAY_S // period)) for d in horizons_days]
     no_info = ceilings.no_information(prior)
     rows = []
@@ -317,12 +343,13 @@ def irr_doc(cfg):
             "report_eps_effective": getattr(cfg, "report_eps_effective", None)}
 
 
-def empirical_epsilon(k, epsilon, names, trials, seed=0, firmware=True, control=True,
-                      alpha=0.001, cfg=None, progress=None):
+def empirical_epsilon(target, names, trials, seed=0, firmware=True, control=True, alpha=0.001,
+                      progress=None):
     """ldp-audit on the wire output of every client (and the firmware of the config's
     protocol, else MSS's, under the MicroPython unix port: :func:`firmware_protocol`):
     {"x1", "x2", "alpha", "rows": [...]}.  The control is MSS (GRR below k = 4)
     built for 2 epsilon but claimed at epsilon: a sound audit catches it."""
+    k, epsilon, cfg = target.k, target.epsilon, target.cfg  # the prior plays no part
     rng = ByteRng(random.Random(seed).randbytes)
     rows = []
 

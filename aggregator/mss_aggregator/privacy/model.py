@@ -104,8 +104,8 @@ def horizon_figures(ch, prior, reports, drawing, trials, seed, max_draws):
     bound = [c if lim is None else min(c, lim) for c, lim in zip(ceiling, limit)]
     by_t = {}
     if not all(exact):
-        hits = attacks.longitudinal(ch=ch, prior=prior, horizons=sim, trials=trials, seed=seed, memoize=memoize,
-                                    irr=irr, fresh=fresh, device_seed=drawing.device_seed)
+        reporting = attacks.Reporting(memoize=memoize, irr=irr, fresh=fresh, device_seed=drawing.device_seed)
+        hits = attacks.longitudinal(ch=ch, prior=prior, horizons=sim, trials=trials, seed=seed, reporting=reporting)
         by_t = dict(zip(sorted(set(sim)), (int(h) for h in hits)))
     figs = []
     for i, t in enumerate(sim):
