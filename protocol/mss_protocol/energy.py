@@ -292,9 +292,10 @@ def device_s(board, rp2040_ms, board_ms=None):
     return (rp2040_ms * _v(BOARDS[board]["device_scale"]) if board_ms is None else board_ms) / 1e3
 
 
-def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery_mah=None, fport=1,
+def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery_mah=None,
            board_ms=None):
-    """Energy of one report of ``frame_bytes`` on ``link`` every ``period_s`` seconds.
+    """Energy of one report of ``frame_bytes`` on ``link`` (FPort 1, as :func:`handshake_bytes` counts it)
+    every ``period_s`` seconds.
 
     Parameters
     ----------
@@ -333,7 +334,7 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     if period_s is None:
         period_s = lorawan.budget(link, frame_bytes)["min_period_s"]
     t = {"boot": _v(b["boot_s"]), "device": device_s(board, rp2040_ms, board_ms),
-         "handshake": handshake_s(modem, frame_bytes, period_s, fport), "air": air_ms / 1e3}
+         "handshake": handshake_s(modem, frame_bytes, period_s), "air": air_ms / 1e3}
     t["rx1"], t["rx2"] = rx_windows_s(link)
     t["wait"] = t["air"] + RECEIVE_DELAY2_S + t["rx2"]
     t["modem_idle"] = t["handshake"] + RECEIVE_DELAY2_S - t["rx1"]
