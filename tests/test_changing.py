@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from mss_aggregator.privacy import audit, changing, model
-from mss_aggregator.privacy.over_time import change_setup, over_time
+from mss_aggregator.privacy.over_time import Device, Effort, change_setup, over_time
 from mss_device.rng import ByteRng
 from mss_node import ledger as fw_ledger
 from mss_node import memo as fw_memo
@@ -249,8 +249,8 @@ def test_over_time_json_fields_and_consistency():
     fields, consistent (success within [0, 1] and at most its bound, the advantage tpr - fpr,
     no skips without a budget, fresh reports date nothing but bodies)."""
     cfg = OracleConfig("grr", 4, 2.0)
-    ot = over_time(cfg, 6 * 3600, None, 40, True, (8.0, 30), change=changing.Change(every_days=10), trials=50,
-                   change_devices=300, change_trials=100, max_draws=50)
+    ot = over_time(cfg, Device(6 * 3600, True, (8.0, 30)), None, 40, change=changing.Change(every_days=10),
+                   effort=Effort(trials=50, change_devices=300, change_trials=100, max_draws=50))
     assert ot["change"]["every_days"] == 10 and abs(sum(ot["change"]["stationary"]) - 1) < 1e-9
     for h in ot["horizons"]:
         for mode in ot["modes"]:
@@ -319,8 +319,8 @@ def test_irr_change_dating_exact():
     draws of different values coincide with 2pq + 2q^2, so the dated changes are
     1 - (c same + (1 - c) diff) up to the coincidences' sampling noise."""
     cfg = OracleConfig("grr", 4, 2.0, irr_epsilon=1.0)
-    ot = over_time(cfg, DAY_S, None, 90, True, None, change=changing.Change(every_days=5), trials=30,
-                   change_devices=400, change_trials=400, max_draws=30)
+    ot = over_time(cfg, Device(DAY_S, True, None), None, 90, change=changing.Change(every_days=5),
+                   effort=Effort(trials=30, change_devices=400, change_trials=400, max_draws=30))
     layer = model.prr_channel("grr", 4, 2.0, cfg)[1]
     same = layer.p1 ** 2 + (1 - layer.p1) ** 2 / 3
     diff = 2 * layer.p1 * layer.q1 + 2 * layer.q1 ** 2
@@ -344,8 +344,8 @@ def test_every_protocol_under_its_ceiling(name, irr):
     no conflict, its interval around the measurement (k = 8, epsilon 3, a budget that bites)."""
     cfg = _ss(8, 3.0) if name == "ss" else OracleConfig(name, 8, 3.0, seed="device" if name == "olh" else "epoch",
                                                          irr_epsilon=irr)
-    ot = over_time(cfg, DAY_S, None, 45, True, (6.0, 30), change=changing.Change(every_days=3), trials=20,
-                   change_devices=200, change_trials=150, max_draws=20)
+    ot = over_time(cfg, Device(DAY_S, True, (6.0, 30)), None, 45, change=changing.Change(every_days=3),
+                   effort=Effort(trials=20, change_devices=200, change_trials=150, max_draws=20))
     for h in ot["horizons"]:
         for mode in ot["modes"]:
             c = h[mode]["changing"]

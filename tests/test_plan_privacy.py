@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from mss_aggregator.privacy import ceilings
-from mss_aggregator.privacy.over_time import over_time
+from mss_aggregator.privacy.over_time import Device, over_time
 from mss_cli.main import main
 from mss_cli.plan import attacker_cell
 from mss_protocol import budget
@@ -134,8 +134,8 @@ def test_the_issues_example_writes_memoize_and_a_budget_and_prints_the_table(tmp
     d = plan_json(*ISSUE)
     ot = d["privacy_over_time"]
     assert (d["device_memoize"], d["device_budget"]) == (True, budget.budget_section(8.0, 30))
-    assert ot == json.loads(json.dumps(over_time(load_dict(d["config"]), 3456, None, 365, True, d["device_budget"],
-                                                 prior_label="uniform")))
+    device = Device(3456, True, d["device_budget"])
+    assert ot == json.loads(json.dumps(over_time(load_dict(d["config"]), device, None, 365, prior_label="uniform")))
     assert ot["deployment"] == "budgeted" and ot["modes"] == ["fresh", "memoized", "budgeted"]
     assert [(h["days"], h["reports"]) for h in ot["horizons"]] == [(1, 25), (30, 750), (365, 9125)]
     for mode in ot["modes"]:
@@ -217,14 +217,14 @@ def test_bounds_with_an_irr_a_device_seed_and_a_budget_without_memo():
     """olh seed device with an instantaneous layer (memoized): one report costs less than a
     draw; hr fresh reports under a budget that binds (4 draws a day, hourly reports)."""
     cfg = OracleConfig("olh", 64, 2.0, "compact", "device", 3.0)
-    ot = over_time(cfg, 3600, None, 60, True, (8.0, 30), prior_label="uniform")
+    ot = over_time(cfg, Device(3600, True, (8.0, 30)), None, 60, prior_label="uniform")
     assert ot["irr"]["epsilon"] == 3.0 and ot["eps_report"] < ot["eps_draw"] == cfg.eps_effective
     assert [h["days"] for h in ot["horizons"]] == [1, 30, 60]
     _check_bounds(ot, 64)
-    ot2 = over_time(cfg, 3600, None, 60, True, (8.0, 30), prior_label="uniform")
+    ot2 = over_time(cfg, Device(3600, True, (8.0, 30)), None, 60, prior_label="uniform")
     assert ot2 == ot  # seeded: reproducible
     cfg = OracleConfig("hr", 32, 1.0)
-    ot = over_time(cfg, 3600, None, 30, False, (4.0, 1))
+    ot = over_time(cfg, Device(3600, False, (4.0, 1)), None, 30)
     assert ot["deployment"] == "budgeted" and ot["budget"]["draws_per_window"] == 4
     _check_bounds(ot, 32)
     day, month = ot["horizons"]
@@ -232,7 +232,7 @@ def test_bounds_with_an_irr_a_device_seed_and_a_budget_without_memo():
     assert day["budgeted"]["epsilon"] == pytest.approx(4 * cfg.eps_effective)
     assert day["fresh"]["epsilon"] == pytest.approx(24 * cfg.eps_effective)
     with pytest.raises(ValueError, match="below one fresh draw"):
-        over_time(cfg, 3600, None, 30, True, (0.99, 30))
+        over_time(cfg, Device(3600, True, (0.99, 30)), None, 30)
 
 
 def test_mss_plan_with_a_period_and_a_campaign():

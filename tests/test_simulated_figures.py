@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from mss_aggregator.privacy import attacks, audit, ceilings, model
-from mss_aggregator.privacy.over_time import over_time
+from mss_aggregator.privacy.over_time import Device, over_time
 from mss_cli.main import main
 from mss_protocol.oracle_config import OracleConfig
 
@@ -108,7 +108,7 @@ def test_the_limit_is_what_the_memoized_reports_tend_to():
     prior /= prior.sum()
     o = ch.oracle
     channel = np.where(np.eye(16, dtype=bool), o.p, o.q)  # P(y | x), rows x
-    ot = over_time(cfg, 43200, prior, 30, True, None)
+    ot = over_time(cfg, Device(43200, True, None), prior, 30)
     assert ot["horizons"][-1]["memoized"]["limit"] == pytest.approx((prior[:, None] * channel).max(axis=0).sum(),
                                                                       rel=1e-12)
     assert ot["horizons"][-1]["memoized"]["limit"] < ot["horizons"][-1]["memoized"]["ceiling"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy.changing import Change
-from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, over_time
+from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, Device, over_time
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan, shuffling
@@ -365,8 +365,8 @@ def plan(request, progress=None):
                               f"re-randomises over all {cfg.protocol.irr.n} outputs; it pays on grr or olh with few "
                               "buckets", alarm=True))
     if knows_period:
-        result["privacy_over_time"] = over_time(cfg, period, prior=prior, campaign_days=rep.campaign_days,
-                                                memoize=rep.memoize, budget=section, prior_label=q.prior,
+        result["privacy_over_time"] = over_time(cfg, Device(period_s=period, memoize=rep.memoize, budget=section),
+                                                prior=prior, campaign_days=rep.campaign_days, prior_label=q.prior,
                                                 change=rep.change)
     if rep.change is not None and knows_period:
         result["hiding_options"] = _hiding(request, result, cfg, common)

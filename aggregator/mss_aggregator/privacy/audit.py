@@ -293,12 +293,13 @@ def deployment(target, names, device, campaign_days=CAMPAIGN_DAYS, trials=100, s
            "no_information": no_info, "max_draws": max_draws, "rows": rows}
     if cfg is not None and isinstance(period, int):  # what mss plan --json shows for it (privacy_over_time)
         try:
-            from mss_aggregator.privacy.over_time import over_time
+            from mss_aggregator.privacy.over_time import Device, Effort, over_time
         except ImportError:
             pass
         else:
-            out["over_time"] = over_time(cfg=cfg, period_s=period, prior=prior, campaign_days=campaign_days,
-                                         memoize=memoize, budget=bud, trials=trials, seed=seed, change=change)
+            out["over_time"] = over_time(cfg=cfg, device=Device(period_s=period, memoize=memoize, budget=bud),
+                                         prior=prior, campaign_days=campaign_days,
+                                         effort=Effort(trials=trials, seed=seed), change=change)
     return out
 
 

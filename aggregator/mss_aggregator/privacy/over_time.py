@@ -138,6 +138,48 @@ def _config(cfg, irr):
     return cfg
 
 
+@dataclass(frozen=True)
+class Device:
+    """One device of the deployment, as :func:`over_time` takes it.
+
+    Parameters
+    ----------
+    period_s : int
+        Its report period (``device.period_s``), whole seconds >= 1.
+    memoize : bool
+        The deployment's ``device.memoize``.
+    budget : dict or tuple, optional
+        None, a ``device.budget`` dict, {"epsilon", "days"} or (epsilon, days).
+    memo_max : int
+        Memos kept (``device.memo_max``).
+    """
+    period_s: int
+    memoize: bool = True
+    budget: object = None
+    memo_max: int = MEMO_MAX
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How large :func:`over_time`'s simulations are.
+
+    Parameters
+    ----------
+    trials, seed : int
+        The stable-value attacker's simulated devices and seed.
+    max_draws : int, optional
+        Fresh draws simulated per device (None: :func:`default_max_draws`).
+    change_devices, change_trials : int, optional
+        With a changing value: the devices simulated, and those the attacker tries
+        (None: :mod:`.changing`'s defaults).
+    """
+    trials: int = TRIALS
+    seed: int = SEED
+    max_draws: int = None
+    change_devices: int = None
+    change_trials: int = None
+
+
 def _budget(budget):
     if budget is None:
         return None
@@ -146,17 +188,15 @@ def _budget(budget):
     return budgets.budget_section(*budget)
 
 
-def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=True, budget=None, irr=None, *,
-              prior_label=None, trials=TRIALS, seed=SEED, max_draws=None, memo_max=MEMO_MAX, change=None,
-              change_devices=None, change_trials=None):
-    """The loss of one device of ``cfg`` reporting every ``period_s`` seconds, at 1 day,
-    30 days and ``campaign_days`` (module docstring: the math and its sources).
+def over_time(cfg, device, prior=None, campaign_days=CAMPAIGN_DAYS, irr=None, *, prior_label=None, effort=Effort(),
+              change=None):
+    """The loss of one ``device`` (:class:`Device`: its period, memoize, budget and memo_max)
+    of ``cfg``, at 1 day, 30 days and ``campaign_days`` (module docstring: the math and its
+    sources), simulated as ``effort`` (:class:`Effort`) says.
 
     ``cfg``: a config (MssConfig / OracleConfig) or its dict; ``prior``: (k,) value
-    distribution (None: uniform); ``memoize``: the deployment's ``device.memoize``;
-    ``budget``: None, a ``device.budget`` dict, {"epsilon", "days"} or (epsilon, days);
-    ``irr``: None (the config's own instantaneous layer, if any) or its epsilon
-    (a float, or {"epsilon": e1}), for grr, olh, hr and pgr.
+    distribution (None: uniform); ``irr``: None (the config's own instantaneous layer, if
+    any) or its epsilon (a float, or {"epsilon": e1}), for grr, olh, hr and pgr.
 
     Returns {"protocol", "k", "epsilon", "config_id", "period_s", "reports_per_day",
     "campaign_days", "prior", "eps_draw", "eps_report", "irr", "memoize", "memo_max",
@@ -181,6 +221,9 @@ def over_time(cfg, period_s, prior=None, campaign_days=CAMPAIGN_DAYS, memoize=Tr
     "change_time_advantage", "skip_rate", "bias", ...}: :func:`changing.figures`, on
     ``change_devices`` simulated devices, the attacker on ``change_trials`` of them), and
     the result a "change" section (the chain and the attacker)."""
+    period_s, memoize, budget, memo_max = device.period_s, device.memoize, device.budget, device.memo_max
+    trials, seed, max_draws = effort.trials, effort.seed, effort.max_draws
+    change_devices, change_trials = effort.change_devices, effort.change_trials
     cfg = _config(cfg, irr)
     if isinstance(period_s, bool) or not isinstance(period_s, int) or period_s < 1:
         raise ValueError(f"period_s must be a whole number of seconds >= 1, got {period_s!r}")
