@@ -416,7 +416,7 @@ def network_main(spec_path):
         ns = (ChirpStackEmulator("127.0.0.1", port, app["app"]) if spec["shape"] == "chirpstack"
               else TheThingsStackEmulator("127.0.0.1", port, app["app"], TENANT))
         for eui, dialect in app["modems"]:
-            m = emulator(dialect, eui, join_delay_s=0, tx_delay_s=0)
+            m = emulator(dialect, eui, delays_s=(0, 0))
             ns.attach(m)
             modems.append(m)
             paths[eui] = m.path

@@ -24,6 +24,7 @@ import pytest
 from brokers import mosquitto  # noqa: F401 (fixture)
 from micropython_runner import command, run
 from mss_aggregator.devices.modem import DIALECTS, emulator
+from mss_aggregator.devices.modem.base import DELAYS_S
 from mss_protocol.choose import choose
 from mss_protocol.configs import load_dict
 
@@ -115,7 +116,7 @@ class Session(threading.Thread):
     def __init__(self, folder, dialect, boots, device=None, **modem):
         super().__init__(daemon=True)
         self.folder, self.dialect, self.boots = folder, dialect, boots
-        self.modem = emulator(dialect, EUI + str(DIALECTS.index(dialect)), tx_delay_s=0.15)
+        self.modem = emulator(dialect, EUI + str(DIALECTS.index(dialect)), delays_s=(DELAYS_S[0], 0.15))  # a slow send
         for k, v in modem.items():
             setattr(self.modem, k, v)
         self.modem.on_uplink = self._uplink

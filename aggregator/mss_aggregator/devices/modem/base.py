@@ -67,6 +67,7 @@ from mss_protocol import energy, lorawan
 GPS_UNIX_OFFSET = 315964800  # unix time of the GPS epoch, 1980-01-06 (LoRaMac-node UNIX_GPS_EPOCH_OFFSET)
 LEAP_SECONDS = 18  # GPS - UTC since 2017-01-01 (RUI3 and ST's AT firmware hard-code it)
 _JOIN_REQUEST, _JOIN_ACCEPT = 23, 17  # PHYPayload bytes (LoRaWAN 1.0.x, no CFList)
+DELAYS_S = (0.05, 0.05)  # (join, send): how long the modem takes to answer a join and a send
 
 
 class ModemEmulator(threading.Thread):
@@ -75,15 +76,15 @@ class ModemEmulator(threading.Thread):
 
     SLEEP_COMMAND = None  # the dialect's sleep command, up to its argument
 
-    def __init__(self, dialect, dev_eui, on_uplink=None, faults=None, max_payload=51,
-                 join_delay_s=0.05, tx_delay_s=0.05, clock=None, link="lorawan:us915:0"):
+    def __init__(self, dialect, dev_eui, on_uplink=None, faults=None, max_payload=51, delays_s=DELAYS_S, clock=None,
+                 link="lorawan:us915:0"):
         super().__init__(name=f"modem-{dev_eui}", daemon=True)
         self.dialect, self.dev_eui = dialect, dev_eui.lower()
         self.on_uplink = on_uplink or (lambda *a: None)
         self.faults = {"join": [], "send": []}
         self.faults.update(faults or {})
         self.max_payload = max_payload
-        self.join_delay_s, self.tx_delay_s = join_delay_s, tx_delay_s
+        self.join_delay_s, self.tx_delay_s = delays_s
         self.joined, self.fcnt, self.fport = False, 0, 1
         self.joins = 0
         self.uplinks = []  # (fport, fcnt, data) of every frame that went on air
