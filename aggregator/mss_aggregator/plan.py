@@ -14,16 +14,15 @@ request the planner cannot serve raises :class:`RequestError`, naming the reques
 a plan that does not exist (nothing fits the limits) :class:`~mss_protocol.mss.planner.PlanError`;
 an unreadable prior :class:`~mss_aggregator.distributions.DistributionError`.
 """
-import math
 from dataclasses import dataclass, field
 
-from mss_aggregator.distributions import DistributionError, parse
+from mss_aggregator.distributions import parse
 from mss_aggregator.privacy.changing import Change
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, Device, over_time
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import energy, lorawan, shuffling
-from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, choose
+from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget, choose
 from mss_protocol.config_file import seeded  # the protocols whose seed names the device (olh)
 from mss_protocol.configs import load_dict
 from mss_protocol.mss.planner import PlanError
@@ -208,7 +207,7 @@ class PlanRequest:
 class Note:
     """A remark on the plan, in words; ``alarm``: it warns of a cost the operator should weigh;
     ``kind`` and ``values``: what it is about and its figures, for a caller that words it with its
-    own names for the request's fields (``"payload"``, ``"grr_own_bound"``, ``"shuffle_memoized"``)."""
+    own names for the request's fields (``"payload"``, ``"shuffle_memoized"``)."""
     text: str
     alarm: bool = False
     kind: str = ""
@@ -313,7 +312,7 @@ def plan(request, progress=None):
     for MSS's moduli search (it says how far it is once it has taken 2 s), or None."""
     check(request)
     r, sh, q, hw, rep = request, request.shuffle, request.question, request.hardware, request.reporting
-    epsilon = r.epsilon if sh is None or sh.central_epsilon is None else _central_plan_epsilon(r)
+    target = None if sh is None or sh.central_epsilon is None else CentralTarget(sh.central_epsilon, sh.n, sh.delta)
     n = q.n
     if n is None:  # stated at the devices the chosen protocol needs, or at one shuffled batch
         n = None if (q.detect, q.target_se) != (None, None) else sh.n if sh is not None else N_DEFAULT
@@ -329,7 +328,9 @@ def plan(request, progress=None):
                   progress=progress)
     try:
         left_out = dict.fromkeys(seeded(), OLH_LEFT_OUT) if sh else None
-        result = choose(r.k, epsilon, r.protocol, exclude=left_out, **common)
+        # a central epsilon: each candidate at the largest epsilon its own bound allows (choose.central_eps0)
+        result = choose(r.k, r.epsilon, r.protocol, exclude=left_out, central=target, **common)
+        epsilon = r.epsilon if target is None else result["epsilon"]
         if sh is not None:
             # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
             local = None if sh.central_epsilon is None else choose(r.k, sh.central_epsilon, r.protocol, **common)
@@ -338,7 +339,7 @@ def plan(request, progress=None):
         if link:
             raise PlanError(f"{exc} ({link.spec} carries {link.max_payload} bytes)") from None
         raise
-    notes += _shuffle_notes(request, epsilon, result, common)
+    notes += _shuffle_notes(request)
     period = hw.period_s
     if link:
         period = _link_figures(request, result, board, modem)
@@ -401,17 +402,6 @@ def _report_size(request, olh_seed):
     return max_bytes, frame, notes
 
 
-def _central_plan_epsilon(request):
-    """The largest epsilon a report whose shuffled batch meets the central epsilon, to 4 decimals
-    rounded down (a smaller epsilon still meets it: the config and the title state it).  A named GRR,
-    OUE or SUE plan: its own bound (SS and HR: the generic bound here, their size depends on epsilon;
-    the plan's central figure at the epsilon found uses theirs)."""
-    sh = request.shuffle
-    bound = shuffling.bound_args(request.protocol, request.k, request.reporting.irr_epsilon is not None)
-    eps0 = shuffling.largest_eps0(sh.central_epsilon, sh.n, sh.delta, **dict(zip(("protocol", "k", "size"), bound)))
-    return math.floor(eps0 * 1e4) / 1e4
-
-
 def _shuffle_field(request, eps0, result, local):
     """The plan's ``shuffle`` field: the central (eps_c, delta) of a shuffled batch of ``n``
     reports at the plan's epsilon (:func:`mss_protocol.shuffling.central_epsilon`, the protocol's own
@@ -431,30 +421,10 @@ def _shuffle_field(request, eps0, result, local):
     return out
 
 
-def _shuffle_notes(request, epsilon, result, common):
-    """What a shuffled plan should know: GRR's own bounds when auto planned at the generic bound's
-    epsilon, and that memoized bodies are found by intersecting batches."""
-    sh, notes = request.shuffle, []
-    if result.get("shuffle", {}).get("central_epsilon") is not None and request.protocol == "auto" \
-            and request.reporting.irr_epsilon is None:
-        # auto plans every protocol at the generic bound's epsilon; GRR's own bounds are tighter
-        own = shuffling.largest_eps0(sh.central_epsilon, sh.n, sh.delta, protocol="grr", k=request.k)
-        own = math.floor(own * 1e4) / 1e4
-        words = (f"GRR's own bounds (the blanket, the stronger clone) meet the central epsilon "
-                 f"{sh.central_epsilon:g} up to epsilon {own:g}")
-        values = dict(central_epsilon=sh.central_epsilon, epsilon=own, grr_mse=None, plan_mse=None)
-        if own > epsilon and result["protocol"] == "grr":
-            notes.append(Note(f"{words}: a GRR plan has it", kind="grr_own_bound", values=values))
-        elif own > epsilon and result["predicted_mse"] is not None:
-            try:
-                grr = choose(request.k, own, "grr", exclude=dict.fromkeys(seeded(), OLH_LEFT_OUT), **common)
-            except (DistributionError, PlanError):
-                grr = None  # GRR does not fit this plan's limits: nothing to suggest
-            if grr is not None and grr["predicted_mse"] is not None and grr["predicted_mse"] < result["predicted_mse"]:
-                notes.append(Note(f"{words}, where GRR's predicted MSE {grr['predicted_mse']:.4g} is below this "
-                                  f"plan's {result['predicted_mse']:.4g}: a GRR plan has it", kind="grr_own_bound",
-                                  values=dict(values, grr_mse=grr["predicted_mse"], plan_mse=result["predicted_mse"])))
-    if "shuffle" in result and request.reporting.memoize:
+def _shuffle_notes(request):
+    """What a shuffled plan should know: memoized bodies are found by intersecting batches."""
+    notes = []
+    if request.shuffle is not None and request.reporting.memoize:
         notes.append(Note("memoized reports: one batch is (eps_c, delta)-DP, but a memoized body re-sent in every "
                           "epoch is found by intersecting batches, so over more than one batch the guarantee is the "
                           "memoized draw's epsilon, not eps_c composed (the estimate says so; fresh reports "

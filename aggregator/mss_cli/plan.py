@@ -224,13 +224,19 @@ def _print_plan(out, p, device_config):
     n = result["n"]
     budget = ", ".join(x for x in (f"<= {max_bytes} bytes" if max_bytes else "",
                                    f"<= {max_bits} body bits" if max_bits else "") if x) or "no size budget"
-    table = Table(title=f"k={k}, epsilon={p.epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior",
+    central = any("eps0" in c for c in result["candidates"])  # --central-epsilon: each at its own epsilon
+    epsilon = "each its own (eps0)" if central else p.epsilon
+    table = Table(title=f"k={k}, epsilon={epsilon}, {frame} frame, {budget}, n={n}, {prior_spec} prior",
                   caption=f"MSE: the predicted mean squared error of an item's estimated frequency at n={n}, "
                           f"the {prior_spec} prior; vs SS: MSE / SubsetSelection's (below 1: more accurate)"
                           + ("; devices: the fleet the question needs" if result["devices_needed"] is not None
-                             else ""), caption_justify="left")
+                             else "")
+                          + ("; eps0: the largest epsilon a report whose batch meets --central-epsilon under "
+                             "the bound named (the protocol's own where proven)" if central else ""),
+                  caption_justify="left")
     asked = result["devices_needed"] is not None  # a --detect or --target-se question: the devices it needs
-    cols = ("protocol", "bits", "bytes", "MSE", "vs SS") + ("devices",) * asked + ("dev ms*", "dec s*", "note")
+    cols = (("protocol",) + ("eps0", "bound") * central + ("bits", "bytes", "MSE", "vs SS") + ("devices",) * asked
+            + ("dev ms*", "dec s*", "note"))
     for col in cols:
         table.add_column(col, justify="left" if col in ("protocol", "note") else "right")
     for c in result["candidates"]:
@@ -238,7 +244,8 @@ def _print_plan(out, p, device_config):
         if c["predicted_mse"] is None:
             table.add_row(c["protocol"], *[""] * (len(cols) - 2), c["excluded"], style="dim")
             continue
-        table.add_row(c["protocol"], str(c["body_bits"]), str(c["frame_bytes"]), figure(c["predicted_mse"], 3),
+        table.add_row(c["protocol"], *([f"{c['eps0']:g}", c["central_method"]] if central else []),
+                      str(c["body_bits"]), str(c["frame_bytes"]), figure(c["predicted_mse"], 3),
                       figure(c["variance_ratio_vs_ss"], 3), *[str(c["devices_needed"])] * asked,
                       figure(c["device_ms"], 2), figure(c["decode_s"], 2),
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
@@ -270,11 +277,6 @@ def _worded(note):
     if note.kind == "payload":
         return (f"--max-bytes {v['max_bytes']} and {v['link']}'s {v['payload']}-byte payload: the smaller, "
                 f"{v['used']}, is used")
-    if note.kind == "grr_own_bound":
-        where = ("" if v["grr_mse"] is None else f", where GRR's predicted MSE {v['grr_mse']:.4g} is below this "
-                 f"plan's {v['plan_mse']:.4g}")
-        return (f"GRR's own bounds (the blanket, the stronger clone) meet --central-epsilon {v['central_epsilon']:g} "
-                f"up to epsilon {v['epsilon']:g}{where}: --protocol grr plans it there")
     if note.kind == "shuffle_memoized":
         return note.text.replace("(the estimate says so; fresh reports compose;",
                                  "(mss estimate says so; --fresh-reports compose;")

@@ -51,14 +51,18 @@ Two figures are models:
   k = 22000, eps = 1) plus the decode from counts, from the number of array
   cells it touches (:func:`decode_cells`) at DECODE_CELLS_PER_S.
 """
+import hashlib
+import json
 import math
+import os
+from dataclasses import dataclass
 
 from mss_device.frame import HEADER, KINDS
-from mss_protocol import device_cost, energy, privacy, registry, resolution
+from mss_protocol import device_cost, energy, privacy, registry, resolution, shuffling
 from mss_protocol.config_file import ConfigError, frame_index
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.planner import PlanError, plan as plan_mss
+from mss_protocol.mss.planner import PlanError, cache_dir, plan as plan_mss
 from mss_protocol.mss.variance import ss_mse
 from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.subset_selection import rank_bits
@@ -70,6 +74,126 @@ MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
 N_DEFAULT = 10000  # the fleet size a plan is stated at unless given
 FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_needed")
+EPS0_CACHE_VERSION = 1  # bump when central_eps0's search or the bounds change what it finds
+EPS0_GRID = 10_000  # a central epsilon's eps0 is planned on a grid of 1/EPS0_GRID, rounded down (still meets it)
+
+
+@dataclass(frozen=True)
+class CentralTarget:
+    """Plan every candidate at the largest epsilon a report whose shuffled batch of ``n`` reports is
+    (``eps_c``, ``delta``)-DP under that candidate's own proven bound (:func:`central_eps0`).
+
+    Parameters
+    ----------
+    eps_c : float
+        The central epsilon of a batch, nats.
+    n : int
+        Reports in a shuffled batch, one a device.
+    delta : float
+        The central delta of a batch.
+    """
+    eps_c: float
+    n: int
+    delta: float = shuffling.DEFAULT_DELTA
+
+    def generic_eps0(self):
+        """The largest eps0 on the grid meeting the target under the bound valid for every
+        eps0-LDP randomiser (Feldman, McMillan, Talwar 2021): any candidate may be planned there."""
+        return _grid_floor(shuffling.largest_eps0(self.eps_c, self.n, self.delta))
+
+    def central(self, eps0, cfg):
+        """The :class:`~mss_protocol.shuffling.Central` of a batch of ``cfg``'s reports at ``eps0``,
+        under the bound of the device config (shuffling.config_bound: the aggregator's path)."""
+        bound = shuffling.bound_args(*shuffling.config_bound(cfg))
+        return shuffling.central_epsilon(eps0, self.n, self.delta, *bound)
+
+
+def _grid_floor(eps):
+    return math.floor(eps * EPS0_GRID) / EPS0_GRID
+
+
+def _eps0_path(target, cache_key):
+    key = json.dumps([EPS0_CACHE_VERSION, target.eps_c, target.n, target.delta, cache_key])
+    return cache_dir() / ("eps0-" + hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+
+def _cached_eps0(path):
+    try:
+        return float(json.loads(path.read_text())["eps0"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store_eps0(path, eps0):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # lock-free readers never see half a file
+        tmp.write_text(json.dumps({"eps0": eps0}))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache folder: the search runs again next time
+        pass
+
+
+def central_eps0(target, plan_at, cache_key=None):
+    """(eps0, planned, central): the largest eps0 on the grid (1/EPS0_GRID) at which the candidate
+    ``plan_at(eps0)`` plans (a tuple whose first item is its device config) meets ``target`` under
+    the config's own bound, that plan, and its :class:`~mss_protocol.shuffling.Central`.
+
+    GRR, OUE and SUE: :func:`mss_protocol.shuffling.largest_eps0` under their bound.  SS and HR,
+    whose bound depends on the size the plan picks at eps0 (subset size w, block size b): a
+    bisection on the grid, the size planned at each trial eps0 and the bound evaluated at it (the
+    size need not be monotone in eps0, so the bisection may miss a larger eps0 but never returns
+    one that fails).  Whatever the search, the eps0 returned is checked at its own plan and size;
+    if it failed the target it would be replaced by the generic bound's eps0 (valid for every
+    randomiser, hence every size), so the guarantee stated always holds.  The other protocols
+    (MSS, PGR, an instantaneous layer) have the generic bound.
+
+    ``cache_key``: a JSON-able value naming everything ``plan_at`` depends on, or None; the eps0
+    found is then kept on disk beside the MSS plans (:func:`mss_protocol.mss.planner.cache_dir`)
+    and, read back, checked at its plan and size exactly as a search's (the search runs again if
+    it fails), so a cached answer never states a guarantee that does not hold."""
+    path = None if cache_key is None else _eps0_path(target, cache_key)
+    cached = None if path is None else _cached_eps0(path)
+    if cached is not None:
+        try:
+            planned = plan_at(cached)
+            central = target.central(cached, planned[0])
+            if central.eps <= target.eps_c:
+                return cached, planned, central
+        except (PlanError, ConfigError, ValueError):
+            pass  # no longer plans there: search
+    generic = target.generic_eps0()
+    planned = plan_at(generic)
+    name, k, irr, _ = shuffling.config_bound(planned[0])
+    own = shuffling.bound_args(name, k, irr)
+    sized = not irr and shuffling.BOUND_NAME.get(name, name) in shuffling.SIZED
+    if sized:
+        def meets(eps0):
+            try:
+                return target.central(eps0, plan_at(eps0)[0]).eps <= target.eps_c
+            except (PlanError, ConfigError, ValueError):  # nothing to plan there (the size does not fit)
+                return False
+
+        lo, hi = round(generic * EPS0_GRID), round(shuffling.EPS0_MAX * EPS0_GRID)
+        if meets(hi / EPS0_GRID):
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if meets(mid / EPS0_GRID) else (lo, mid)
+        eps0 = lo / EPS0_GRID
+    elif own[0] is not None:
+        eps0 = _grid_floor(shuffling.largest_eps0(target.eps_c, target.n, target.delta, protocol=own[0], k=own[1]))
+    else:
+        eps0 = generic
+    if eps0 != generic:
+        planned = plan_at(eps0)
+    central = target.central(eps0, planned[0])
+    if central.eps > target.eps_c:  # the exact check (never seen): the generic bound's eps0 meets it
+        eps0, planned = generic, plan_at(generic)
+        central = target.central(eps0, planned[0])
+    if path is not None:
+        _store_eps0(path, eps0)
+    return eps0, planned, central
 
 
 def decode_cells(cfg, n):
@@ -106,7 +230,7 @@ def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, us
 def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=N_DEFAULT, prior=None,
            prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
            link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
-           detect=None, target_se=None, progress=None, memo=None, exclude=None):
+           detect=None, target_se=None, progress=None, memo=None, exclude=None, central=None):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` on ``board`` (a key of
     :data:`mss_protocol.device_cost.CORES`) and ``device_ok`` (within
@@ -127,7 +251,10 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     e.g. a :class:`mss_protocol.progress.Reporter`); ``memo``: a dict of the plans made
     (:func:`mss_protocol.mss.planner.plan`), so that none is searched twice in a call;
     ``exclude``: {protocol: why} left out of the plan (their row states why), e.g. OLH
-    under a shuffler (its seed names the device)."""
+    under a shuffler (its seed names the device).  ``central``: a :class:`CentralTarget` (``eps``
+    then None): every candidate, and SubsetSelection as the yardstick, is planned at its own
+    largest eps0 (:func:`central_eps0`; the candidate's ``eps0``, ``eps_c`` and ``central_method``
+    say which and under what bound), then ranked as usual."""
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
     memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more
@@ -153,12 +280,17 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
                             f"{head}-byte {KINDS[kind]} header")
         budget = min(budget or 1 << 30, 8 * (max_bytes - head))
     names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
-    # SubsetSelection at the same n and prior: the yardstick of every ratio
+    # SubsetSelection at the same n and prior (under a central target at its own eps0): the yardstick of every ratio
+    def yardstick(e):
+        res = plan_mss(k, e, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
+                       protocol="ss", progress=progress, memo=memo)
+        return MssConfig.from_dict(res["config"]), res
+
     try:
-        ss = plan_mss(k, eps, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
-                      protocol="ss", progress=progress, memo=memo)
+        key = ["ss-yardstick", k, n, prior_label, seed] if use_cache else None
+        ss = (yardstick(eps) if central is None else central_eps0(central, yardstick, cache_key=key)[1])[1]
     except PlanError:  # no device runs SS here (k > 2**23): the yardstick is its analytic MSE
-        var, omega = ss_mse(k, eps, n)
+        var, omega = ss_mse(k, eps if central is None else central.generic_eps0(), n)
         ss = {"predicted_mse": var, "ss_omega": omega, "ss_bits": rank_bits(k, omega)}
     ss_var = ss["predicted_mse"]
     rows, found = [], []
@@ -171,9 +303,18 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
             continue
         try:
             quick = protocol == "auto" and budget is not None and k > QUICK_K
-            cfg, mse, res = _candidate(name, k, eps, budget, frame=kind, n=n, prior=prior, prior_label=prior_label,
-                                       seed=seed, use_cache=use_cache, quick=quick, olh_seed=olh_seed,
-                                       irr_epsilon=irr_epsilon, progress=progress, memo=memo)
+
+            def plan_at(e):
+                return _candidate(name, k, e, budget, frame=kind, n=n, prior=prior, prior_label=prior_label,
+                                  seed=seed, use_cache=use_cache, quick=quick, olh_seed=olh_seed,
+                                  irr_epsilon=irr_epsilon, progress=progress, memo=memo)
+
+            if central is None:
+                cfg, mse, res = plan_at(eps)
+            else:
+                key = [name, k, budget, kind, n, prior_label, seed, quick, olh_seed, irr_epsilon] if use_cache else None
+                at, (cfg, mse, res), bound = central_eps0(central, plan_at, cache_key=key)
+                row.update(eps0=at, eps_c=bound.eps, central_method=bound.method)
         except (PlanError, ConfigError, ValueError) as exc:
             rows.append(dict(row, excluded=str(exc)))
             continue
@@ -207,8 +348,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
         return fastest if link is None else (t[5]["energy_mj_per_report"],) + fastest
 
     _, _, _, cfg, res, best = min(near, key=rank)
-    res = _result(k, eps, cfg, res, best=best, rows=rows, ss=ss, n=n, prior_label=prior_label, max_bits=max_bits,
-                  max_bytes=max_bytes, kind=kind)
+    res = _result(k, eps if central is None else best["eps0"], cfg, res, best=best, rows=rows, ss=ss, n=n,
+                  prior_label=prior_label, max_bits=max_bits, max_bytes=max_bytes, kind=kind)
     res.update(board=board, max_device_ms=max_device_ms, mse_slack=mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
                detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
