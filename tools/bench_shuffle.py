@@ -3,18 +3,19 @@
 
 For n devices a shuffled batch (one report each) and a central (eps_c, delta = 1e-6) per epoch:
 
-* Shuffled against pure local: auto's plan at eps0 = largest_eps0(eps_c, n, delta) (any eps0-LDP
-  randomiser: Feldman, McMillan, Talwar, FOCS 2021), OLH left out (its seed names the device),
-  against the pure-local plan, auto's choice at epsilon = eps_c.  Auto plans every protocol at that
-  generic eps0 (mss_aggregator.plan), so this part is the same under both accountants.
+* Shuffled against pure local: auto's plan, ``mss plan --central-epsilon eps_c --shuffle-n n``, OLH
+  left out (its seed names the device), against the pure-local plan, auto's choice at epsilon = eps_c.
+  Today (``new``) auto plans each protocol at the largest eps0 its own bound allows
+  (mss_protocol.choose.central_eps0) and ranks them; before issue 45 (``old``) it planned every
+  protocol at eps0 = largest_eps0(eps_c, n, delta) under OLD_ACCOUNTANT (any eps0-LDP randomiser:
+  Feldman, McMillan, Talwar, FOCS 2021), i.e. ``mss plan --epsilon E --shuffle-n n``.
 * Each protocol the plan offers under a shuffler (PLANNED): ``mss plan --protocol P --central-epsilon
   eps_c --shuffle-n n`` planned by the library (mss_aggregator.plan.plan) under the accountant of today
   (``new``), beside the same request under the accountant before issue 45 (``old``: OLD_ACCOUNTANT,
   Feldman, McMillan and Talwar's bounds alone, i.e. shuffling.central_epsilon with protocol=None, the
   plan at ``mss plan --protocol P --epsilon E --shuffle-n n`` with E that accountant's largest eps0).
-  GRR, OUE (rappor) and SUE are planned at their own bound; SS and HR at the generic one (their size,
-  w or b, depends on eps0), so for them ``own_eps0`` gives what their own bound would allow at the
-  size planned (not planned: reported only); MSS and PGR have only the generic bound.
+  GRR, OUE (rappor), SUE, SS and HR are planned at their own bound (SS and HR at the size, w or b,
+  planned at each trial eps0); MSS and PGR have only the generic bound.
 
 Every plan is simulated (the project's mss_aggregator.compare.simulate: draw n values from the prior,
 run the protocol's channel, decode, MSE per item against the empirical frequencies) over a few seeded
@@ -81,17 +82,20 @@ def protocol_row(k, n, eps_c, name, prior, trials, seed):
     row = {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials, "protocol": name,
            **{f"{key}_old": v for key, v in old.items()}, **{f"{key}_new": v for key, v in new.items()}}
     cfg_name, _, _, size = shuffling.config_bound(load_dict(new_d["config"]))
-    if cfg_name in shuffling.SIZED and size is not None:  # planned at the generic eps0: what its own bound allows
+    if cfg_name in shuffling.SIZED and size is not None:  # the size its own bound was evaluated at
         row["own_size"] = size
-        row["own_eps0"] = math.floor(shuffling.largest_eps0(eps_c, n, DELTA, cfg_name, k, size=size) * 1e4) / 1e4
     return row
 
 
 def local_row(k, n, eps_c, prior, trials, seed):
-    """Auto's shuffled plan (at the generic eps0) against the pure-local plan at epsilon = eps_c."""
+    """Auto's shuffled plan (today's, and before issue 45 at the generic eps0) against the pure-local plan
+    at epsilon = eps_c."""
     probs = parse(prior, k)
     request = PlanRequest(k, protocol="auto", question=Question(prior=prior), shuffle=Shuffling(n, DELTA, eps_c))
     _, s = _planned(request, probs, trials, seed)
+    old = PlanRequest(k, old_eps0(eps_c, n), protocol="auto", question=Question(prior=prior),
+                      shuffle=Shuffling(n, DELTA))
+    _, o = _planned(old, probs, trials, seed)
     local = choose(k, eps_c, "auto", n=n, prior=None if prior == "uniform" else probs, prior_label=prior)
     l_mse, l_se = _simulated(local["config"], probs, n, trials, seed)
     return {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
@@ -101,7 +105,11 @@ def local_row(k, n, eps_c, prior, trials, seed):
             "shuffled_simulated_mse": s["simulated_mse"], "shuffled_simulated_se": s["simulated_se"],
             "local_simulated_mse": l_mse, "local_simulated_se": l_se,
             "ratio_predicted": local["predicted_mse"] / s["predicted_mse"],
-            "ratio_simulated": l_mse / s["simulated_mse"]}
+            "ratio_simulated": l_mse / s["simulated_mse"],
+            **{f"{key}_old": o[key] for key in ("eps0", "protocol", "eps_c", "method", "predicted_mse",
+                                                 "simulated_mse", "simulated_se")},
+            "ratio_predicted_old": local["predicted_mse"] / o["predicted_mse"],
+            "ratio_simulated_old": l_mse / o["simulated_mse"]}
 
 
 def accountant_seconds(eps0, n=100_000, runs=5, protocol=None, k=None):
@@ -115,10 +123,9 @@ def accountant_seconds(eps0, n=100_000, runs=5, protocol=None, k=None):
 
 
 def _cell(r):
-    """A protocol's cell: eps0 old -> new (own bound at its size), simulated MSE old -> new."""
-    own = f" (own: {r['own_eps0']:.3f})" if "own_eps0" in r else ""
+    """A protocol's cell: eps0 old -> new, simulated MSE old -> new."""
     if r["eps0_old"] == r["eps0_new"]:
-        return f"{r['eps0_new']:.3f}{own}; {r['simulated_mse_new']:.3g}"
+        return f"{r['eps0_new']:.3f}; {r['simulated_mse_new']:.3g}"
     return (f"{r['eps0_old']:.3f} -> {r['eps0_new']:.3f}; "
             f"{r['simulated_mse_old']:.3g} -> {r['simulated_mse_new']:.3g}")
 
@@ -132,21 +139,23 @@ def main():
     args = ap.parse_args()
     rows, protocols, start = [], [], time.perf_counter()
     print(f"delta {DELTA:g} per epoch, {args.prior} prior; MSE per item (simulated mean, predicted in brackets)\n")
-    print("| k | trials | n | eps_c | eps0 (shuffled) | shuffled: protocol, MSE | local at eps_c: protocol, MSE | "
-          "ratio simulated (predicted) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| k | trials | n | eps_c | shuffled old: eps0, protocol, MSE | shuffled new: eps0, protocol, MSE | "
+          "local at eps_c: protocol, MSE | ratio old | ratio new, simulated (predicted) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     grid = [(int(k), n, eps_c) for k in args.k.split(",") for n in NS for eps_c in EPS_C]
     for k, n, eps_c in grid:
         trials = args.trials or (40 if k <= 64 else 8)
         seed = [k, n, int(eps_c * 10)]  # the same populations for every plan of a row
         r = local_row(k, n, eps_c, args.prior, trials, seed)
         rows.append(r)
-        print(f"| {k} | {trials} | {n:,} | {eps_c:g} | {r['eps0']:.3f} | {r['shuffled_protocol']}, "
-              f"{r['shuffled_simulated_mse']:.3g} ({r['shuffled_predicted_mse']:.3g}) | "
+        print(f"| {k} | {trials} | {n:,} | {eps_c:g} | {r['eps0_old']:.3f}, {r['protocol_old']}, "
+              f"{r['simulated_mse_old']:.3g} ({r['predicted_mse_old']:.3g}) | {r['eps0']:.3f}, "
+              f"{r['shuffled_protocol']}, {r['shuffled_simulated_mse']:.3g} ({r['shuffled_predicted_mse']:.3g}) | "
               f"{r['local_protocol']}, {r['local_simulated_mse']:.3g} ({r['local_predicted_mse']:.3g}) | "
+              f"{r['ratio_simulated_old']:.3g} ({r['ratio_predicted_old']:.3g}) | "
               f"{r['ratio_simulated']:.3g} ({r['ratio_predicted']:.3g}) |", flush=True)
-    print("\neps0 old -> new; simulated MSE old -> new (SS, HR: planned at the generic eps0, own bound at the "
-          "size planned in brackets)\n")
+    print("\neps0 old -> new; simulated MSE old -> new (every protocol at its own bound; SS and HR at the size "
+          "planned at each trial eps0)\n")
     print("| k | n | eps_c | " + " | ".join(PLANNED) + " |")
     print("|---|---|---|" + "---|" * len(PLANNED))
     for k, n, eps_c in grid:
@@ -163,7 +172,8 @@ def main():
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"delta": DELTA, "prior": args.prior, "seconds": seconds,
-                       "bound": "rows: auto at mss_protocol.shuffling.largest_eps0 with protocol=None (any eps0-LDP "
+                       "bound": "rows: auto as mss plan --central-epsilon plans it (each protocol at its own "
+                                "bound), *_old at mss_protocol.shuffling.largest_eps0 with protocol=None (any eps0-LDP "
                                 "randomiser); protocols: mss_aggregator.plan.plan of each protocol at the central "
                                 "epsilon, *_new today, *_old at the accountant before issue 45 (protocol=None)",
                        "rows": rows, "protocols": protocols}, fh, indent=1)
