@@ -13,7 +13,7 @@ decoded (``Scope.summary``).  Here, on simulated fleets (fixed seeds, no broker)
   ~sqrt(sum_d R_d^2 / N) without (the test fails if the pooled estimate is not widened);
   fresh draws pooled need no widening and get none;
 * a store of memoized copies: the factor, the JSON fields and the phrase of each scope;
-* the field demo's decode (``mss_cli.demo.decoded_scope``) on cheap simulated field
+* the field demo's decode (``mss_aggregator.demo.decoded_scope``) on cheap simulated field
   fleets of the demo's own config: its 95% intervals cover the fleet's frequencies at
   the rate they claim (the field demo's own printed intervals: tests/test_field_demo.py).
 """
@@ -28,7 +28,7 @@ from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.fleet import draw_values
 from mss_aggregator.distributions import parse
-from mss_cli.demo import decoded_scope
+from mss_aggregator.demo import decoded_scope
 from mss_protocol import registry
 from mss_protocol.codec import codec
 from mss_protocol.counts import Counts
@@ -168,7 +168,7 @@ DEMO_DEVICES, DEMO_EPOCHS = 24, 5  # mss demo --lorawan chirpstack --devices 24 
 def demo_misses(tmp_path, seed, pooled_naive=False):
     """Items of the demo's estimate outside its 95% intervals on a simulated field fleet:
     the demo's values (zipf:1.1, ``seed``), GRR k = 16 eps 3 memoized over epochs 0..5, decoded as
-    ``mss demo`` decodes (:func:`mss_cli.demo.decoded_scope`), or (``pooled_naive``) every epoch
+    ``mss demo`` decodes (:func:`mss_aggregator.demo.decoded_scope`), or (``pooled_naive``) every epoch
     pooled as independent reports, as before issue 43."""
     values = draw_values(parse("zipf:1.1", GRR.k), DEMO_DEVICES, seed)
     truth = np.bincount(values, minlength=GRR.k) / DEMO_DEVICES

@@ -32,7 +32,6 @@ def test_no_library_raise_names_a_flag():
     assert not FOUND["flag_raise"], _listing("flag_raise")
 
 
-@pytest.mark.xfail(strict=True, reason="1 command function over 60 lines when marked (demo_cmd 166)")
 def test_every_command_function_at_most_60_lines():
     assert not FOUND["command"], _listing("command")
 
