@@ -153,3 +153,43 @@ def test_auto_ranks_every_candidate_at_its_own_central_eps0():
     least = min(rows, key=lambda c: c["predicted_mse"])
     assert auto["predicted_mse"] <= least["predicted_mse"] * (1 + auto["mse_slack"])
     assert auto["epsilon"] == next(c["eps0"] for c in rows if c["protocol"] == auto["protocol"])
+
+
+def _grr_at(eps):
+    from mss_protocol.oracle_config import OracleConfig
+
+    return (OracleConfig("grr", 1024, eps),)
+
+
+def test_central_eps0_falls_back_to_the_generic_eps0_when_its_answer_fails_the_check(monkeypatch):
+    # the eps0 a search returns is checked at its own plan; were the check to fail, the generic bound's eps0
+    # (valid for every randomiser) is planned instead, so the stated guarantee holds whatever the search did
+    from mss_protocol.choose import CentralTarget, central_eps0
+
+    target = CentralTarget(1.0, 10_000)
+    generic = target.generic_eps0()
+    real = CentralTarget.central
+
+    def failing(self, eps0, cfg):  # GRR's search does not call central(): only the check and the fallback do
+        c = real(self, eps0, cfg)
+        return c if eps0 == generic else shuffling.Central(self.eps_c * 2, c.delta, c.n, eps0, "failed")
+
+    monkeypatch.setattr(CentralTarget, "central", failing)
+    eps0, planned, central = central_eps0(target, _grr_at)
+    assert eps0 == generic == float(planned[0].epsilon) and central.eps <= 1.0
+    assert _planned_eps0(1.0, 10_000, 1024, "grr") > generic  # without the failure it would have been larger
+
+
+def test_a_cached_eps0_is_checked_before_it_is_used(tmp_path, monkeypatch):
+    from mss_protocol.choose import CentralTarget, central_eps0
+
+    monkeypatch.setenv("MSS_CACHE_DIR", str(tmp_path))
+    target = CentralTarget(1.0, 10_000)
+    eps0, _, _ = central_eps0(target, _grr_at, cache_key=["grr", 1024])
+    assert eps0 == _planned_eps0(1.0, 10_000, 1024, "grr")
+    (path,) = tmp_path.glob("eps0-*.json")
+    path.write_text('{"eps0": 10.0}')  # a cache that no longer holds (10 is not amplified below 1 at n = 1e4)
+    again, _, central = central_eps0(target, _grr_at, cache_key=["grr", 1024])
+    assert again == eps0 and central.eps <= 1.0
+    path.write_text('{"eps0": 2.5}')  # one that holds is used as it is (read, checked, not searched)
+    assert central_eps0(target, _grr_at, cache_key=["grr", 1024])[0] == 2.5
