@@ -258,8 +258,6 @@ def test_the_rules_find_a_campaign_reader():
     assert not campaign_reads(ast.parse(writer))
 
 
-@pytest.mark.xfail(strict=True, reason="1 module besides campaign.py reads the campaign file when marked: "
-                                       "deploy/merge.py (mss deploy's merge and write-back)")
 def test_the_campaign_file_is_read_in_campaign_py_only():
     """Every command and service takes a Campaign (or the values it needs) from Campaign.read."""
     readers = campaign_readers(Path(__file__).resolve().parents[1])

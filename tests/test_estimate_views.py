@@ -161,8 +161,9 @@ def test_nothing_to_estimate_exits_3_saying_what_exists(store_path, tmp_path):
 
 
 def test_deploy_leaves_the_names_off_the_board(tmp_path):
+    from mss_aggregator.campaign import Campaign
     from mss_aggregator.deploy.merge import merged_config
 
     cfg = _config(tmp_path / "c.json", labels=LABELS, ordinal=True)
-    merged = merged_config(cfg, [], require_budget=False)
+    merged = merged_config(Campaign.read(cfg).document, str(cfg), [], require_budget=False)
     assert "labels" not in merged and "ordinal" not in merged and merged["config_id"] == CFG.config_id_hex

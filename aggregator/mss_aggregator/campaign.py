@@ -71,6 +71,11 @@ class Campaign:
         return cls(source, cfg, names, device=dict(device), clock=clock, quarantine_max_rows=quarantine,
                    document=copy.deepcopy(raw))
 
+    def rewritten(self, raw):
+        """The campaign this file would be with ``raw`` (a JSON object) written to it, checked as
+        :meth:`read` checks it; ConfigError naming the file and the bad field."""
+        return type(self).from_dict(raw, self.source)
+
     def setting(self, key):
         """``device.<key>`` as the boards run it: given, else the firmware's default."""
         return self.device.get(key, DEVICE_DEFAULTS[key])

@@ -116,15 +116,20 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
         raise click.BadParameter(f"one device_id for {len(ports)} boards: each would report as the same device; "
                                  "leave it out (each board's unique_id is read) or deploy one board at a time",
                                  param_hint="--set")
-    hidden = merge.given_secrets(config_path, sets)
+    hidden = merge.given_secrets({}, sets)
     try:
         if sensor is not None:
             _check_sensor(sensor)
-        cfg = merge.merged_config(config_path, sets, held=hold, fleet_key_file=fleet_key_file,
-                                  max_epsilon=max_epsilon, budget=budget, require_budget=not no_budget)
+        campaign, aggregators, held = _read_configs(config_path, campaign_config, hold)
+        hidden = merge.given_secrets(campaign.device, sets)
+        cfg = merge.merged_config(campaign.document, str(config_path), sets, held=held,
+                                  fleet_key_file=fleet_key_file, max_epsilon=max_epsilon, budget=budget,
+                                  require_budget=not no_budget)
         hidden = merge.secrets(cfg)
         campaign_config = campaign_config or config_path
-        written, text = merge.write_back(campaign_config, cfg, merge.shared_changes(sets, budget), no_write_back)
+        written, text = merge.write_back(aggregators.document, str(campaign_config), cfg,
+                                         merge.shared_changes(sets, budget), refuse=no_write_back,
+                                         check=aggregators.rewritten)
     except DeployError as exc:
         _fail(exc, hidden)
 
@@ -151,6 +156,28 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
                 status = status or exc.status
     if status:
         raise SystemExit(status)
+
+
+def _read_configs(config_path, campaign_config, hold):
+    """(the campaign of --config, the one of --campaign-config (--config's without it), {each
+    --hold: its JSON object}), each file read once; DeployError (exit 3) naming one that is not
+    a campaign config the aggregator would read."""
+    from mss_aggregator.campaign import Campaign
+    from mss_aggregator.deploy import CONFIG, DeployError
+    from mss_protocol.config_file import ConfigError
+
+    try:
+        campaign = Campaign.read(config_path)
+        aggregators = Campaign.read(campaign_config) if campaign_config else campaign
+    except ConfigError as exc:
+        raise DeployError(str(exc), CONFIG) from None
+    held = {}
+    for path in hold:
+        try:
+            held[path] = Campaign.read(path).document
+        except ConfigError as exc:
+            raise DeployError(f"held config {exc}", CONFIG) from None
+    return campaign, aggregators, held
 
 
 def _parsed(sets):

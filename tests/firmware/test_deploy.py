@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from micropython_runner import FIRMWARE, require_micropython
+from mss_aggregator.campaign import Campaign
 from mss_aggregator.deploy import BOARD, CONFIG, WRITE_BACK, DeployError, flash, merge
 from mss_protocol.budget import budget_section
 from mss_protocol.mss.config import MssConfig
@@ -194,8 +195,10 @@ def test_shared_fields_are_written_back_or_refused(tmp_path):
     out = deploy("--config", cfg, "--set", "period_s=3600", "--set", "device_id=b1", "--no-write-back", "--dry-run")
     assert out.returncode == 0 and "write" not in out.stdout, out.stderr  # the same value: nothing differs
     # what mss deploy writes once the first board is probed and checked
-    board = merge.merged_config(cfg, items, require_budget=True)
-    written, text = merge.write_back(cfg, board, merge.shared_changes(items + ["wifi.ssid=x"], None))
+    campaign = Campaign.read(cfg)
+    board = merge.merged_config(campaign.document, str(cfg), items, require_budget=True)
+    written, text = merge.write_back(campaign.document, str(cfg), board,
+                                     merge.shared_changes(items + ["wifi.ssid=x"], None), check=campaign.rewritten)
     assert written == ["period_s", "epoch_origin"]
     merge.write_atomically(cfg, text)
     after = json.loads(cfg.read_text())
@@ -203,7 +206,8 @@ def test_shared_fields_are_written_back_or_refused(tmp_path):
     assert after["labels"] == json.loads(before)["labels"]  # the host's names stay in the host's copy
     assert "labels" not in board
     with pytest.raises(DeployError) as refused:  # the aggregator would refuse it: so does the write-back
-        merge.write_back(cfg, board, [("budget", {"epsilon": 4.0})])
+        merge.write_back(Campaign.read(cfg).document, str(cfg), board, [("budget", {"epsilon": 4.0})],
+                         check=campaign.rewritten)
     assert refused.value.status == WRITE_BACK and "device.budget" in str(refused.value)
 
 

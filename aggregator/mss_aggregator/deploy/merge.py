@@ -1,7 +1,12 @@
 """A board's config: the campaign config with ``--set`` and the provisioning flags merged into
 its ``device`` section, checked with the firmware's own loader and the checks that loader cannot
 make (an MQTT board's broker, Wi-Fi and user), the secrets masked wherever it is printed, and the
-fields both ends read written back to the campaign config the aggregator loads."""
+fields both ends read written back to the campaign config the aggregator loads.
+
+Nothing here reads a config file: the caller reads each once (``mss deploy``: as a
+:class:`~mss_aggregator.campaign.Campaign`) and gives its JSON object (``Campaign.document``) and
+its name (``source``, in errors); a write-back is checked by the caller's ``check``, the
+aggregator's own reading of a campaign file (``Campaign.from_dict``)."""
 import copy
 import json
 import sys
@@ -56,10 +61,12 @@ def put(device, key, value):
     device[leaf] = value
 
 
-def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=None, budget=None,
+def merged_config(document, source, sets, held=None, fleet_key_file=None, max_epsilon=None, budget=None,
                   require_budget=False):
-    """The board's config (a dict), checked; DeployError names what is refused."""
-    cfg = read(config_path)
+    """The board's config (a dict) from the campaign config ``document`` (its JSON object, named
+    ``source`` in errors), checked; ``held`` {path: document} of the configs the board holds
+    besides; DeployError names what is refused."""
+    cfg, held = copy.deepcopy(document), held or {}
     for field in HOST_ONLY:  # the operator's names for the items: no board needs them in RAM
         cfg.pop(field, None)
     device = cfg.setdefault("device", {})
@@ -75,7 +82,7 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
         put(device, key, value)
     if require_budget and device.get("budget") is None:
         raise DeployError(
-            f"{config_path} has no device.budget: this board would report every {device.get('period_s', 3600)} s "
+            f"{source} has no device.budget: this board would report every {device.get('period_s', 3600)} s "
             "and every fresh report adds to its privacy loss, without limit (docs/privacy.md section 3)", NO_BUDGET,
             option="budget")
     Settings = firmware_settings()
@@ -83,19 +90,9 @@ def merged_config(config_path, sets, held=(), fleet_key_file=None, max_epsilon=N
         # without a device_id the board's own (machine.unique_id, read at flashing) is checked later
         Settings(cfg if "device_id" in device else dict(cfg, device=with_probe_id(device)))
     except ValueError as exc:
-        raise DeployError(f"{config_path}: {exc}", CONFIG) from None
-    check_held(config_path, cfg, held, Settings)
+        raise DeployError(f"{source}: {exc}", CONFIG) from None
+    check_held(source, cfg, held, Settings)
     check_mqtt(device)
-    return cfg
-
-
-def read(path):
-    try:
-        cfg = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DeployError(f"{path}: not a readable JSON config ({exc})", CONFIG) from None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("device", {}), dict):
-        raise DeployError(f"{path}: a config is a JSON object whose device section is an object", CONFIG)
     return cfg
 
 
@@ -116,11 +113,10 @@ def with_probe_id(device):
     return dict(device, device_id="check")
 
 
-def check_held(config_path, cfg, held, Settings):
+def check_held(source, cfg, held, Settings):
     device = cfg["device"]
-    prefixes = {cfg["config_id"][:4]: config_path}
-    for path in held:
-        d = read(path)
+    prefixes = {cfg["config_id"][:4]: source}
+    for path, d in held.items():
         try:
             Settings(dict(d, device=with_probe_id(device)))
         except ValueError as exc:
@@ -190,7 +186,7 @@ def provision(device, cfg, held, fleet_key_file, max_epsilon):
             raise DeployError(f"fleet key {exc}", CONFIG, option="fleet_key_file") from None
     if max_epsilon is None:
         try:
-            max_epsilon = max([cfg["epsilon"]] + [read(h)["epsilon"] for h in held])
+            max_epsilon = max([cfg["epsilon"]] + [d["epsilon"] for d in held.values()])
         except (KeyError, TypeError) as exc:
             raise DeployError(f"no epsilon to take the epsilon cap from ({exc!r}): give the cap", CONFIG,
                               option="max_epsilon") from None
@@ -201,17 +197,18 @@ def provision(device, cfg, held, fleet_key_file, max_epsilon):
     device["max_epsilon"] = max_epsilon
 
 
-def given_secrets(config_path, sets):
-    """The secrets of the config and of ``--set`` before they are merged (to mask errors)."""
+def given_secrets(device, sets):
+    """The secrets of the campaign's ``device`` section and of ``--set`` before they are merged
+    (to mask errors)."""
     try:
         given = parse_sets(sets)
     except DeployError:
         return []  # refused before anything is printed
     try:
-        device = copy.deepcopy(read(config_path).get("device") or {})
+        device = copy.deepcopy(device)
         for key, value in given:
             put(device, key, value)
-    except (DeployError, TypeError, AttributeError):  # a bad file or a --set through a non-object
+    except (ValueError, TypeError, AttributeError):  # a --set through a non-object
         return [v for k, v in given if k in SECRETS and isinstance(v, str) and v]
     return secrets({"device": device})
 
@@ -247,15 +244,16 @@ def shared_changes(sets, budget):
     return changes
 
 
-def write_back(campaign_path, cfg, changes, refuse=False):
-    """The campaign config ``campaign_path`` (the one the aggregator reads) with ``changes``
-    (the shared fields ``--set`` / ``--budget`` give the boards) put in, checked as the
-    aggregator loads it: (the keys written, the new text; None if nothing changes).  A shared
-    field of the board's config ``cfg`` that would still differ from the campaign's is refused,
-    naming it: one given with ``refuse`` (--no-write-back), or one the board's file (another
-    file than the campaign's: ``mss provision``'s boards/ID.json) holds apart.  Nothing is
-    written here (:func:`write_atomically`)."""
-    raw = read(campaign_path)
+def write_back(document, source, cfg, changes, refuse=False, check=None):
+    """The campaign config ``document`` (the JSON object of ``source``, the file the aggregator
+    reads) with ``changes`` (the shared fields ``--set`` / ``--budget`` give the boards) put in,
+    checked by ``check`` (the aggregator's reading of a campaign file's object; ValueError for one
+    it refuses): (the keys written, the new text; None if nothing changes).  A shared field of the
+    board's config ``cfg`` that would still differ from the campaign's is refused, naming it: one
+    given with ``refuse`` (--no-write-back), or one the board's file (another file than the
+    campaign's: ``mss provision``'s boards/ID.json) holds apart.  Nothing is written here
+    (:func:`write_atomically`)."""
+    raw = document
     written = [k for k, v in changes if get(raw.get("device", {}), k) != v]
     new = copy.deepcopy(raw)
     device = new.setdefault("device", {})
@@ -268,25 +266,17 @@ def write_back(campaign_path, cfg, changes, refuse=False):
         if board != there:
             how = ("drop --no-write-back to write it there" if key in given else
                    f"give --set {key}=VALUE to write one value to both")
-            raise DeployError(f"device.{key}: the boards would get {board!r} and the aggregator's {campaign_path} "
+            raise DeployError(f"device.{key}: the boards would get {board!r} and the aggregator's {source} "
                               f"has {there!r}; both ends must read the same ({how})", WRITE_BACK)
     if refuse or not written:
         return [], None
-    check_aggregator(campaign_path, new)
+    if check is not None:
+        try:
+            check(new)
+        except ValueError as exc:
+            raise DeployError(f"{source}: the aggregator would refuse it: {str(exc).removeprefix(f'{source}: ')}",
+                              WRITE_BACK) from None
     return written, json.dumps(new, indent=1) + "\n"
-
-
-def check_aggregator(config_path, raw):
-    """The campaign config as ``mss aggregate`` will read it: its clock and device fields."""
-    from mss_aggregator.collect.ingest import campaign_clock
-    from mss_protocol.budget import check_device
-    from mss_protocol.configs import load_dict
-
-    try:
-        campaign_clock(raw)
-        check_device(raw["device"], load_dict(raw))
-    except ValueError as exc:
-        raise DeployError(f"{config_path}: the aggregator would refuse it: {exc}", WRITE_BACK) from None
 
 
 def write_atomically(path, text):
