@@ -163,10 +163,12 @@ def test_api_metrics_and_openapi(dashboard):
 
 def test_loopback_names_ignore_case():
     from mss_aggregator.web.server import HttpError, check_bind
+    from mss_cli.common import flag_message
 
     assert check_bind("LOCALHOST:8080", None) == ("LOCALHOST", 8080)  # loopback: no token needed
-    with pytest.raises(HttpError, match="--http-token"):
+    with pytest.raises(HttpError, match="reachable from other hosts; give a token") as refused:
         check_bind("LOCALHOST.example:8080", None)
+    assert "give --http-token" in flag_message(refused.value)  # mss aggregate --http's wording
 
 
 def test_token_and_binding(tmp_path, mosquitto):

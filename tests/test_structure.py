@@ -26,8 +26,6 @@ def test_no_call_with_more_than_4_positional_arguments():
     assert not FOUND["positional"], _listing("positional")
 
 
-@pytest.mark.xfail(strict=True, reason="12 library raises naming a --flag when marked (collect/store, "
-                                       "shuffle/queue, web/server, credentials, distributions)")
 def test_no_library_raise_names_a_flag():
     assert not FOUND["flag_raise"], _listing("flag_raise")
 

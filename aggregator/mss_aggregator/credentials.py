@@ -64,13 +64,3 @@ def broker_password(url, password_file=None, environ=os.environ, flag="--broker"
                           f"(mqtt://USER@{hostport or 'host:port'})")
     return urlunsplit(parts._replace(netloc=f"{userinfo}:{quote(password, safe='')}@{hostport}"))
 
-
-def http_token(token, token_file=None, token_source="--http-token"):
-    """(token, where it came from) of ``--http-token-file``, else ``token`` (the flag or
-    ``$MSS_HTTP_TOKEN``, named by ``token_source``); (None, None) without either."""
-    if token_file is not None:
-        if token is not None and token_source == "--http-token":
-            raise SecretError(f"--http-token-file {token_file}: the token is also given with --http-token; "
-                              f"give it once")
-        return read_secret(token_file, "--http-token-file"), f"--http-token-file {token_file}"
-    return (token, token_source) if token is not None else (None, None)

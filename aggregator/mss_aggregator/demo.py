@@ -223,7 +223,7 @@ class Demo:
         try:
             self.web = WebServer(self.view, self.request.http).start()
         except HttpError as exc:
-            raise DemoError(str(exc)) from None
+            raise DemoError(f"the dashboard at {exc}") from None
         self.log(f"dashboard: {self.web.url}")
 
     def _field(self, plan, values, network, origin, meter):

@@ -1,7 +1,8 @@
 """Errors that say what the caller can do about them, in the library's own terms.
 
 A store or a queue that holds another campaign's data is refused with what to do: use another
-one, or collect as the recorded campaign.  The library says it in its terms (:data:`REMEDIES`);
+one, or collect as the recorded campaign; a dashboard bound beyond loopback without a token, with
+how to protect it.  The library says it in its terms (:data:`REMEDIES`);
 a command line says it with its flags (``mss_cli.common.REMEDY_FLAGS``), from the ``detail``,
 ``remedy`` and ``values`` kept on the error (docs/style.md habit 2: a library error never names
 a ``--flag``).
@@ -13,6 +14,7 @@ REMEDIES = {
                          "or use another store",
     "another-queue": "use another queue",
     "older-queue": "let that version forward them, or use another queue",
+    "token-needed": "give a token, or bind to 127.0.0.1",
 }
 
 

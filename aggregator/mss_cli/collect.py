@@ -139,13 +139,13 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     from mss_aggregator.collect.collectors import ThreadDied
     from mss_aggregator.collect.service import Aggregator
     from mss_aggregator.collect.store import ABANDONED, StoreError
-    from mss_aggregator.credentials import SecretError, http_token as resolve_token
+    from mss_aggregator.credentials import SecretError
     from mss_aggregator.web.server import HttpError, check_bind, check_token
 
     broker = broker_url(broker, broker_password_file)
     env = click.get_current_context().get_parameter_source("http_token") == ParameterSource.ENVIRONMENT
     try:
-        http_token, source = resolve_token(http_token, http_token_file, "$MSS_HTTP_TOKEN" if env else "--http-token")
+        http_token, source = _http_token(http_token, http_token_file, "$MSS_HTTP_TOKEN" if env else "--http-token")
         if http_bind or source != "$MSS_HTTP_TOKEN":  # a blank token is refused on loopback too
             check_token(http_token, source)
     except (SecretError, HttpError) as exc:
@@ -154,7 +154,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
         try:
             check_bind(http_bind, http_token)  # before connecting anything
         except HttpError as exc:
-            raise click.BadParameter(str(exc), param_hint="--http")
+            raise click.BadParameter(flag_message(exc), param_hint="--http")
     if shuffle_key_file and not shuffled:
         raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
     links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
@@ -180,7 +180,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
                           warn_idle=warn_idle),
               stopped=lambda counts: log(f"stopped; counters: {counters_line(counts)}"))
     except (HttpError, StoreError, ThreadDied) as exc:  # the --http port is taken; the store failed a write
-        fail(str(exc), now=bool(ABANDONED))
+        fail(f"--http {exc}" if isinstance(exc, HttpError) else str(exc), now=bool(ABANDONED))
 
 
 # The library's link problems (mss_aggregator.collect.links.PROBLEMS) as this command line's flags say them
@@ -266,6 +266,19 @@ class Served:
     refresh: float = 2.0
     hosts: tuple = ()
     warn_idle: float | None = None
+
+
+def _http_token(token, token_file=None, token_source="--http-token"):
+    """(token, where it came from) of ``--http-token-file``, else ``token`` (the flag or
+    ``$MSS_HTTP_TOKEN``, named by ``token_source``); (None, None) without either."""
+    from mss_aggregator.credentials import SecretError, read_secret
+
+    if token_file is not None:
+        if token is not None and token_source == "--http-token":
+            raise SecretError(f"--http-token-file {token_file}: the token is also given with --http-token; "
+                              f"give it once")
+        return read_secret(token_file, "--http-token-file"), f"--http-token-file {token_file}"
+    return (token, token_source) if token is not None else (None, None)
 
 
 def serve(agg, how, stopped=None):

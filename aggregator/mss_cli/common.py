@@ -47,13 +47,14 @@ def error_line(msg):
     console.print(f"[red]error:[/red] {escape(str(msg))}", soft_wrap=True, highlight=False)
 
 
-# What the library's store and queue errors ask the caller to do (mss_aggregator.remedies.REMEDIES),
+# What the library's store, queue and dashboard errors ask the caller to do (mss_aggregator.remedies.REMEDIES),
 # as this command line's flags say it
 REMEDY_FLAGS = {
     "another-store": "use another --store",
     "recorded-campaign": "give --campaign {recorded} (or none: the recorded one is used), or use another --store",
     "another-queue": "use another --queue",
     "older-queue": "let that version forward them, or use another --queue",
+    "token-needed": "give --http-token (or --http-token-file, or MSS_HTTP_TOKEN), or bind to 127.0.0.1",
 }
 
 

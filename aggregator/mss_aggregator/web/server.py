@@ -39,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 
 from mss_aggregator import jsonout
 from mss_aggregator.collect.store import EXTRA_MAX
+from mss_aggregator.remedies import with_remedy
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -57,9 +58,9 @@ def parse_bind(text):
     """'host:port' -> (host, port); a bad value raises HttpError naming it."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise HttpError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8080 (got {text!r})")
+        raise HttpError(f"a bind address is HOST:PORT, e.g. 127.0.0.1:8080 (got {text!r})")
     if ":" in host or host.startswith("["):
-        raise HttpError(f"--http {text}: IPv6 addresses are not supported; use 127.0.0.1 or an IPv4 address")
+        raise HttpError(f"{text}: IPv6 addresses are not supported; use 127.0.0.1 or an IPv4 address")
     return host or "127.0.0.1", int(port)
 
 
@@ -70,27 +71,28 @@ def is_loopback(host):
         return host.lower() == "localhost"  # host names are case-insensitive
 
 
-def check_token(token, source="--http-token"):
-    """``token`` if it is one (None: no token); HttpError naming ``source`` if it is empty,
-    blank or holds anything but visible ASCII (it travels in an HTTP header)."""
+def check_token(token, source=None):
+    """``token`` if it is one (None: no token); HttpError (naming ``source``, where it came from,
+    when given) if it is empty, blank or holds anything but visible ASCII (it travels in an HTTP
+    header)."""
     if token is None:
         return None
+    where = f"{source}: " if source else ""
     if not token.strip():
-        raise HttpError(f"{source}: the token is empty or blank; give one, e.g. "
+        raise HttpError(f"{where}the token is empty or blank; give one, e.g. "
                         f"python -c 'import secrets; print(secrets.token_urlsafe(24))'")
     if not all("!" <= c <= "~" for c in token):
-        raise HttpError(f"{source}: a token is visible ASCII characters, without spaces")
+        raise HttpError(f"{where}a token is visible ASCII characters, without spaces")
     return token
 
 
 def check_bind(bind, token):
-    """(host, port) for --http, refusing a bad token anywhere and an address beyond
-    loopback without one."""
+    """(host, port) of the bind address ``bind`` (HOST:PORT), refusing a bad token anywhere and
+    an address beyond loopback without one (HttpError; the latter's ``remedy`` says what to do)."""
     host, port = parse_bind(bind)
     check_token(token)
     if not is_loopback(host) and token is None:
-        raise HttpError(f"--http {bind} is reachable from other hosts: give --http-token "
-                        f"(or --http-token-file, or MSS_HTTP_TOKEN), or bind to 127.0.0.1")
+        raise with_remedy(HttpError, f"{bind} is reachable from other hosts", "token-needed")
     return host, port
 
 
@@ -347,7 +349,7 @@ class WebServer:
             self.httpd = Server((host, port), make_handler(live=live, token=token, registry=registry,
                                                            host_ok=host_names(host, hosts), stats=self.stats), log)
         except OSError as exc:  # the port is taken, the address is not ours, ...
-            raise HttpError(f"--http {bind}: {exc.strerror or exc}") from None
+            raise HttpError(f"{bind}: {exc.strerror or exc}") from None
         self.port = self.httpd.server_address[1]
         self.url = f"http://{host}:{self.port}/"
         self.thread = threading.Thread(target=self._serve, name="mss-http", daemon=True)
