@@ -408,20 +408,21 @@ class _Blanket:
 def clones_delta(eps, eps0, n, delta, p_clone=None, weight=1.0):
     """delta(eps) of the clones pair (Feldman et al. Theorem 3.2; ``p_clone`` default e^-eps0),
     exposed for tests: the mass of C outside the exact sum is sized from ``delta``."""
-    return _Clones(eps0, n, delta, math.exp(-eps0) if p_clone is None else p_clone, weight).delta(eps)
+    p_clone = math.exp(-eps0) if p_clone is None else p_clone
+    return _Clones(eps0=eps0, n=n, delta=delta, p_clone=p_clone, weight=weight).delta(eps)
 
 
 def clones_epsilon(eps0, n, delta, p_clone, weight=1.0):
     """The smallest eps (to Brent's tolerance, rounded up) with ``weight`` times the clones pair's
     divergence for C ~ Bin(n - 1, p_clone) at most delta, or None if not even eps0 meets it."""
-    return _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, eps0)
+    return _Clones(eps0=eps0, n=n, delta=delta, p_clone=p_clone, weight=weight).epsilon(delta, eps0)
 
 
 def blanket_epsilon(eps0, n, delta, protocol, k, size=None):
     """The smallest eps (to Brent's tolerance, rounded up) at which the blanket divergence of ``protocol``
     (module docstring) meets delta, the largest over the kinds of neighbours, or None if not even eps0
     does; exposed for tests (:func:`central_epsilon` takes it where it is the smallest)."""
-    _check(eps0, n, delta, protocol, k, size)
+    _check(eps0=eps0, n=n, delta=delta, protocol=protocol, k=k, size=size)
     worst = 0.0
     for kind in blanket_kinds(protocol, float(eps0), k, size):
         eps = _Blanket(float(eps0), n, float(delta), *kind).epsilon(float(delta), float(eps0), BLANKET_RTOL)
@@ -597,10 +598,10 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
     ValueError
         For an eps0, n, delta, protocol, k or size out of range, naming it.
     """
-    _check(eps0, n, delta, protocol, k, size)
+    _check(eps0=eps0, n=n, delta=delta, protocol=protocol, k=k, size=size)
     k = None if protocol is None else int(k)
     size = int(size) if protocol in SIZED else None  # (ignored by the other protocols)
-    return _central_epsilon(float(eps0), int(n), float(delta), protocol, k, size)
+    return _central_epsilon(eps0=float(eps0), n=int(n), delta=float(delta), protocol=protocol, k=k, size=size)
 
 
 @lru_cache(maxsize=4096)
@@ -620,7 +621,8 @@ def _central_epsilon(eps0, n, delta, protocol, k, size):
             continue  # the same pair as the blanket's at k = 2
         worst = 0.0
         for p_clone, weight in kinds:  # the largest eps over the kinds of neighbours
-            eps = _Clones(eps0, n, delta, p_clone, weight).epsilon(delta, min(found.values(), default=eps0))
+            clones = _Clones(eps0=eps0, n=n, delta=delta, p_clone=p_clone, weight=weight)
+            eps = clones.epsilon(delta, min(found.values(), default=eps0))
             if eps is None:
                 break
             worst = max(worst, eps)
@@ -639,12 +641,12 @@ def _central_epsilon(eps0, n, delta, protocol, k, size):
     method = min(found, key=found.get, default=None)
     bounds = tuple(found.items())
     if method is None or found[method] >= eps0 * (1 - USEFUL):
-        return Central(eps0, delta, int(n), eps0, f"none: no bound below eps0 at n={n} (the release is eps0-DP, "
-                                                  "delta 0)", bounds)
+        return Central(eps=eps0, delta=delta, n=int(n), eps0=eps0,
+                       method=f"none: no bound below eps0 at n={n} (the release is eps0-DP, delta 0)", bounds=bounds)
     paired = {name: eps for name, eps in found.items() if not name.endswith("-blanket-divergence")}
     kinds = pairs.get(min(paired, key=paired.get, default=None), ((math.exp(-eps0), 1.0),))  # the best clones pair
     pair = kinds[0] if len(kinds) == 1 else None  # HR over several blocks: no one pair dominates
-    return Central(found[method], delta, int(n), eps0, method, bounds, pair)
+    return Central(eps=found[method], delta=delta, n=int(n), eps0=eps0, method=method, bounds=bounds, pair=pair)
 
 
 PLD_BINS = 1 << 20  # bins of the composed privacy-loss distribution (its grid step follows from this)
@@ -662,7 +664,7 @@ def _loss_distribution(eps0, n, delta, pair, step):
     from scipy.stats import binom
 
     p_clone, weight = pair
-    clones = _Clones(eps0, n, delta, p_clone, weight)
+    clones = _Clones(eps0=eps0, n=n, delta=delta, p_clone=p_clone, weight=weight)
     a = clones.alpha
     m = int(math.ceil(eps0 / step)) + 1
     cut = TAIL * delta / 2
@@ -700,14 +702,15 @@ def compose_pld(central, epochs, delta_total):
     composition of the pair (and never below it)."""
     if central.pair is None:
         return None
-    return _composed_pld(central.eps0, central.n, central.delta, central.pair, int(epochs), float(delta_total))
+    return _composed_pld(eps0=central.eps0, n=central.n, delta=central.delta, pair=central.pair, t=int(epochs),
+                         delta_total=float(delta_total))
 
 
 @lru_cache(maxsize=256)
 def _composed_pld(eps0, n, delta, pair, t, delta_total):
     """:func:`compose_pld`, cached (a batch of 10^6 at eps0 0.5 takes about 8 s; the dashboard asks again)."""
     step = 2 * eps0 * t / PLD_BINS
-    masses, lo, infinite = _loss_distribution(eps0, n, delta, pair, step)
+    masses, lo, infinite = _loss_distribution(eps0=eps0, n=n, delta=delta, pair=pair, step=step)
     size = t * (len(masses) - 1) + 1
     spectrum = np.fft.rfft(masses, 1 << int(math.ceil(math.log2(size))))
     composed = np.maximum(np.fft.irfft(spectrum ** t)[:size], 0.0)
@@ -787,7 +790,7 @@ def compose(central, epochs, delta_total=None):
         pld = compose_pld(central, t, delta_total)
         if pld is not None and pld < best:
             best, method = pld, "pld"
-    return Composed(best, float(delta_total), t, method, central)
+    return Composed(eps=best, delta=float(delta_total), epochs=t, method=method, central=central)
 
 
 def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX, size=None):
@@ -806,10 +809,11 @@ def largest_eps0(eps_c, n, delta, protocol=None, k=None, eps0_max=EPS0_MAX, size
     if not (isinstance(eps_c, (int, float)) and 0 < eps_c < math.inf):
         raise ValueError(f"eps_c must be a positive finite number, got {eps_c!r}")
     lo = min(float(eps_c), eps0_max)
-    if central_epsilon(eps0_max, n, delta, protocol, k, size).eps <= eps_c:
+    if central_epsilon(eps0=eps0_max, n=n, delta=delta, protocol=protocol, k=k, size=size).eps <= eps_c:
         return float(eps0_max)
     hi = eps0_max
     while hi - lo > 1e-4:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if central_epsilon(mid, n, delta, protocol, k, size).eps <= eps_c else (lo, mid)
+        at_mid = central_epsilon(eps0=mid, n=n, delta=delta, protocol=protocol, k=k, size=size)
+        lo, hi = (mid, hi) if at_mid.eps <= eps_c else (lo, mid)
     return lo

@@ -182,7 +182,8 @@ class Ingest:
             if up.frame == SKIP_UPLINK:
                 return self.skip("lorawan", up.dev_eui, self._link_epoch(up.time), item["source"])
             return dict(item, ignored="time_probes")
-        return self._pending(item, up.dev_eui, up.frame, self._link_epoch(up.time), up.fcnt & 0xFFFF)
+        return self._pending(item=item, device_id=up.dev_eui, frame=up.frame, epoch=self._link_epoch(up.time),
+                             seq=up.fcnt & 0xFFFF)
 
     def from_serial(self, port, line):
         """One line read from serial port ``port`` (bytes, its LF or CRLF
@@ -264,7 +265,7 @@ class Ingest:
         if len(frame) > self.max_payload:
             return dict(item, reason="payload", detail=f"{len(frame)} bytes is longer than any frame "
                                                        f"of this config ({self.max_payload} bytes)")
-        return Pending(item, device_id, frame, epoch, seq)
+        return Pending(item=item, device_id=device_id, frame=frame, epoch=epoch, seq=seq)
 
     def _window(self):
         """The accepted epochs (first, last) of the campaign clock now, or None (no clock)."""

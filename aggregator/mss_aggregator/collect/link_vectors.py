@@ -57,7 +57,8 @@ def _time(epoch, into=600.5):
 
 
 def _draw(cfg, value, epoch, seq, device_id, label):
-    return report_from_stream(cfg.to_dict(), value, label_stream(f"links/{label}", 256), epoch, seq, device_id)[0]
+    return report_from_stream(config=cfg.to_dict(), value=value, stream=label_stream(f"links/{label}", 256),
+                              epoch=epoch, seq=seq, device_id=device_id)[0]
 
 
 def _chirpstack(eui=EUI, fport=1, fcnt=7, data=b"", time=None, **extra):
@@ -75,7 +76,7 @@ def _up_topic(eui=EUI):
 
 def _lorawan_sets():
     grr = OracleConfig("grr", 5, 1.0, "compact")
-    good = _draw(grr, 2, 0, 0, None, "grr-compact")
+    good = _draw(cfg=grr, value=2, epoch=0, seq=0, device_id=None, label="grr-compact")
     bad_value = bytes([good[0], 0xA0])  # value 5 of k = 5
     ep = NOW_EPOCH - 1
     proto = uplink_event_class()()
@@ -118,12 +119,12 @@ def _lorawan_sets():
         ("data not base64", _up_topic(), _chirpstack(data="gA=*")),
     ]
     olh = OracleConfig("olh", 16, 2.0, "compact", seed="device")
-    olh_report = _draw(olh, 9, 0, 0, EUI.lower(), "olh-compact")
+    olh_report = _draw(cfg=olh, value=9, epoch=0, seq=0, device_id=EUI.lower(), label="olh-compact")
     olh_epoch = OracleConfig("olh", 16, 2.0, "compact-epoch")
-    crossed = _draw(olh_epoch, 9, ep, 0, EUI.lower(), "olh-compact-epoch")
+    crossed = _draw(cfg=olh_epoch, value=9, epoch=ep, seq=0, device_id=EUI.lower(), label="olh-compact-epoch")
     full = OracleConfig("grr", 5, 1.0)
-    full_report = _draw(full, 3, ep, 4242, EUI.lower(), "grr-full")
-    old_full = _draw(full, 3, NOW_EPOCH - 33, 4243, EUI.lower(), "grr-full-old")
+    full_report = _draw(cfg=full, value=3, epoch=ep, seq=4242, device_id=EUI.lower(), label="grr-full")
+    old_full = _draw(cfg=full, value=3, epoch=NOW_EPOCH - 33, seq=4243, device_id=EUI.lower(), label="grr-full-old")
     tts = "tts:vec-app@vec-tenant"
     tts_doc = {"end_device_ids": {"device_id": "board-07", "dev_eui": EUI},
                "received_at": _time(ep, 900),
@@ -157,14 +158,17 @@ def _mqtt_sets():
     grr = OracleConfig("grr", 5, 1.0)
     mss = MssConfig.build(8, 1.0, [5, 7]).with_frame("compact-epoch")
     topic = f"mss/v1/{CAMPAIGN}/board-07/report"
-    now = _draw(grr, 2, NOW_EPOCH, 45, "board-07", "mqtt-now")
+    now = _draw(cfg=grr, value=2, epoch=NOW_EPOCH, seq=45, device_id="board-07", label="mqtt-now")
     reports = [
         ("a full report of the current epoch", topic, now),
         ("a full report of the next epoch (a clock a little ahead)", topic,
-         _draw(grr, 2, NOW_EPOCH + 1, 46, "board-07", "mqtt-next")),
-        ("the window's first epoch", topic, _draw(grr, 1, NOW_EPOCH - 32, 47, "board-07", "mqtt-first")),
-        ("an epoch before the window", topic, _draw(grr, 1, NOW_EPOCH - 33, 48, "board-07", "mqtt-old")),
-        ("two epochs ahead", topic, _draw(grr, 1, NOW_EPOCH + 2, 49, "board-07", "mqtt-ahead")),
+         _draw(cfg=grr, value=2, epoch=NOW_EPOCH + 1, seq=46, device_id="board-07", label="mqtt-next")),
+        ("the window's first epoch", topic, _draw(cfg=grr, value=1, epoch=NOW_EPOCH - 32, seq=47,
+                                                  device_id="board-07", label="mqtt-first")),
+        ("an epoch before the window", topic, _draw(cfg=grr, value=1, epoch=NOW_EPOCH - 33, seq=48,
+                                                    device_id="board-07", label="mqtt-old")),
+        ("two epochs ahead", topic, _draw(cfg=grr, value=1, epoch=NOW_EPOCH + 2, seq=49,
+                                          device_id="board-07", label="mqtt-ahead")),
         ("longer than any frame of the config", topic, now + b"\0"),
         ("a frame of another config", topic, now[:1] + bytes(4) + now[5:]),
         ("another campaign", "mss/v1/other/board-07/report", now),
@@ -174,7 +178,7 @@ def _mqtt_sets():
         ("a topic that is not UTF-8", f"mss/v1/{CAMPAIGN}/board-07/report".encode()[:-1] + b"\xff", now),
     ]
     ce = [("a compact-epoch report: the epoch from the clock and the frame's low bits", topic,
-           _draw(mss, 3, NOW_EPOCH - 1, 0, "board-07", "mqtt-ce"))]
+           _draw(cfg=mss, value=3, epoch=NOW_EPOCH - 1, seq=0, device_id="board-07", label="mqtt-ce"))]
     d, cfgs = shuffled_vectors.load(ROOT / "shuffled" / "batches.json")
     good = bytes.fromhex(d["batches"][3]["batch_hex"])
     stopic = shuffled_batch.topic(CAMPAIGN)
@@ -202,8 +206,7 @@ def _ingest(s, cfg):
     dev = s["device"]
     kwargs = {}
     if "lorawan" in dev:
-        kwargs = dict(lorawan=parse_spec(s["server"]), fport=dev["lorawan"]["fport"],
-                      time_fport=dev["lorawan"]["time_fport"])
+        kwargs = dict(lorawan=parse_spec(s["server"]), ports=(dev["lorawan"]["fport"], dev["lorawan"]["time_fport"]))
     return Ingest(cfg, s["campaign"], dev["period_s"], dev["epoch_origin"], clock=lambda: s["now"],
                   past_epochs=s["accept_past_epochs"], **kwargs)
 
@@ -335,8 +338,9 @@ def check(root=ROOT):
 
 
 def main(argv=None):
-    return vector_main(argv, __doc__, write, check, lambda path: (f"the aggregator classifies every link vector as stated ({path}: "
-                                                     f"{', '.join(PATHS)}, serial status lines, shuffled batch quarantines)"))
+    return vector_main(argv=argv, doc=__doc__, write=write, check=check,
+                       ok=lambda path: (f"the aggregator classifies every link vector as stated ({path}: "
+                                        f"{', '.join(PATHS)}, serial status lines, shuffled batch quarantines)"))
 
 
 if __name__ == "__main__":

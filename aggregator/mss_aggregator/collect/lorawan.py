@@ -181,7 +181,7 @@ class Server:
         if port != fport and port not in also:
             raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
         self.check_device(levels[self.DEVICE_LEVEL], eui)
-        return Uplink(eui, port, fcnt, frame, time)
+        return Uplink(dev_eui=eui, fport=port, fcnt=fcnt, frame=frame, time=time)
 
     def marshaler_reason(self, document):
         """The quarantine reason of a malformed ``document``, named for the marshaler that reads it."""

@@ -227,8 +227,9 @@ def select(store, epoch=None, all_epochs=False, now=None):
     # 1 for one epoch of device reports (one each); above 1 pooled, or for a shuffled batch merged
     # over several epochs, which may hold several reports of one device (store.tally)
     factor = pooled_stderr_factor(reports, squares, correlated)
-    return Scope(store.counts(one), one, bool(all_epochs), epochs, devices, factor, current, why, memoized,
-                 correlated, store.mode == SHUFFLER)
+    return Scope(counts=store.counts(one), epoch=one, pooled=bool(all_epochs), epochs=epochs, devices=devices,
+                 stderr_factor=factor, current_epoch=current, selection=why, memoized=memoized,
+                 correlated=correlated, shuffled=store.mode == SHUFFLER)
 
 
 def decode(protocol, scope, post="none"):
@@ -237,8 +238,9 @@ def decode(protocol, scope, post="none"):
     est = protocol.decode(scope.counts, post=post)
     if scope.stderr_factor == 1.0:
         return est
-    return Estimate.build(est.raw, est.stderr * scope.stderr_factor, est.n, est.post, est.stderr_method,
-                          est.iterations, est.seconds)
+    return Estimate.build(raw=est.raw, stderr=est.stderr * scope.stderr_factor, n=est.n, post=est.post,
+                          stderr_method=est.stderr_method,
+                          iterations=est.iterations, seconds=est.seconds)
 
 
 def contents(store, latest=5):

@@ -339,12 +339,12 @@ class Store:
                     outcomes[i] = self._skip(cur, it, now, bump)
                     continue
                 if "batch" in it:  # a shuffler's batch: its reports and bad bodies count themselves
-                    outcomes[i] = self._batch(cur, it, now, bump, room)
+                    outcomes[i] = self._batch(cur=cur, it=it, now=now, bump=bump, room=room)
                     continue
                 if "ignored" in it:  # no report (a time probe): counted only
                     outcome = counter = it["ignored"]
                 elif "reason" in it:
-                    outcome, counter = self._quarantine(cur, it, now, bump, room)
+                    outcome, counter = self._quarantine(cur=cur, it=it, now=now, bump=bump, room=room)
                 else:
                     r = it["report"]
                     row = (cid, it["device_id"], r.epoch, r.seq, r.j,
@@ -356,7 +356,7 @@ class Store:
                         if dropped:
                             bump["extra_dropped"] = bump.get("extra_dropped", 0) + 1
                     if outcome != "duplicate" and r.frame == "full":
-                        self._sequence(cur, it["device_id"], r.epoch, r.seq, now, bump)
+                        self._sequence(cur=cur, device=it["device_id"], epoch=r.epoch, seq=r.seq, now=now, bump=bump)
                 outcomes[i] = outcome
                 bump[counter] = bump.get(counter, 0) + 1
             for name in sorted(bump):
@@ -407,7 +407,7 @@ class Store:
                           np.asarray(r.subset, dtype="<u4").tobytes(), b.bodies[pos], SHUFFLER, now)
                          for pos, r in it["reports"]])
         for q in it["bad"]:
-            _, counter = self._quarantine(cur, q, now, bump, room)
+            _, counter = self._quarantine(cur=cur, it=q, now=now, bump=bump, room=room)
             bump[counter] = bump.get(counter, 0) + 1
         bump["accepted"] = bump.get("accepted", 0) + len(it["reports"])
         bump["batches"] = bump.get("batches", 0) + 1

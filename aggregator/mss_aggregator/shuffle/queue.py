@@ -151,7 +151,7 @@ class ShuffleQueue:
 
     def reader(self):
         """Another connection to the same file (the display, the forwarder): never blocks the writer's."""
-        return ShuffleQueue(self.name, self.cfg, self.campaign, self.key, self.colluding)
+        return ShuffleQueue(path=self.name, cfg=self.cfg, campaign=self.campaign, key=self.key, colluding=self.colluding)
 
     def close(self):
         self.db.close()
@@ -252,7 +252,8 @@ class ShuffleQueue:
                 random.SystemRandom().shuffle(bodies)  # uniform over the n! orders: see the module's docstring
                 epochs = [e for e, _ in picked]
                 batch_id = os.urandom(BATCH_ID_BYTES)
-                data = encode_batch(self.key, self.cfg, batch_id, max(epochs), min(epochs), bodies, self.colluding)
+                data = encode_batch(key=self.key, config=self.cfg, batch_id=batch_id, epoch=max(epochs),
+                                    first_epoch=min(epochs), bodies=bodies, colluding=self.colluding)
                 cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?)", (batch_id, max(epochs), len(bodies), data))
                 made.append((batch_id, len(bodies)))
                 sent += len(bodies)
