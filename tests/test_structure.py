@@ -21,7 +21,6 @@ def test_no_library_function_over_8_parameters():
     assert not FOUND["params"], _listing("params")
 
 
-@pytest.mark.xfail(strict=True, reason="194 calls with more than 4 positional arguments when marked")
 def test_no_call_with_more_than_4_positional_arguments():
     assert not FOUND["positional"], _listing("positional")
 
