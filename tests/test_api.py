@@ -254,7 +254,6 @@ EXCEPTIONS = {
     ("switch", "open_store"): "reads which devices reported (per-device rows), not estimates",
     ("devices", "open_store"): "counts a fleet run's accepted reports per device, not estimates",
     ("collect", "open_store"): "the live display reads the counters the aggregator writes",
-    ("demo", "open_store"): "reads the demo's counters and per-device epochs beside its decode",
 }
 
 

@@ -6,12 +6,12 @@ import click
 from rich.table import Table
 
 from mss_aggregator import jsonout
-from mss_aggregator.campaign import Campaign
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli import changing as change_opts
 from mss_cli import learned as learned_opts
 from mss_cli.common import (AUDIT_FAILED, EPSILON, SEED, NumberList, console, csv_list, fail, make_console,
                             output_file, progress, writing)
+from mss_iot import Campaign
 from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K

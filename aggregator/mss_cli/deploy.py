@@ -162,7 +162,7 @@ def _read_configs(config_path, campaign_config, hold):
     """(the campaign of --config, the one of --campaign-config (--config's without it), {each
     --hold: its JSON object}), each file read once; DeployError (exit 3) naming one that is not
     a campaign config the aggregator would read."""
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
     from mss_aggregator.deploy import CONFIG, DeployError
     from mss_protocol.config_file import ConfigError
 

@@ -8,11 +8,11 @@ import click
 import numpy as np
 
 from mss_aggregator import jsonout
-from mss_aggregator.campaign import Campaign
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.collect import broker_spec
 from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             error_line, fail, output_file, progress, topic_level, writing)
+from mss_iot import Campaign
 from mss_protocol.codec import codec as codec_of
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K

@@ -6,11 +6,10 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator import jsonout
-from mss_aggregator.campaign import Campaign
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
 from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
-from mss_iot import EstimateError, EstimateRequest, StoreError, estimate_store, open_store
+from mss_iot import Campaign, EstimateError, EstimateRequest, StoreError, estimate_store, open_store
 from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K

@@ -177,7 +177,7 @@ def decode_cmd(config_path, device, epoch, as_json, frame):
     or the reason the aggregator would quarantine it with (exit 3)."""
     from mss_aggregator import jsonout
     from mss_aggregator.collect.ingest import Ingest
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
     from mss_protocol.config_file import ConfigError
 
     try:

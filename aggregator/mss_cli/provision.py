@@ -43,7 +43,7 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
     naming its row and column.  Passwords are never printed: they are in the 0600 files written.
     """
     from mss_aggregator.provision import ProvisionError, ShuffleAccounts, provision, read_fleet
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
     from mss_protocol.config_file import ConfigError
 
     if " " in campaign:  # a Mosquitto ACL line ends its topic at a space

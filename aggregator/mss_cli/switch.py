@@ -72,7 +72,7 @@ def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devi
 
 def _target(config_path, fport):
     """(the config of --to-config, the downlink's FPort: --fport, else its device.lorawan.config_fport, else 2)."""
-    from mss_aggregator.campaign import Campaign
+    from mss_iot import Campaign
 
     try:
         campaign = Campaign.read(config_path)
