@@ -57,6 +57,19 @@ def test_a_campaign_file_read_once_with_the_firmware_defaults(tmp_path):
         c2.clock = None
 
 
+def test_the_file_s_object_one_port_and_a_rewrite_checked_as_read(tmp_path):
+    """document: the file's object, a copy (what mss provision and mss deploy build boards from);
+    lorawan_port: one FPort, given or the firmware's; rewritten: the object to be written back,
+    checked as read, a bad field named with the file."""
+    path = write(tmp_path, device={"period_s": 600, "lorawan": {"config_fport": 5}}, labels=["a", "b", "c", "d"])
+    c = Campaign.read(path)
+    assert c.document == json.loads(path.read_text()) and c.document["device"] is not c.device
+    assert c.lorawan_port("config_fport") == 5 and c.lorawan_port("fport") == LORAWAN_DEFAULTS["fport"]
+    assert c.rewritten(dict(c.document, device={"period_s": 60})).clock["period_s"] == 60
+    with pytest.raises(ConfigError, match=f"{path}: .*budget"):
+        c.rewritten(dict(c.document, device={"period_s": 60, "budget": {"epsilon": 4.0}}))
+
+
 @pytest.mark.parametrize("sections, message", [
     ({"device": {"period_s": 0}}, "device.period_s must be a whole number of seconds >= 1"),
     ({"device": {"period_s": 60, "epoch_origin": -1}}, "device.epoch_origin must be a unix time"),
