@@ -128,10 +128,10 @@ def refusal(cell):
 
 def plan_config(protocol, kind):
     """The config of ``mss plan --protocol P --frame F`` at K, EPSILON."""
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Limits, choose
     from mss_protocol.configs import load_dict
 
-    return load_dict(choose(K, EPSILON, protocol, frame=kind)["config"])
+    return load_dict(choose(K, EPSILON, protocol, limits=Limits(frame=kind))["config"])
 
 
 def refused_config(cell):

@@ -492,7 +492,7 @@ def test_the_password_is_given_once(tmp_path, cfg_path):
 
 
 def test_switch_config_and_fleet_read_the_password_file(tmp_path, cfg_path, auth_broker):
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Limits, choose
     from mss_protocol.configs import load_dict
 
     got = []
@@ -506,7 +506,7 @@ def test_switch_config_and_fleet_read_the_password_file(tmp_path, cfg_path, auth
         time.sleep(0.3)
         (tmp_path / "pw").write_text("pw-fleet\n")
         compact = tmp_path / "compact.json"
-        load_dict(choose(16, 2.0, "grr", frame="compact", max_bytes=11)["config"]).save(compact)
+        load_dict(choose(16, 2.0, "grr", limits=Limits(frame="compact", max_bytes=11))["config"]).save(compact)
         code, err = invoke("switch-config", "--lorawan", "chirpstack:app", "--broker",
                            f"mqtt://fleet@127.0.0.1:{auth_broker.port}", "--broker-password-file", tmp_path / "pw",
                            "--to-config", compact, "--device", "70b3d57ed0000001", env={"MSS_BROKER_PASSWORD": None})
@@ -621,16 +621,17 @@ def test_an_empty_mode_is_a_usage_error(never_run, path, flag):
 def test_the_planner_refuses_a_budget_too_small_to_plan(eps):
     """Before: choose and plan ended in ZeroDivisionError at epsilon <= 1e-8 (a 30-bit threshold
     that no longer moves); a clear ValueError now, and the CLI's --epsilon refuses the same."""
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Question, Reporting, Search, choose
     from mss_protocol.mss.planner import plan
     from mss_protocol.privacy import MIN_PLAN_EPSILON
 
-    for call in (lambda: choose(16, eps, use_cache=False), lambda: plan(16, eps, use_cache=False),
-                 lambda: choose(16, 1.0, "grr", irr_epsilon=eps, use_cache=False),
-                 lambda: choose(16, eps, n=None, detect=0.1, use_cache=False)):
+    for call in (lambda: choose(16, eps, search=Search(use_cache=False)),
+                 lambda: plan(16, eps, how=Search(use_cache=False)),
+                 lambda: choose(16, 1.0, "grr", reporting=Reporting(irr_epsilon=eps), search=Search(use_cache=False)),
+                 lambda: choose(16, eps, question=Question(n=None, detect=0.1), search=Search(use_cache=False))):
         with pytest.raises(ValueError, match=rf"below {MIN_PLAN_EPSILON}, the smallest planned for"):
             call()
-    assert math.isfinite(choose(16, MIN_PLAN_EPSILON, use_cache=False)["predicted_mse"])
+    assert math.isfinite(choose(16, MIN_PLAN_EPSILON, search=Search(use_cache=False))["predicted_mse"])
 
 
 def test_the_dashboard_answers_to_its_own_loopback_address():

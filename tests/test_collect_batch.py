@@ -17,7 +17,7 @@ from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink
 from mss_device.framing import frame as serial_line
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
@@ -32,8 +32,8 @@ EPOCHS = range(EPOCH - PAST - 2, EPOCH + 4)  # two too old, the window, two in t
 APP = "app"
 
 MSS = MssConfig.build(64, 2.0, [59, 61, 63])
-GRR = load_dict(choose(16, 2.0, "grr", frame="compact", max_bytes=11)["config"])
-OLH = load_dict(choose(64, 2.0, "olh", frame="compact-epoch", max_bytes=11)["config"])
+GRR = load_dict(choose(16, 2.0, "grr", limits=Limits(frame="compact", max_bytes=11))["config"])
+OLH = load_dict(choose(64, 2.0, "olh", limits=Limits(frame="compact-epoch", max_bytes=11))["config"])
 RAPPOR = OracleConfig("rappor", 30, 2.0, "full")  # 30 bits: 2 padding bits
 
 

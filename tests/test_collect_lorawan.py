@@ -23,7 +23,7 @@ from mss_aggregator.devices.network_server import chirpstack_uplink, rfc3339, tt
 from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 from mss_protocol.counts import Counts
@@ -35,7 +35,7 @@ QOS = {"chirpstack": 1, "tts": 0}
 
 
 def compact(k, eps, protocol, frame="compact"):
-    return load_dict(choose(k, eps, protocol, frame=frame, max_bytes=11)["config"])
+    return load_dict(choose(k, eps, protocol, limits=Limits(frame=frame, max_bytes=11))["config"])
 
 
 # OLH's seed needs the drawing epoch on the wire: compact-epoch (SPEC.md section 4)

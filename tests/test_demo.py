@@ -83,10 +83,10 @@ def test_demo_on_a_given_broker_leaves_nothing_retained(mosquitto, tmp_path):
     doc = json.loads(out.stdout)
     campaign = doc["campaign"]
     assert doc["sent"] == 6 and doc["counters"]["accepted"] == 6  # through that broker
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Reporting, choose
 
     # the default protocol is auto: what mss plan chooses for the demo's k = 16, epsilon = 3
-    assert doc["protocol"] == choose(16, 3.0, "auto", olh_seed="device")["protocol"]
+    assert doc["protocol"] == choose(16, 3.0, "auto", reporting=Reporting(olh_seed="device"))["protocol"]
     assert (tmp_path / "demo.png").exists()
     got, subscribed = {}, threading.Event()
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
@@ -200,12 +200,12 @@ def test_cpython_fleet_over_lorawan(tmp_path):
     from collect_helpers import build_aggregator
     from mss_aggregator.devices.fleet import run_fleet
     from mss_aggregator.devices.network_server import ChirpStackEmulator
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Limits, choose
     from mss_protocol.configs import load_dict
 
     broker = EmbeddedBroker().start()
     try:
-        cfg = load_dict(choose(32, 2.0, "auto", frame="compact", max_bytes=11)["config"])
+        cfg = load_dict(choose(32, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"])
         cfg.save(tmp_path / "cfg.json", {"device": {"period_s": 3600}})
         agg = build_aggregator(tmp_path / "cfg.json", tmp_path / "s.sqlite", "t", broker.url,
                                lorawan=parse_spec("chirpstack:app1"), log=lambda m: None).start()

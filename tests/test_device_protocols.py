@@ -145,11 +145,11 @@ def test_olh_is_never_sent_in_compact_frames(transport):
     """OLH's seed is the drawing epoch's, and a compact frame is dated by its
     arrival: the host config, the planner and the board all refuse the pair."""
     from mss_node.settings import Settings
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Limits, choose
 
     with pytest.raises(ConfigError, match="frame: olh cannot use compact"):
         OracleConfig("olh", 64, 2.0, "compact")
-    plan = choose(64, 2.0, "auto", frame="compact", max_bytes=11)
+    plan = choose(64, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))
     olh = [r for r in plan["candidates"] if r["protocol"] == "olh"][0]
     assert plan["protocol"] != "olh" and "olh cannot use compact" in olh["excluded"]
     d = dict(OracleConfig("olh", 64, 2.0).to_dict(), frame="compact")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import docs_tables
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, Question, choose
 
 ROOT = Path(__file__).resolve().parent.parent
 BYTES = json.loads((ROOT / "docs/bench-bytes.json").read_text())
@@ -43,7 +43,8 @@ def test_every_block_is_in_a_doc():
 
 @pytest.mark.parametrize("cell", BYTES["cells"], ids=lambda c: f"k{c['k']}-eps{c['epsilon']:g}")
 def test_few_byte_auto_choice_is_current(cell):
-    got = choose(cell["k"], cell["epsilon"], "auto", max_bytes=11, frame="compact", n=10000)
+    got = choose(cell["k"], cell["epsilon"], "auto", limits=Limits(max_bytes=11, frame="compact"),
+                 question=Question(n=10000))
     assert (got["protocol"], got["frame_bytes"]) == (cell["auto_11_compact"], cell["auto_bytes"])
 
 
@@ -58,5 +59,5 @@ def codec_cases():
 @pytest.mark.parametrize("k, eps, labelled", codec_cases())
 def test_codec_auto_labels_are_current(k, eps, labelled):
     got = {"auto": choose(k, eps, "auto")["protocol"],
-           docs_tables.FEW_BYTES: choose(k, eps, "auto", max_bytes=11, frame="compact")["protocol"]}
+           docs_tables.FEW_BYTES: choose(k, eps, "auto", limits=Limits(max_bytes=11, frame="compact"))["protocol"]}
     assert labelled == got

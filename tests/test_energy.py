@@ -8,7 +8,7 @@ import math
 import pytest
 
 from mss_protocol import energy, lorawan
-from mss_protocol.choose import choose
+from mss_protocol.choose import Hardware, Limits, choose
 from test_plan_link import plan, plan_json, reference_ms
 
 # docs/energy.md, "The figures": (volts, active mA, idle mA, sleep mA, boot s, device-time scale)
@@ -216,7 +216,7 @@ def test_auto_ranks_by_energy_k256_eps5(spec):
     airtime blocks being 4-5 bytes wide, but fewer bytes on the UART), and without a link the
     device-time rule is unchanged."""
     link = lorawan.parse_link(spec)
-    linked = choose(256, 5, max_bytes=link.max_payload, frame="compact", link=link)
+    linked = choose(256, 5, limits=Limits(max_bytes=link.max_payload, frame="compact"), hardware=Hardware(link=link))
     rows = {c["protocol"]: c for c in linked["candidates"]}
     assert (linked["protocol"], linked["frame_bytes"]) == ("ss", 3) and rows["mss"]["frame_bytes"] == 4
     assert rows["ss"]["predicted_mse"] < rows["mss"]["predicted_mse"] <= rows["ss"]["predicted_mse"] * 1.02
@@ -224,7 +224,7 @@ def test_auto_ranks_by_energy_k256_eps5(spec):
     assert rows["ss"]["energy_mj_per_report"] < rows["mss"]["energy_mj_per_report"]
     air = {p: lorawan.airtime_ms(rows[p]["frame_bytes"], link.sf, link.bw_khz) for p in ("ss", "mss")}
     assert air["ss"] <= air["mss"]
-    plain = choose(256, 5, max_bytes=link.max_payload, frame="compact")
+    plain = choose(256, 5, limits=Limits(max_bytes=link.max_payload, frame="compact"))
     assert (plain["protocol"], plain["frame_bytes"]) == ("mss", 4)
     assert "energy_mj_per_report" not in plain["candidates"][0]
 
@@ -239,7 +239,8 @@ def test_the_ranking_does_not_depend_on_the_period():
     link = lorawan.parse_link("lorawan:us915:1")
     by = {}
     for period in (None, 600, 86400 * 7):
-        res = choose(12, 2, max_bytes=link.max_payload, frame="compact", link=link, period_s=period)
+        res = choose(12, 2, limits=Limits(max_bytes=link.max_payload, frame="compact"),
+                     hardware=Hardware(link=link, period_s=period))
         rows = [c for c in res["candidates"] if "energy_mj_per_report" in c]
         by[period] = (res["protocol"], sorted(rows, key=lambda c: c["energy_mj_per_report"]))
     orders = {p: [c["protocol"] for c in rows] for p, (_, rows) in by.items()}

@@ -28,14 +28,14 @@ from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink, tts_uplink
 from mss_cli.main import main
 from mss_device.rng import ByteRng
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "mosquitto"
 APP, TENANT = "orchard", "ttn"
 PERIOD = 3600
-CFG = load_dict(choose(16, 2.0, "grr", frame="compact", max_bytes=11)["config"])
+CFG = load_dict(choose(16, 2.0, "grr", limits=Limits(frame="compact", max_bytes=11))["config"])
 USERS = ["chirpstack", "tts", "aggregator", "switcher", "intruder"]
 GENUINE, FORGED = 20, 100
 

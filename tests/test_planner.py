@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.planner import PlanError, cache_dir, plan
+from mss_protocol.mss.planner import PlanError, Search, cache_dir, plan
 from mss_protocol.mss.residues import residue_matrix
 from mss_protocol.mss.variance import block_weights, predicted_mse
 
@@ -114,7 +114,7 @@ def test_results_are_cached(tmp_path, monkeypatch):
             d["unit_mse"] *= 2
             f.write_text(json.dumps(d))
     assert plan(512, 2.0)["predicted_mse"] == pytest.approx(2 * first["predicted_mse"])
-    assert plan(512, 2.0, use_cache=False)["predicted_mse"] == pytest.approx(first["predicted_mse"])
+    assert plan(512, 2.0, how=Search(use_cache=False))["predicted_mse"] == pytest.approx(first["predicted_mse"])
 
 
 def test_one_search_a_key_when_two_plan_it_at_once(tmp_path, monkeypatch):
@@ -124,7 +124,7 @@ def test_one_search_a_key_when_two_plan_it_at_once(tmp_path, monkeypatch):
     searched, results = [], []
 
     def one(name):
-        results.append(plan(256, 2.0, progress=lambda *a: searched.append(name)))
+        results.append(plan(256, 2.0, how=Search(progress=lambda *a: searched.append(name))))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
     for t in threads:
@@ -209,4 +209,4 @@ def test_the_planner_leaves_out_what_no_device_runs():
     with pytest.raises(PlanError, match=r"pgr: q = 268343 > 2\*\*15"):
         choose(1024, 12.5, "pgr")
     with pytest.raises(PlanError, match=r"ss: SubsetSelection's modulus k = 8388609 exceeds 2\*\*23"):
-        choose((1 << 23) + 1, 4.0, "ss", use_cache=False)
+        choose((1 << 23) + 1, 4.0, "ss", search=Search(use_cache=False))

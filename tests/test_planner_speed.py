@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mss_protocol.choose import choose
+from mss_protocol.choose import Question, Search, choose
 from mss_protocol.mss.planner import plan
 from mss_protocol.progress import Reporter
 
@@ -62,8 +62,8 @@ def test_a_long_plan_says_how_far_it_is_and_a_short_one_nothing():
     slow, fast = [], []
     # the same search twice: on a clock where every step takes 0.5 s (past 2 s after 4 steps) and
     # on one where it takes 1 ms (36 steps in all: 0.04 s, under 2 s)
-    choose(64, 2.0, "mss", use_cache=False, progress=Reporter(slow.append, clock=FakeClock(0.5)))
-    choose(64, 2.0, "mss", use_cache=False, progress=Reporter(fast.append, clock=FakeClock(0.001)))
+    choose(64, 2.0, "mss", search=Search(use_cache=False, progress=Reporter(slow.append, clock=FakeClock(0.5))))
+    choose(64, 2.0, "mss", search=Search(use_cache=False, progress=Reporter(fast.append, clock=FakeClock(0.001))))
     assert fast == []
     assert slow and all(line.startswith("mss search, k=64, epsilon 2") for line in slow)
     assert "moduli sets scored" in slow[0] and "best sets re-scored exactly" in slow[-1]
@@ -89,5 +89,5 @@ def test_a_question_plans_each_configuration_once(monkeypatch):
     calls = []
     real = planner.search
     monkeypatch.setattr(planner, "search", lambda *a, **kw: calls.append(a[:3] + (kw["protocol"],)) or real(*a, **kw))
-    choose(64, 2.0, detect=0.05, n=None, use_cache=False)
+    choose(64, 2.0, question=Question(detect=0.05, n=None), search=Search(use_cache=False))
     assert sorted(calls) == sorted(set(calls)) and len(calls) == 2  # MSS's search and SS's (yardstick, candidate)

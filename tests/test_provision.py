@@ -19,7 +19,7 @@ from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink
 from mss_cli.main import main
 from mss_node.settings import Settings
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 
@@ -250,7 +250,7 @@ def test_usage_errors_name_the_flag(tmp_path, campaign):
 # -- mss switch-config --devices-file / --all-seen -------------------------------------------
 
 APP = "mss-app"
-GRR = load_dict(choose(16, 2.0, "grr", frame="compact", max_bytes=11)["config"])
+GRR = load_dict(choose(16, 2.0, "grr", limits=Limits(frame="compact", max_bytes=11))["config"])
 
 
 def eui(i):

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from mss_protocol import registry
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, Question, choose
 from mss_protocol.configs import load_dict
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import plan
@@ -63,10 +63,10 @@ def main():
     for k in ks:
         for eps in EPS:
             t0 = time.perf_counter()
-            full = choose(k, eps, "auto", n=N)
-            compact = {c["protocol"]: c for c in choose(k, eps, "auto", n=N, max_bits=1 << 20,
-                                                         frame="compact")["candidates"]}
-            best11 = choose(k, eps, "auto", max_bytes=11, frame="compact", n=N)
+            full = choose(k, eps, "auto", question=Question(n=N))
+            compact = {c["protocol"]: c for c in choose(k, eps, "auto", limits=Limits(max_bits=1 << 20, frame="compact"),
+                                                        question=Question(n=N))["candidates"]}
+            best11 = choose(k, eps, "auto", limits=Limits(max_bytes=11, frame="compact"), question=Question(n=N))
             ss = next(c for c in full["candidates"] if c["protocol"] == "ss")
             for c in full["candidates"]:
                 if c["predicted_mse"] is None:

@@ -37,7 +37,7 @@ from mss_device.frame import HEADER, start
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_protocol import registry
-from mss_protocol.choose import CHOICES, choose, ingest_us
+from mss_protocol.choose import CHOICES, Limits, choose, ingest_us
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 from mss_protocol.counts import Counts
@@ -112,10 +112,10 @@ def measure(cfg, big=False):
     return out
 
 
-def config(k, eps, name, **kw):
+def config(k, eps, name, limits=Limits()):
     if registry.protocol_class(name).config_kind == "mss":  # planned; the others follow from (k, eps)
-        return load_dict(choose(k, eps, name, **kw)["config"])
-    return OracleConfig(name, k, eps, kw.get("frame", "full"))
+        return load_dict(choose(k, eps, name, limits=limits)["config"])
+    return OracleConfig(name, k, eps, limits.frame)
 
 
 def line(label, m, auto=None):
@@ -152,8 +152,8 @@ def main():
     autos, seen = [], {}
     for k in AUTO_KS:
         for eps in AUTO_EPS:
-            for label, kw in (("auto", {}), ("auto 11 B compact", {"max_bytes": 11, "frame": "compact"})):
-                plan = choose(k, eps, "auto", **kw)
+            for label, limits in (("auto", Limits()), ("auto 11 B compact", Limits(max_bytes=11, frame="compact"))):
+                plan = choose(k, eps, "auto", limits=limits)
                 cfg = load_dict(plan["config"]) if plan["protocol"] in ("mss", "ss") else config(k, eps, plan["protocol"])
                 m = seen[cfg.config_id] = seen.get(cfg.config_id) or measure(cfg, big=True)
                 met = min(m["batch"], m.get("big_batch", m["batch"])) >= TARGET

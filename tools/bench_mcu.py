@@ -44,13 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mcu  # noqa: E402  (tools/mcu)
 from mss_aggregator.devices.runtime import micropython_path  # noqa: E402
 from mss_protocol import device_cost, registry  # noqa: E402
-from mss_protocol.choose import CHOICES, choose  # noqa: E402
+from mss_protocol.choose import CHOICES, Limits, choose  # noqa: E402
 from mss_protocol.mss.planner import PlanError  # noqa: E402
 
 CPI_240, HZ_240 = 1.3, 240e6
 KS, EPSS = (16, 64, 1024, 22000), (1.0, 4.0)
 TARGET_KS, TARGET_EPSS = (2, 4, 16, 64, 256, 1024, 4096), (0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
-LORA = {"max_bytes": 11, "frame": "compact"}  # LoRaWAN US915 DR0
+LORA = Limits(max_bytes=11, frame="compact")  # LoRaWAN US915 DR0
 QUICK = {"k": (16, 64), "eps": (1.0, 4.0)}
 PROTOCOLS = CHOICES[1:]
 N_MAX, BUDGET, MIN_SAMPLES = 101, 2_000_000_000, 5
@@ -67,9 +67,9 @@ def mcu240_ms(m3_instr):
     return m3_instr * CPI_240 / HZ_240 * 1e3
 
 
-def device_config(k, eps, protocol="auto", **link):
+def device_config(k, eps, protocol="auto", limits=Limits()):
     """(config dict, protocol name) as ``mss plan --device-config`` writes it (no device section)."""
-    res = choose(k, eps, protocol=protocol, **link)
+    res = choose(k, eps, protocol=protocol, limits=limits)
     cfg = res["config"]
     return cfg, cfg.get("protocol", "mss")
 
@@ -104,11 +104,11 @@ def grid(ks, epss, protocols):
 def target_rows():
     """The M0 target configs: auto choices (also under LORA) and the MSS-forced ones."""
     rows = []
-    for link, label in (({}, "auto"), (LORA, "auto lora")):
+    for limits, label in ((Limits(), "auto"), (LORA, "auto lora")):
         for k in TARGET_KS:
             for eps in TARGET_EPSS:
                 try:
-                    cfg, name = device_config(k, eps, **link)
+                    cfg, name = device_config(k, eps, limits=limits)
                 except (PlanError, ValueError) as exc:
                     rows.append({"target": label, "k": k, "eps": eps, "error": str(exc)})
                     continue

@@ -38,7 +38,7 @@ from mss_aggregator.compare.simulate import simulate
 from mss_aggregator.distributions import parse
 from mss_aggregator.plan import PlanRequest, Question, Shuffling, plan
 from mss_protocol import registry, shuffling
-from mss_protocol.choose import choose
+from mss_protocol.choose import Question, choose
 from mss_protocol.configs import load_dict
 
 NS = (1_000, 10_000, 100_000)
@@ -96,7 +96,8 @@ def local_row(k, n, eps_c, prior, trials, seed):
     old = PlanRequest(k, old_eps0(eps_c, n), protocol="auto", question=Question(prior=prior),
                       shuffle=Shuffling(n, DELTA))
     _, o = _planned(old, probs, trials, seed)
-    local = choose(k, eps_c, "auto", n=n, prior=None if prior == "uniform" else probs, prior_label=prior)
+    local = choose(k, eps_c, "auto",
+                   question=Question(n=n, prior=None if prior == "uniform" else probs, prior_label=prior))
     l_mse, l_se = _simulated(local["config"], probs, n, trials, seed)
     return {"k": k, "n": n, "eps_c": eps_c, "delta": DELTA, "prior": prior, "trials": trials,
             "eps0": s["eps0"], "eps_c_achieved": s["eps_c"], "method": s["method"],

@@ -36,7 +36,7 @@ from mss_aggregator.distributions import parse
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, Reporting, choose
 from mss_protocol.configs import load_dict
 from mss_protocol.lorawan import budget, parse_link
 
@@ -177,8 +177,9 @@ class Demo:
         """The config the fleet runs, saved as a campaign file with its device section."""
         r = self.request
         link = parse_link(LINK) if r.lorawan else None
-        result = choose(r.k, r.epsilon, r.protocol, max_bytes=link and link.max_payload,
-                        frame="compact" if link else "full", olh_seed="device")
+        result = choose(r.k, r.epsilon, r.protocol,
+                        limits=Limits(max_bytes=link and link.max_payload, frame="compact" if link else "full"),
+                        reporting=Reporting(olh_seed="device"))
         cfg = load_dict(result["config"])
         privacy = default_device(r.epsilon)
         # the fleet's period: the aggregator bounds the epochs it accepts (and dates compact frames) by it;

@@ -14,18 +14,19 @@ request the planner cannot serve raises :class:`RequestError`, naming the reques
 a plan that does not exist (nothing fits the limits) :class:`~mss_protocol.mss.planner.PlanError`;
 an unreadable prior :class:`~mss_aggregator.distributions.DistributionError`.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mss_aggregator.distributions import parse
 from mss_aggregator.privacy.changing import Change
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS, Device, over_time
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
+from mss_protocol import choose as choosing
 from mss_protocol import energy, lorawan, shuffling
 from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget, choose
 from mss_protocol.config_file import seeded  # the protocols whose seed names the device (olh)
 from mss_protocol.configs import load_dict
-from mss_protocol.mss.planner import PlanError
+from mss_protocol.mss.planner import PlanError, Search
 
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
 DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with a link of the energy model) unless given
@@ -321,15 +322,19 @@ def plan(request, progress=None):
     link, board, modem = hw.link, hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
     max_bytes, frame, notes = _report_size(request, olh_seed)
     prior = None if q.prior == "uniform" else parse(q.prior, r.k)
-    common = dict(max_bytes=max_bytes, max_bits=r.limits.max_bits, frame=frame, n=n, prior=prior,
-                  prior_label=q.prior, seed=r.seed, use_cache=r.use_cache, max_device_ms=r.limits.max_device_ms,
-                  mse_slack=q.mse_slack, link=link, board=board, modem=modem, period_s=hw.period_s,
-                  olh_seed=olh_seed, irr_epsilon=rep.irr_epsilon, detect=q.detect, target_se=q.target_se,
-                  progress=progress)
+    # choose()'s groups (mss_protocol.choose), as this request fills them
+    common = dict(limits=choosing.Limits(max_bytes=max_bytes, max_bits=r.limits.max_bits, frame=frame,
+                                         max_device_ms=r.limits.max_device_ms),
+                  question=choosing.Question(n=n, prior=prior, prior_label=q.prior, detect=q.detect,
+                                             target_se=q.target_se, mse_slack=q.mse_slack),
+                  hardware=choosing.Hardware(link=link, board=board, modem=modem, period_s=hw.period_s),
+                  reporting=choosing.Reporting(olh_seed=olh_seed, irr_epsilon=rep.irr_epsilon),
+                  search=Search(seed=r.seed, use_cache=r.use_cache, progress=progress))
     try:
         left_out = dict.fromkeys(seeded(), OLH_LEFT_OUT) if sh else None
         # a central epsilon: each candidate at the largest epsilon its own bound allows (choose.central_eps0)
-        result = choose(r.k, r.epsilon, r.protocol, exclude=left_out, central=target, **common)
+        shuffled = replace(common["reporting"], exclude=left_out, central=target)
+        result = choose(r.k, r.epsilon, r.protocol, **dict(common, reporting=shuffled))
         epsilon = r.epsilon if target is None else result["epsilon"]
         if sh is not None:
             # today's plan at epsilon = C, without a shuffler (OLH allowed): what the shuffler is worth
@@ -488,9 +493,10 @@ def _hiding(request, result, cfg, common):
 
     def plan_for(name, e1):
         try:
-            return choose(cfg.k, float(cfg.epsilon), name, **dict(common, irr_epsilon=e1, olh_seed="device",
-                                                                   n=result["n"], detect=None, target_se=None,
-                                                                   progress=None))
+            return choose(cfg.k, float(cfg.epsilon), name, **dict(
+                common, reporting=replace(common["reporting"], irr_epsilon=e1, olh_seed="device"),
+                question=replace(common["question"], n=result["n"], detect=None, target_se=None),
+                search=replace(common["search"], progress=None)))
         except PlanError as exc:
             raise ValueError(str(exc)) from None
 
@@ -499,7 +505,7 @@ def _hiding(request, result, cfg, common):
         c = shuffling.central_epsilon(float(cfg.epsilon), m, delta)
         return c.eps, c.method
 
-    fleet = Fleet(cfg=cfg, n=result["n"], prior=common["prior"], period_s=result["period_s"],
+    fleet = Fleet(cfg=cfg, n=result["n"], prior=common["question"].prior, period_s=result["period_s"],
                   campaign_days=rep.campaign_days, detectable=result["detectable_frequency"], slack=q.mse_slack,
                   detect=q.detect)
     return hiding_options(result["privacy_over_time"], fleet, rep.change, plan_for, central=central,

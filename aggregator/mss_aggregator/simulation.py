@@ -20,7 +20,7 @@ from mss_aggregator.compare.simulate import simulate as simulate_protocol
 from mss_aggregator.distributions import parse
 from mss_aggregator.frames import require_pandas
 from mss_protocol import configs, oracle_config, registry
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, Question, choose
 
 DEFAULT_DIST = "zipf:1.1"
 
@@ -174,9 +174,11 @@ def simulation_config(request, plan_progress=None):
     if cls is not None and not cls.searches_moduli:  # SS: its closed-form subset size, nothing to search
         return registry.make(r.protocol, r.k, r.epsilon).cfg
     if plan_progress is None:
-        return configs.load_dict(choose(r.k, r.epsilon, r.protocol, max_bits=r.max_bits, n=r.n)["config"])
+        return configs.load_dict(choose(r.k, r.epsilon, r.protocol, limits=Limits(max_bits=r.max_bits),
+                                        question=Question(n=r.n))["config"])
     with plan_progress(f"planning {r.protocol} for k={r.k}, epsilon {r.epsilon:g}"):
-        return configs.load_dict(choose(r.k, r.epsilon, r.protocol, max_bits=r.max_bits, n=r.n)["config"])
+        return configs.load_dict(choose(r.k, r.epsilon, r.protocol, limits=Limits(max_bits=r.max_bits),
+                                        question=Question(n=r.n))["config"])
 
 
 def simulate(request, progress=None, plan_progress=None):

@@ -55,14 +55,14 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mss_device.frame import HEADER, KINDS
 from mss_protocol import device_cost, energy, privacy, registry, resolution, shuffling
 from mss_protocol.config_file import ConfigError, frame_index
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import MssConfig
-from mss_protocol.mss.planner import PlanError, cache_dir, plan as plan_mss
+from mss_protocol.mss.planner import PlanError, Search, cache_dir, plan as plan_mss
 from mss_protocol.mss.variance import ss_mse
 from mss_protocol.oracle_config import NAMES, OracleConfig
 from mss_protocol.subset_selection import rank_bits
@@ -74,6 +74,57 @@ MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
 N_DEFAULT = 10000  # the fleet size a plan is stated at unless given
 FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_needed")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a report may cost: the whole frame within ``max_bytes`` (header included) and the body
+    within ``max_bits`` (None: no limit), the ``frame`` kind (full, compact, compact-epoch), the
+    device time ``auto`` allows a report (``max_device_ms``, None: no budget)."""
+
+    max_bytes: int = None
+    max_bits: int = None
+    frame: str = "full"
+    max_device_ms: float = MAX_DEVICE_MS
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the plan is stated at and ranked by: ``n`` reports (None: at the devices the chosen
+    protocol needs, which needs ``detect`` or ``target_se``), the ``prior`` (k,) of the values
+    (None: uniform) and its ``prior_label``, the smallest frequency to see (``detect``) or the
+    per-item standard error wanted (``target_se``), and the MSE slack of ``auto``'s ties."""
+
+    n: int = N_DEFAULT
+    prior: object = None
+    prior_label: str = "uniform"
+    detect: float = None
+    target_se: float = None
+    mse_slack: float = MSE_SLACK
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The device: a ``board`` (a key of :data:`mss_protocol.device_cost.CORES`), and with a LoRaWAN
+    ``link`` (:class:`mss_protocol.lorawan.Link`) its ``modem`` and the report ``period_s`` the
+    energy is stated at (None: energy.RANK_PERIOD_S)."""
+
+    link: object = None
+    board: str = "rp2040"
+    modem: str = "rak3172"
+    period_s: int = None
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """How devices report: OLH's hash seed (``olh_seed``, "epoch" or "device"), an instantaneous
+    layer at ``irr_epsilon`` on every one-output protocol, a :class:`CentralTarget` (``central``)
+    under a shuffler, and the protocols left out ({protocol: why}, ``exclude``)."""
+
+    olh_seed: str = "epoch"
+    irr_epsilon: float = None
+    central: object = None
+    exclude: dict = None
 EPS0_CACHE_VERSION = 1  # bump when central_eps0's search or the bounds change what it finds
 EPS0_GRID = 10_000  # a central epsilon's eps0 is planned on a grid of 1/EPS0_GRID, rounded down (still meets it)
 
@@ -207,30 +258,39 @@ def ingest_us(cfg):
     return registry.from_config(cfg).ingest_us()
 
 
-def _candidate(name, k, eps, budget_bits, frame, n, prior, prior_label, seed, use_cache, quick, olh_seed="epoch",
-               irr_epsilon=None, progress=None, memo=None):
+@dataclass(frozen=True)
+class _Fit:
+    """A candidate's room: ``budget_bits`` for the body (None: no limit), the frame kind's index
+    (``frame``), and ``quick``: MSS's quick search (greedy moduli sets only)."""
+
+    budget_bits: int
+    frame: int
+    quick: bool
+
+
+def _candidate(name, k, eps, fit, question, reporting, search):
     """(config, predicted MSE, plan dict or None), or raise PlanError / ConfigError."""
+    budget_bits, frame, irr_epsilon = fit.budget_bits, fit.frame, reporting.irr_epsilon
     if irr_epsilon is not None and name not in IRR_PROTOCOLS:
         raise PlanError(f"no instantaneous layer (one output a report: {', '.join(IRR_PROTOCOLS)} only)")
     cls = registry.protocol_class(name)
     if k < cls.min_k:
         raise PlanError(cls.min_k_why.format(k=k))
     if cls.config_kind == "mss":
-        res = plan_mss(k, eps, max_bits=budget_bits, n=n, seed=seed, use_cache=use_cache,
-                       prior=prior, prior_label=prior_label, protocol=name, per_band=0 if quick else 3,
-                       progress=progress, memo=memo)
+        res = plan_mss(k, eps, max_bits=budget_bits, n=question.n, prior=question.prior,
+                       prior_label=question.prior_label, protocol=name,
+                       how=replace(search, per_band=0 if fit.quick else 3))
         return MssConfig.from_dict(res["config"]).with_frame(frame), res["predicted_mse"], res
-    cfg = OracleConfig(name, k, eps, frame=frame, seed=olh_seed if cls.has_seed else "epoch", irr_epsilon=irr_epsilon)
+    cfg = OracleConfig(name, k, eps, frame=frame, seed=reporting.olh_seed if cls.has_seed else "epoch",
+                       irr_epsilon=irr_epsilon)
     bits = cfg.bits_per_report["max"]
     if budget_bits is not None and bits > budget_bits:
         raise PlanError(f"too long ({bits} bits)")
-    return cfg, float(cfg.protocol.variance(n, prior)), None
+    return cfg, float(cfg.protocol.variance(question.n, question.prior)), None
 
 
-def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full", n=N_DEFAULT, prior=None,
-           prior_label="uniform", seed=0, use_cache=True, max_device_ms=MAX_DEVICE_MS, mse_slack=MSE_SLACK,
-           link=None, board="rp2040", modem="rak3172", period_s=None, olh_seed="epoch", irr_epsilon=None,
-           detect=None, target_se=None, progress=None, memo=None, exclude=None, central=None):
+def choose(k, eps, protocol="auto", limits=Limits(), question=Question(), hardware=Hardware(),
+           reporting=Reporting(), search=Search()):
     """The ``mss plan --json`` dict: the chosen protocol's plan, its ``frame``,
     ``frame_bytes`` and ``body_bits``, ``device_ms`` on ``board`` (a key of
     :data:`mss_protocol.device_cost.CORES`) and ``device_ok`` (within
@@ -254,15 +314,32 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     under a shuffler (its seed names the device).  ``central``: a :class:`CentralTarget` (``eps``
     then None): every candidate, and SubsetSelection as the yardstick, is planned at its own
     largest eps0 (:func:`central_eps0`; the candidate's ``eps0``, ``eps_c`` and ``central_method``
-    say which and under what bound), then ranked as usual."""
+    say which and under what bound), then ranked as usual.
+
+    The options come grouped: ``limits`` (:class:`Limits`: max_bytes, max_bits, frame,
+    max_device_ms), ``question`` (:class:`Question`: n, prior, prior_label, detect, target_se,
+    mse_slack), ``hardware`` (:class:`Hardware`: link, board, modem, period_s), ``reporting``
+    (:class:`Reporting`: olh_seed, irr_epsilon, central, exclude) and ``search``
+    (:class:`~mss_protocol.mss.planner.Search`: seed, use_cache, progress, memo).  Example::
+
+        choose(16, 2.0, "auto", Limits(max_bytes=11, frame="compact"))["protocol"]"""
+    detect, target_se = question.detect, question.target_se
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
-    memo = {} if memo is None else memo  # SS is planned as the yardstick and as a candidate; n=None: twice more
-    if n is None:
+    if search.memo is None:  # SS is planned as the yardstick and as a candidate; n=None: twice more
+        search = replace(search, memo={})
+    if question.n is None:
         if detect is None and target_se is None:
             raise PlanError("n=None states the plan at the devices a question needs: give detect or target_se")
-        args = dict(locals())  # no other local before this line: they would be arguments
-        n = choose(**dict(args, n=N_DEFAULT))["devices_needed"]
+        needed = choose(k, eps, protocol, limits=limits, question=replace(question, n=N_DEFAULT), hardware=hardware,
+                        reporting=reporting, search=search)["devices_needed"]
+        question = replace(question, n=needed)
+    n, prior, prior_label = question.n, question.prior, question.prior_label
+    seed, use_cache = search.seed, search.use_cache
+    max_bytes, max_bits, frame, max_device_ms = limits.max_bytes, limits.max_bits, limits.frame, limits.max_device_ms
+    link, board, modem, period_s = hardware.link, hardware.board, hardware.modem, hardware.period_s
+    olh_seed, irr_epsilon, central, exclude = (reporting.olh_seed, reporting.irr_epsilon, reporting.central,
+                                               reporting.exclude)
     for given in (eps, irr_epsilon):  # below MIN_PLAN_EPSILON a variance is a division by zero
         if given is not None and (why := privacy.plan_epsilon_problem(given)):
             raise PlanError(why)
@@ -282,8 +359,7 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     names = [name for name in CHOICES[1:] if protocol in ("auto", name)]
     # SubsetSelection at the same n and prior (under a central target at its own eps0): the yardstick of every ratio
     def yardstick(e):
-        res = plan_mss(k, e, n=n, seed=seed, use_cache=use_cache, prior=prior, prior_label=prior_label,
-                       protocol="ss", progress=progress, memo=memo)
+        res = plan_mss(k, e, n=n, prior=prior, prior_label=prior_label, protocol="ss", how=search)
         return MssConfig.from_dict(res["config"]), res
 
     try:
@@ -305,9 +381,8 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
             quick = protocol == "auto" and budget is not None and k > QUICK_K
 
             def plan_at(e):
-                return _candidate(name, k, e, budget, frame=kind, n=n, prior=prior, prior_label=prior_label,
-                                  seed=seed, use_cache=use_cache, quick=quick, olh_seed=olh_seed,
-                                  irr_epsilon=irr_epsilon, progress=progress, memo=memo)
+                return _candidate(name, k, e, fit=_Fit(budget_bits=budget, frame=kind, quick=quick),
+                                  question=question, reporting=reporting, search=search)
 
             if central is None:
                 cfg, mse, res = plan_at(eps)
@@ -341,23 +416,27 @@ def choose(k, eps, protocol="auto", max_bytes=None, max_bits=None, frame="full",
     if not found:
         raise PlanError("no protocol fits: " + "; ".join(f"{r['protocol']}: {r['excluded']}" for r in rows))
     least = min(t[0] for t in found)
-    near = [t for t in found if t[0] <= least * (1 + mse_slack)]
+    near = [t for t in found if t[0] <= least * (1 + question.mse_slack)]
 
     def rank(t):  # the fastest on the device; with a link the least energy a report, then the fastest
         fastest = (t[1], t[0], t[2])
         return fastest if link is None else (t[5]["energy_mj_per_report"],) + fastest
 
     _, _, _, cfg, res, best = min(near, key=rank)
-    res = _result(k, eps if central is None else best["eps0"], cfg, res, best=best, rows=rows, ss=ss, n=n,
-                  prior_label=prior_label, max_bits=max_bits, max_bytes=max_bytes, kind=kind)
-    res.update(board=board, max_device_ms=max_device_ms, mse_slack=mse_slack,
+    res = _result(k, eps if central is None else best["eps0"], (cfg, res, best), rows=rows, ss=ss,
+                  question=question, limits=limits)
+    res.update(board=board, max_device_ms=max_device_ms, mse_slack=question.mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
                detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
                warnings=resolution.warnings(k, n, best, detect=detect, target_se=target_se))
     return res
 
 
-def _result(k, eps, cfg, res, best, rows, ss, n, prior_label, max_bits, max_bytes, kind):
+def _result(k, eps, chosen, rows, ss, question, limits):
+    """The plan dict of ``chosen`` (config, plan dict or None, its candidate row)."""
+    cfg, res, best = chosen
+    n, prior_label, max_bits, max_bytes = question.n, question.prior_label, limits.max_bits, limits.max_bytes
+    kind = frame_index(limits.frame)
     if res is None:  # a one-output protocol: the MSS-only fields are null
         ss_var = ss["predicted_mse"]
         res = {"k": k, "epsilon": float(eps), "eps_effective": cfg.eps_effective, "moduli": None,

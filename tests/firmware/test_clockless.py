@@ -25,7 +25,7 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from micropython_runner import command, run
 from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_aggregator.devices.modem.base import DELAYS_S
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.configs import load_dict
 
 P = 2  # s: period_s, one epoch
@@ -99,7 +99,7 @@ app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=clock, sleep=sleep)
 
 
 def compact_config():
-    return load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"])
+    return load_dict(choose(16, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"])
 
 
 def epoch_of(t):

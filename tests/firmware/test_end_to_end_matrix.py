@@ -168,7 +168,7 @@ def test_refused_cell(tmp_path, device_refusals, cell):
     import json
 
     from collect_helpers import build_aggregator
-    from mss_protocol.choose import PlanError, choose
+    from mss_protocol.choose import Limits, PlanError, choose
     from mss_protocol.config_file import ConfigError
 
     assert device_refusals[cell].startswith("REFUSED") and "frame" in device_refusals[cell], device_refusals[cell]
@@ -187,6 +187,6 @@ def test_refused_cell(tmp_path, device_refusals, cell):
     assert not (tmp_path / "store.sqlite").exists()
     if cell.protocol == "olh":  # the planner makes no such config either
         with pytest.raises(PlanError):
-            choose(K, 2.0, "olh", frame="compact")
+            choose(K, 2.0, "olh", limits=Limits(frame="compact"))
     else:
         assert plan_config(cell.protocol, cell.kind).frame == 1  # a LoRaWAN-only config, not a broken one

@@ -18,7 +18,7 @@ from mss_aggregator.deploy import flash as deploy
 from mss_aggregator.deploy import modules as firmware_modules
 from mss_aggregator.devices.modem import emulator
 from mss_device.gateway import parse
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.privacy import cap
 
 T0 = 1_800_000_000
@@ -41,7 +41,7 @@ print("SEQ", node.state.seq, "QUEUE", len(node.state.queue))
 
 
 def _config(protocol, frame="full", **device):
-    d = dict(choose(16, 2.0, protocol, frame=frame)["config"])
+    d = dict(choose(16, 2.0, protocol, limits=Limits(frame=frame))["config"])
     d["device"] = dict({"campaign": "t", "device_id": "b1", "period_s": 1, "poll_s": 1}, **device)
     return d
 

@@ -14,7 +14,7 @@ from collect_helpers import build_aggregator
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.modem import emulator
 from mss_aggregator.devices.network_server import ChirpStackEmulator
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.configs import load_dict
 
 EUI = "70b3d57ed00000a1"
@@ -26,8 +26,8 @@ app.run(sys.argv[1], sys.argv[2], sensor=lambda: 7, ticks=int(sys.argv[3]))
 
 
 def test_uplinks_and_a_config_switch_end_to_end(tmp_path, mosquitto):
-    first = load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"])
-    second = load_dict(choose(64, 1.0, "auto", frame="compact", max_bytes=11)["config"])
+    first = load_dict(choose(16, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"])
+    second = load_dict(choose(64, 1.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"])
     device = {"period_s": 1, "lorawan": {"fport": 1, "config_fport": 2}}
     for name, cfg in (("a.json", first), ("b.json", second)):
         cfg.save(tmp_path / name, {"device": device})

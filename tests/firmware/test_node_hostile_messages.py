@@ -227,9 +227,9 @@ def test_no_downlink_stops_a_lorawan_board(tmp_path, dialect):
     after each uplink: each is ignored (with a log line where the dialect reads it as a
     downlink), and so is a switch to a held config for a protocol the board lacks; the
     board reports every epoch and every report goes on air once."""
-    from mss_protocol.choose import choose
+    from mss_protocol.choose import Limits, choose
 
-    cfg = choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"]
+    cfg = choose(16, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"]
     m = _raw_modem(dialect)
     m.start()
     try:

@@ -8,7 +8,7 @@ import pytest
 
 from micropython_runner import run
 from mss_aggregator.devices.modem import DIALECTS, emulator
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, Reporting, choose
 from mss_protocol.codec import codec
 from mss_protocol.configs import load_dict
 
@@ -37,7 +37,7 @@ app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=clock, sleep=sleep, ti
 
 
 def make_config(k, eps, frame):
-    return load_dict(choose(k, eps, "auto", frame=frame, max_bytes=11)["config"])
+    return load_dict(choose(k, eps, "auto", limits=Limits(frame=frame, max_bytes=11))["config"])
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_olh_reports_decode_with_their_drawing_seed_across_a_reboot_and_a_rejoin
     the DevEUI, which the board hashed with."""
     from mss_device.olh import seed
 
-    cfg = load_dict(choose(64, 2.0, "olh", frame="compact-epoch", max_bytes=11)["config"])
+    cfg = load_dict(choose(64, 2.0, "olh", limits=Limits(frame="compact-epoch", max_bytes=11))["config"])
     runs = []
     for ticks, faults in ((6, {"join": ["fail"] * 40}), (10, {"send": ["ok"] * 3 + ["unjoined"]})):
         faults["send"] = [None if f == "ok" else f for f in faults.get("send", [])]
@@ -230,7 +230,8 @@ def test_a_lorawan_board_seeds_with_its_dev_eui(tmp_path, modem, given):
     the modem's DevEUI in lowercase; device.device_id may only name that DevEUI, in either case,
     and a board whose modem reports another refuses to start (ids that are no DevEUI at all are
     refused at load: test_lorawan_device_ids_at_load)."""
-    cfg = load_dict(choose(16, 2.0, "olh", frame="compact", olh_seed="device")["config"])
+    cfg = load_dict(choose(16, 2.0, "olh", limits=Limits(frame="compact"),
+                           reporting=Reporting(olh_seed="device"))["config"])
     m = modem("rak3172")
     write_config(tmp_path, cfg, m, "rak3172", **({} if given is None else {"device_id": given}))
     out = run(NODE, cwd=tmp_path, args=["config.json", "state.json", "3", str(T0)], timeout=180)
@@ -262,7 +263,8 @@ def test_lorawan_device_ids_at_load(tmp_path):
     from collect_helpers import build_aggregator, build_shuffler
     from mss_protocol.config_file import ConfigError
 
-    cfg = load_dict(choose(16, 2.0, "ss", frame="compact-epoch")["config"]).to_dict()  # any protocol: the link's id
+    # any protocol: the link's id
+    cfg = load_dict(choose(16, 2.0, "ss", limits=Limits(frame="compact-epoch"))["config"]).to_dict()
     cases = [("lorawan", None, "LOADED None"), ("lorawan", EUI, f"LOADED {EUI}"),
              ("lorawan", EUI.upper(), f"LOADED {EUI}"), ("lorawan", "board-07", "REFUSED device.device_id"),
              ("lorawan", "70b3d57e-d000-0001", "REFUSED device.device_id"),

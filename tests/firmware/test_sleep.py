@@ -30,7 +30,7 @@ from mss_aggregator.devices.modem import DIALECTS, SLEEP_COMMANDS, emulator
 from brokers import mosquitto  # noqa: F401 (fixture)
 from mss_aggregator.devices.runtime import BOARD, BoardClock, board_sleeps, board_times
 from mss_protocol import energy, lorawan
-from mss_protocol.choose import choose
+from mss_protocol.choose import Limits, choose
 from mss_protocol.configs import load_dict
 
 PERIOD_S = 600  # ten minutes
@@ -45,7 +45,7 @@ app.run(sys.argv[1], sys.argv[2], sensor=lambda: 5, clock=machine.clock, ticks=i
 
 @pytest.fixture(scope="module")
 def compact():
-    return load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"])
+    return load_dict(choose(16, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"])
 
 
 class Board:
@@ -301,7 +301,7 @@ def test_mqtt_board_disconnects_to_sleep_and_reports_each_wake(tmp_path, mosquit
     from mss_protocol.codec import codec
 
     ensure_umqtt()
-    cfg = load_dict(choose(16, 2.0, "auto", frame="full")["config"])
+    cfg = load_dict(choose(16, 2.0, "auto", limits=Limits(frame="full"))["config"])
     got, status = [], []
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="watch")
     c.on_message = lambda cl, u, msg: (got if msg.topic.endswith("report") else status).append(msg.payload)
@@ -329,7 +329,7 @@ def test_mqtt_board_disconnects_to_sleep_and_reports_each_wake(tmp_path, mosquit
 def test_device_sleep_is_checked():
     from mss_node import settings
 
-    base = load_dict(choose(16, 2.0, "auto", frame="compact", max_bytes=11)["config"]).to_dict()
+    base = load_dict(choose(16, 2.0, "auto", limits=Limits(frame="compact", max_bytes=11))["config"]).to_dict()
     lw = {"transport": "lorawan", "lorawan": {"path": "/dev/x"}}
     for device, why in [({"sleep": "hibernate"}, "device.sleep must be none, light or deep"),
                         ({"sleep": None}, "device.sleep must be none, light or deep"),

@@ -38,6 +38,7 @@ import hashlib
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -249,8 +250,22 @@ def _read(path):
         return None
 
 
-def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, prior_label="uniform",
-         protocol="mss", per_band=3, progress=None, memo=None):
+@dataclass(frozen=True)
+class Search:
+    """How :func:`plan` searches: ``seed`` of the random moduli sets; ``use_cache``: read and write
+    the plans kept on disk (:func:`cache_dir`); ``per_band``: random sets per band and l (0: the
+    greedy sets only, a quick search); ``progress``: the search's hook (:func:`search`); ``memo``:
+    a dict the search's results are kept in and looked up first (one caller's plans, whatever
+    ``use_cache``)."""
+
+    seed: int = 0
+    use_cache: bool = True
+    per_band: int = 3
+    progress: object = None
+    memo: dict = None
+
+
+def plan(k, eps, max_bits=None, n=10000, prior=None, prior_label="uniform", protocol="mss", how=Search()):
     """Plan a configuration; return the ``mss plan --json`` dict.
 
     ``predicted_mse`` and ``ss_variance`` are per-item MSEs on frequencies
@@ -258,11 +273,10 @@ def plan(k, eps, max_bits=None, n=10000, seed=0, use_cache=True, prior=None, pri
     the value distribution the MSE is predicted at (default uniform; its
     ``prior_label`` is reported).  ``protocol``: "mss" (the best MSS
     configuration), "auto" (SubsetSelection, MSS's one-block case, wins
-    where it is better) or "ss".  ``per_band``: random sets per band and l
-    (0: the greedy sets only, a quick search).  ``progress``: the search's
-    hook (:func:`search`).  ``memo``: a dict the search's results are kept in
-    and looked up first (one caller's plans, whatever ``use_cache``).
+    where it is better) or "ss".  ``how``: a :class:`Search` (seed, cache,
+    per_band, progress, memo).
     """
+    seed, use_cache, per_band, progress, memo = how.seed, how.use_cache, how.per_band, how.progress, how.memo
     if not (2 if protocol == "ss" else 4) <= k < privacy.ONE:
         raise PlanError(f"k must be at least 4 (2 for SubsetSelection) and below 2**30, got {k}")
     if why := privacy.plan_epsilon_problem(eps):
