@@ -198,7 +198,7 @@ def test_cpython_fleet_over_lorawan(tmp_path):
 
     from mss_aggregator.collect.lorawan import parse_spec
     from collect_helpers import build_aggregator
-    from mss_aggregator.devices.fleet import run_fleet
+    from mss_aggregator.devices.fleet import BoardRun, run_fleet
     from mss_aggregator.devices.network_server import ChirpStackEmulator
     from mss_protocol.choose import Limits, choose
     from mss_protocol.configs import load_dict
@@ -212,7 +212,8 @@ def test_cpython_fleet_over_lorawan(tmp_path):
         assert agg.wait_connected(15)
         network = ChirpStackEmulator("127.0.0.1", broker.port, "app1")
         try:
-            results = run_fleet(cfg, broker.url, "t", np.arange(8) % 32, runtime="cpython", network=network)
+            results = run_fleet(cfg, broker.url, "t", np.arange(8) % 32, network=network,
+                                run=BoardRun(runtime="cpython"))
             assert all(rc == 0 for _, rc, _ in results.values()), results
             deadline = time.time() + 30
             while agg.store.counters()["accepted"] < 8 and time.time() < deadline:

@@ -227,15 +227,15 @@ def test_firmware_device_reports_through_the_shipped_config(tmp_path):
     """A board provisioned as docs/deployment.md says (broker user = device id)
     runs the real firmware (MicroPython unix port) against the shipped config:
     the broker keeps its client id, the ACL lets its report through."""
-    from mss_aggregator.devices.fleet import run_fleet
+    from mss_aggregator.devices.fleet import BoardRun, Boards, FleetClock, run_fleet
 
     setup = Setup(tmp_path, "shipped")
     try:
         setup.agg.start().ready()
         device = DEVICES[0]
         results = run_fleet(CFG, f"mqtt://{device}:pw-{device}@127.0.0.1:{setup.port}", CAMPAIGN, [5],
-                            id_prefix=device[:-1], workdir=tmp_path,
-                            epoch_origin=setup.clock["device"]["epoch_origin"])
+                            clock=FleetClock(epoch_origin=setup.clock["device"]["epoch_origin"]),
+                            boards=Boards(id_prefix=device[:-1]), run=BoardRun(workdir=tmp_path))
         (_, rc, out), = results.values()
         assert list(results) == [device] and rc == 0, out
         wait_for(setup.store, lambda c: c["accepted"] == 1)

@@ -30,8 +30,9 @@ from mss_aggregator.collect.links import Links, MqttEndpoint
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.devices.field import FIELD_KEYS, NO_CLOCK_LEFT_OUT, fleet_dialects, run_field, summarize
-from mss_aggregator.devices.fleet import clear_retained, draw_values, run_fleet, status_topic
+from mss_aggregator.devices.field import FIELD_KEYS, NO_CLOCK_LEFT_OUT, FieldRun, fleet_dialects, run_field, summarize
+from mss_aggregator.devices.fleet import (BoardRun, Boards, FleetClock, clear_retained, draw_values, run_fleet,
+                                          status_topic)
 from mss_aggregator.distributions import parse
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import registry
@@ -154,9 +155,10 @@ class Demo:
                 times = {}
                 with meter(f"{r.devices} devices running the firmware on {self.runtime}"
                            + (" with emulated LoRaWAN modems" if link else ""), r.devices) as step:
-                    results = run_fleet(cfg, self.url, self.campaign, values, id_prefix=ID_PREFIX,
-                                        runtime=self.runtime, period_s=r.period, network=network, times=times,
-                                        privacy=plan["privacy"], on_done=step)
+                    results = run_fleet(cfg, self.url, self.campaign, values, network=network,
+                                        clock=FleetClock(period_s=r.period),
+                                        boards=Boards(id_prefix=ID_PREFIX, privacy=plan["privacy"]),
+                                        run=BoardRun(runtime=self.runtime, times=times, on_done=step))
                 sent, wait_for = sum(1 for _, rc, _ in results.values() if rc == 0), "accepted"
             deadline = time.time() + WAIT_S
             while agg.store.counters()[wait_for] < sent and time.time() < deadline:
@@ -243,9 +245,11 @@ class Demo:
         workdir.mkdir()
         with meter(f"{len(values)} boards running the firmware's loop on {self.runtime} until "
                    f"{time.strftime('%H:%M:%S', time.localtime(t_end))}", None):
-            return run_field(plan["cfg"], self.campaign, values, network, period_s=r.period, epoch_origin=origin,
-                             t_end=t_end, no_clock=r.no_clock, resets=r.resets, seed=r.seed, runtime=self.runtime,
-                             workdir=workdir, privacy=plan["privacy"])
+            return run_field(plan["cfg"], self.campaign, values, network,
+                             clock=FleetClock(period_s=r.period, epoch_origin=origin),
+                             course=FieldRun(t_end=t_end, no_clock=r.no_clock, resets=r.resets, seed=r.seed),
+                             boards=Boards(privacy=plan["privacy"]),
+                             run=BoardRun(runtime=self.runtime, workdir=workdir))
 
     def _clear_retained(self):
         """Delete the retained messages an MQTT demo left on the caller's broker: each device's

@@ -174,7 +174,8 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     """Start N (--devices) emulated devices running the firmware, each reporting once an epoch for --epochs
     epochs; count what the aggregator stored (--store or --aggregator-url), then delete the devices'
     retained status messages and sessions."""
-    from mss_aggregator.devices.fleet import clear_retained, draw_values, fleet_epochs, run_fleet, status_topic
+    from mss_aggregator.devices.fleet import (BoardRun, Boards, FleetClock, clear_retained, draw_values, fleet_epochs,
+                                              run_fleet, status_topic)
     from mss_aggregator.devices.runtime import RuntimeUnavailable
 
     logins = None
@@ -201,9 +202,10 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     sent = devices * epochs
     try:
         with progress(f"{devices} devices on {runtime}, {epochs} epoch(s) each", devices) as step:
-            results = run_fleet(cfg, broker, campaign, values, id_prefix=id_prefix, runtime=runtime,
-                                parallel=parallel, period_s=period, epoch_origin=origin, logins=logins, epochs=epochs,
-                                on_done=step)
+            results = run_fleet(cfg, broker, campaign, values,
+                                clock=FleetClock(period_s=period, epoch_origin=origin, epochs=epochs),
+                                boards=Boards(id_prefix=id_prefix, logins=logins),
+                                run=BoardRun(runtime=runtime, parallel=parallel, on_done=step))
     except (ValueError, RuntimeUnavailable) as exc:
         fail(str(exc))
     span = fleet_epochs(period, origin, epochs)

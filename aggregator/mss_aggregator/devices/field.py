@@ -35,8 +35,10 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from mss_aggregator.devices.fleet import BoardRun, Boards, FleetClock
 from mss_aggregator.devices.modem import DIALECTS, emulator
 from mss_aggregator.devices.runtime import board_sleeps, command
 
@@ -211,11 +213,29 @@ def fleet_dialects(no_clock):
     return tuple(d for d in DIALECTS if not (no_clock and d == "rn2483"))
 
 
-def run_field(cfg, campaign, values, network, period_s, epoch_origin, t_end, no_clock=False, resets=0,
-              seed=1, runtime="micropython", workdir=None, id_prefix="70b3d57ed0", privacy=None):
-    """Run one board per value from now until ``t_end`` (unix time); return the boards
-    (:class:`FieldBoard`, stopped, in order).  Resets are planned from ``seed`` over
+@dataclass(frozen=True)
+class FieldRun:
+    """A field campaign's course: until ``t_end`` (unix time), boards without a clock
+    (``no_clock``: their wall clock reads 2000-01-01 at every boot), ``resets`` a board planned
+    from ``seed`` (:func:`plan_resets`)."""
+
+    t_end: float
+    no_clock: bool = False
+    resets: int = 0
+    seed: int = 1
+
+
+def run_field(cfg, campaign, values, network, clock, course, boards=Boards(), run=BoardRun()):
+    """Run one board per value from now until ``course.t_end`` (:class:`FieldRun`); return the
+    boards (:class:`FieldBoard`, stopped, in order).  ``clock``: a
+    :class:`~.fleet.FleetClock` (period_s, epoch_origin); ``boards``: a :class:`~.fleet.Boards`
+    (DevEUI prefix, default "70b3d57ed0", and privacy fields; no logins on LoRaWAN); ``run``: a
+    :class:`~.fleet.BoardRun` (runtime, workdir).  Resets are planned from ``course.seed`` over
     [epoch_origin + period_s / 2, t_end - period_s / 4)."""
+    period_s, epoch_origin = clock.period_s, clock.epoch_origin
+    t_end, no_clock, resets, seed = course.t_end, course.no_clock, course.resets, course.seed
+    runtime, workdir = run.runtime, run.workdir
+    id_prefix, privacy = boards.id_prefix or "70b3d57ed0", boards.privacy
     rng = random.Random(seed)
     plans = plan_resets(rng=rng, devices=len(values), n=resets, start=epoch_origin + period_s / 2,
                         end=t_end - period_s / 4, arm_end=max(epoch_origin + period_s / 2, t_end - 2 * period_s))

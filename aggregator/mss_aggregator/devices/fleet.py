@@ -17,6 +17,7 @@ import json
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,41 @@ from mss_aggregator.devices.runtime import board_times, ensure_umqtt, run_module
 from mss_node.settings import DEVICE_DEFAULTS
 
 PERIOD_S, EPOCH_ORIGIN = DEVICE_DEFAULTS["period_s"], DEVICE_DEFAULTS["epoch_origin"]  # the boards' own clock
+
+
+@dataclass(frozen=True)
+class FleetClock:
+    """The campaign clock the devices date their reports by (the aggregator's config must carry the
+    same): ``period_s``, ``epoch_origin``; ``epochs``: each MQTT device reports in the ``epochs``
+    epochs ending with the current one."""
+
+    period_s: int = PERIOD_S
+    epoch_origin: int = EPOCH_ORIGIN
+    epochs: int = 1
+
+
+@dataclass(frozen=True)
+class Boards:
+    """Who the boards are: ids ``id_prefix`` + their index (None: the runner's own prefix), or with
+    ``logins`` [(user, password)] a board, each MQTT board its own broker user (also its id);
+    ``privacy``: device fields every board gets (:func:`device_config`)."""
+
+    id_prefix: str = None
+    logins: list = None
+    privacy: dict = None
+
+
+@dataclass(frozen=True)
+class BoardRun:
+    """How the boards run: on ``runtime`` (micropython or cpython), ``parallel`` at a time, in scratch
+    folders under ``workdir`` (None: the system's); ``on_done()`` after each board; ``times`` (a dict)
+    gets what each LoRaWAN board spent awake and asleep, its modem's too."""
+
+    runtime: str = "micropython"
+    parallel: int = 8
+    workdir: str = None
+    on_done: object = None
+    times: dict = None
 
 
 def device_config(cfg, broker, campaign, device_id, period_s=PERIOD_S, epoch_origin=EPOCH_ORIGIN, privacy=None,
@@ -57,22 +93,21 @@ def lorawan_device_config(cfg, campaign, modem, period_s=PERIOD_S, epoch_origin=
     return d
 
 
-def run_fleet(cfg, broker, campaign, values, id_prefix="dev", runtime="micropython",
-              parallel=8, period_s=PERIOD_S, workdir=None, on_done=None, network=None, epoch_origin=EPOCH_ORIGIN,
-              times=None, privacy=None, logins=None, epochs=1):
+def run_fleet(cfg, broker, campaign, values, network=None, clock=FleetClock(), boards=Boards(), run=BoardRun()):
     """Run one device per value; return {device_id: (value, returncode, output)}.
-    ``period_s`` and ``epoch_origin``: the campaign clock the devices date
-    their reports by (the aggregator's config must carry the same).
-    ``logins``: [(user, password)] a device, whose user is also its id;
-    ``epochs``: each MQTT device reports in the ``epochs`` epochs ending with the
-    current one (returncode 0: all of them PUBACKed).
+    ``clock`` (:class:`FleetClock`): the campaign clock the devices date their reports by, and
+    the epochs each MQTT device reports in (returncode 0: all of them PUBACKed); ``boards``
+    (:class:`Boards`): their ids (default prefix "dev"), logins and privacy fields; ``run``
+    (:class:`BoardRun`): runtime, parallelism, scratch folder, ``on_done`` and ``times``.
 
     With ``network`` (a :class:`~.network_server.ChirpStackEmulator` on ``broker``)
     the devices report over LoRaWAN, each known by its modem's DevEUI, and
     then sleep until their next report (emulated: no real time passes).
-    ``times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
-    :func:`.runtime.board_times`, "radio": :meth:`.modem.base.ModemEmulator.stats`}}.
-    ``privacy``: device fields every board gets (:func:`device_config`)."""
+    ``run.times`` (a dict), for those: {device_id: {"modem": dialect, "mcu":
+    :func:`.runtime.board_times`, "radio": :meth:`.modem.base.ModemEmulator.stats`}}."""
+    period_s, epoch_origin, epochs = clock.period_s, clock.epoch_origin, clock.epochs
+    id_prefix, logins, privacy = boards.id_prefix or "dev", boards.logins, boards.privacy
+    runtime, parallel, workdir, on_done, times = run.runtime, run.parallel, run.workdir, run.on_done, run.times
     if network is not None and epochs != 1:
         raise ValueError("LoRaWAN boards report once here: their compact frames are dated by arrival")
     if runtime == "micropython" and network is None:
