@@ -31,8 +31,8 @@ import numpy as np
 
 from mss_protocol import privacy
 from mss_protocol.channel import PointChannel
-from mss_protocol.privacy import ONE
 from mss_protocol.limits import check_draw, check_field
+from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
 
 
