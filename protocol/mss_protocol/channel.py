@@ -207,7 +207,21 @@ class MembershipChannel(Channel):
         return self._over_outputs(term)
 
 
-class PointChannel(MembershipChannel):
+class DrawnOutput:
+    """The report of a one-output protocol whose wire output is the drawn output itself (an int:
+    GRR's value, HR's and PGR's point): a :class:`Channel` mixin for the one-output methods."""
+
+    def from_decoded(self, report, data):
+        return int(report.subset[0])
+
+    def body(self, report):
+        return int(report)
+
+    def with_body(self, report, y):
+        return int(y)
+
+
+class PointChannel(DrawnOutput, MembershipChannel):
     """A report is one of K points, uniform inside the value's set of
     ``set_size`` points with probability p, else uniform outside it (HR, PGR)."""
 
@@ -220,16 +234,6 @@ class PointChannel(MembershipChannel):
     def sample_outputs(self, values, rng):
         """Output indices of one report of each of ``values``: the oracle's vectorised draw."""
         return self.oracle.sample_outputs(np.asarray(values), rng)
-
-    # a report is its point u in [K]: the drawn output itself
-    def from_decoded(self, report, data):
-        return int(report.subset[0])
-
-    def body(self, report):
-        return int(report)
-
-    def with_body(self, report, y):
-        return int(y)
 
     def prr_rows(self, report, ys):
         """a where x is in S_y, else b (:meth:`members`)."""

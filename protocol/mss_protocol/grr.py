@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from mss_protocol import privacy
-from mss_protocol.channel import Channel, subset_bayes
+from mss_protocol.channel import Channel, DrawnOutput, subset_bayes
 from mss_protocol.limits import check_draw
 from mss_protocol.privacy import ONE
 from mss_protocol.support import SupportOracle
@@ -80,7 +80,7 @@ class GRR(SupportOracle):
         return GRRChannel(self)
 
 
-class GRRChannel(Channel):
+class GRRChannel(DrawnOutput, Channel):
     """S(y) = {y}: SubsetSelection on [k] with omega = 1, so the Bayes success
     is :func:`~mss_protocol.channel.subset_bayes` of the prior and the paper's
     rule (guess the report) succeeds with probability p whatever the prior."""
@@ -102,16 +102,6 @@ class GRRChannel(Channel):
 
     def paper_closed_form(self):
         return float(self.oracle.p)
-
-    # a report is its value y in [k]: the drawn output itself
-    def from_decoded(self, report, data):
-        return int(report.subset[0])
-
-    def body(self, report):
-        return int(report)
-
-    def with_body(self, report, y):
-        return int(y)
 
     def prr_rows(self, report, ys):
         """p where x = y, else q."""
