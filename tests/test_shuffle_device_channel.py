@@ -16,7 +16,10 @@ from mss_protocol import configs, registry, shuffling
 from mss_protocol.choose import choose
 from test_plan_link import plan_json  # the plan tests' CLI helpers
 
-MAX_DRAWS = {"hr": 2}  # HR's rejection loop: through its first accepted draw (tests/channel.py)
+MAX_DRAWS = {"hr": 2}
+# the registry protocols whose configs name an ideal mechanism (Protocol.shuffle_channel) on the grid
+# below; test_every_protocol_naming_a_mechanism_is_enumerated_here keeps this list complete
+DEPLOYED = ("grr", "ss", "rappor", "sue", "hr")  # HR's rejection loop: through its first accepted draw (tests/channel.py)
 
 
 def planned(name, k, eps):
@@ -71,7 +74,14 @@ def channel_difference(cfg):
 GRID = [(k, eps) for k in (2, 3, 5, 8) for eps in (0.5, 1.0, 2.0, 4.0, 6.0)]
 
 
-@pytest.mark.parametrize("name", shuffling.DEVICE_EXACT)
+def test_every_protocol_naming_a_mechanism_is_enumerated_here():
+    """A protocol whose shuffle_channel() names a mechanism claims that mechanism's bounds: its device
+    channel must be enumerated below, so it must be in DEPLOYED (MSS over several blocks names none)."""
+    naming = {name for name in registry.AVAILABLE if registry.make(name, 8, 2.0).shuffle_channel() is not None}
+    assert naming == set(DEPLOYED)
+
+
+@pytest.mark.parametrize("name", DEPLOYED)
 def test_device_channel_is_the_ideal_channel_at_eps_effective(name):
     """For every deployed protocol the enumerated device law equals the ideal channel at eps_effective."""
     for k, eps in GRID + ([(12, 2.0), (9, 4.0)] if name != "rappor" and name != "sue" else [(6, 3.0)]):
@@ -88,7 +98,7 @@ def test_bound_args_names_the_protocol_with_its_size(name, size):
     want = cfg.omegas[0] if size == "omegas" else getattr(registry.from_config(cfg), size) if size else None
     assert got == want
     # an instantaneous layer keeps the generic bound
-    assert shuffling.bound_args(name, 16, True, want) == (None, None, None)
+    assert shuffling.bound_args(protocol, 16, True, want) == (None, None, None)
 
 
 def test_plan_shuffle_names_the_per_protocol_bound():

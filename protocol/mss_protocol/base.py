@@ -82,6 +82,16 @@ class Protocol:
         """The exact worst log-ratio of one report: ``eps_effective`` without an instantaneous layer."""
         return self.eps_effective
 
+    def shuffle_channel(self):
+        """The ideal mechanism of the shuffle literature this protocol's device channel IS, for the
+        central bounds of :mod:`mss_protocol.shuffling`: (mechanism, size) with mechanism one of
+        ``shuffling.PROTOCOLS`` ("grr", "ss", "oue", "sue", "hr") and size its subset size w (ss) or
+        block size b (hr), else None.  None, the default, is always valid: the generic bound holds
+        for every eps0-LDP randomiser.  A protocol that returns a mechanism must have its integer
+        device channel enumerated equal to the ideal one at eps_effective
+        (tests/test_shuffle_device_channel.py), or the mechanism's bound would not hold for it."""
+        return None
+
     def configures(self, name):
         """Whether this protocol's config may be audited as protocol ``name``: its own name
         (MSS adds SS, its one-block case)."""

@@ -217,7 +217,7 @@ def central_eps0(target, plan_at, cache_key=None):
     planned = plan_at(generic)
     name, k, irr, _ = shuffling.config_bound(planned[0])
     own = shuffling.bound_args(name, k, irr)
-    sized = not irr and shuffling.BOUND_NAME.get(name, name) in shuffling.SIZED
+    sized = not irr and name in shuffling.SIZED
     if sized:
         def meets(eps0):
             try:

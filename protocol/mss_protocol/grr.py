@@ -76,6 +76,10 @@ class GRR(SupportOracle):
         """Support counts (k,) of reports for ``values``."""
         return np.bincount(self.perturb(values, rng), minlength=self.k)
 
+    def shuffle_channel(self):
+        """k-ary randomised response itself (:meth:`Protocol.shuffle_channel`)."""
+        return "grr", None
+
     def channel(self):
         return GRRChannel(self)
 

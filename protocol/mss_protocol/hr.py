@@ -256,6 +256,10 @@ class HadamardResponse(SupportOracle):
         f = np.full(self.k, 1.0 / self.k) if prior is None else np.asarray(prior, float)
         return float(np.mean(self.unit_item_variance(f))) / n
 
+    def shuffle_channel(self):
+        """Hadamard response in blocks of ``b`` (:meth:`Protocol.shuffle_channel`)."""
+        return "hr", self.b
+
     def channel(self):
         return HadamardChannel(self)
 

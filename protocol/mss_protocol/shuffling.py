@@ -190,6 +190,10 @@ DEFAULT_DELTA = 1e-6  # the central delta a shuffled epoch is stated at unless g
 EPS0_MAX = 10.0  # largest_eps0 searches eps0 in (0, EPS0_MAX]: e^-10 < 5e-5 clones, no amplification left below n ~ 1e6
 TAIL = 1e-4  # the mass of C left out of the exact sum, as a fraction of delta (added to delta: still an upper bound)
 SEARCH_RTOL = 1e-11  # Brent's tolerance on eps, relative to the bracket (eps0 or the closed form)
+# The ideal mechanisms of the amplification literature this module bounds (None: any eps0-LDP
+# randomiser). Their names are switched on below (clone_pairs, blanket_kinds, _check): this module is
+# the one home of each mechanism's shuffle math, and registry protocols reach it only by asking
+# Protocol.shuffle_channel() (config_bound), never by their names.
 PROTOCOLS = (None, "grr", "ss", "oue", "sue", "hr")
 SIZED = {"ss": "the subset size w, an integer in [1, k - 1]", "hr": "the block size b, a power of two >= 2"}
 BLANKET_BSTEP = 0.02  # width of a bucket of N2 in the blanket divergence, relative to its standard deviation (at least 1)
@@ -526,41 +530,28 @@ def blanket_kinds(protocol, eps0, k, size=None):
     return ((gamma, q * (1 - q), q * q),)
 
 
-# registry names whose device randomiser's law IS the ideal channel of the protocol at the config's
-# eps_effective (enumerated over every random decision of the integer client, to 1e-12, on a grid of
-# planned configs: tests/test_shuffle_device_channel.py), so its own bounds hold for the device
-DEVICE_EXACT = ("grr", "ss", "rappor", "sue", "hr")
-BOUND_NAME = {"rappor": "oue"}  # the registry's name of OUE
-
-
 @lru_cache(maxsize=4096)
-def bound_args(protocol, k, irr=False, size=None):
-    """The (protocol, k, size) to pass :func:`central_epsilon` for reports of registry protocol
-    ``protocol`` on ``k`` items: the protocol's own bounds for GRR, OUE (``rappor``), SUE, subset
-    selection (``ss``, one block; ``size`` its subset size w) and Hadamard response (``size`` its
-    block size b), whose device channels are the ideal ones at eps_effective (DEVICE_EXACT); the
-    generic bound (None, None, None) for any other randomiser, for an instantaneous layer ``irr``,
-    and for ss or hr without ``size``."""
-    if irr or protocol not in DEVICE_EXACT:
+def bound_args(mechanism, k, irr=False, size=None):
+    """The (protocol, k, size) to pass :func:`central_epsilon` for reports of the ideal ``mechanism``
+    ("grr", "ss", "oue", "sue", "hr": :func:`config_bound`) on ``k`` items: its own bounds, or the
+    generic bound (None, None, None) for no mechanism (any other randomiser), for an instantaneous
+    layer ``irr``, and for ss or hr without ``size``."""
+    if irr or mechanism is None:
         return None, None, None
-    name = BOUND_NAME.get(protocol, protocol)
-    if name in SIZED:
-        return (name, k, int(size)) if size is not None else (None, None, None)
-    return name, k, None
+    if mechanism in SIZED:
+        return (mechanism, k, int(size)) if size is not None else (None, None, None)
+    return mechanism, k, None
 
 
 def config_bound(cfg):
-    """(protocol, k, irr, size) of a loaded device config for :func:`bound_args`: ``size`` the subset
-    size of a one-block ``ss`` config over all k items (MSS, several blocks: None), the block size
-    of an ``hr`` one."""
-    name, k = cfg.name, cfg.k
-    irr = getattr(cfg, "irr_epsilon", None) is not None
-    size = None
-    if name == "ss" and tuple(cfg.moduli) == (k,) and len(cfg.omegas) == 1:
-        size = int(cfg.omegas[0])
-    elif name == "hr":
-        size = int(cfg.protocol.b)
-    return name, k, irr, size
+    """(mechanism, k, irr, size) of a loaded device config for :func:`bound_args`: the protocol's
+    ``shuffle_channel()`` (the ideal mechanism its device channel is, and its size; mechanism None
+    for any other: the generic bound), and whether an instantaneous layer is on."""
+    from mss_protocol import registry  # here: registry loads the protocols' modules on first use
+
+    protocol = registry.from_config(cfg)
+    mechanism, size = protocol.shuffle_channel() or (None, None)
+    return mechanism, cfg.k, protocol.irr is not None, size
 
 
 def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
@@ -578,8 +569,9 @@ def central_epsilon(eps0, n, delta, protocol=None, k=None, size=None):
         None: any eps0-LDP randomiser (Feldman et al. bounds).  Otherwise the randomiser in use,
         exactly at eps0 (the ideal channel, no quantised threshold), which also gets its own
         bounds (module docstring: grr-blanket, grr-stronger-clone, per-protocol blanket).  A device
-        config's integer channel is the ideal one at its eps_effective for DEVICE_EXACT:
-        :func:`bound_args` of :func:`config_bound` gives the arguments.
+        config's integer channel is the ideal one at its eps_effective where its protocol's
+        ``shuffle_channel()`` names a mechanism: :func:`bound_args` of :func:`config_bound` gives
+        the arguments.
     k : int
         The domain size, for every ``protocol``.
     size : int

@@ -117,6 +117,10 @@ class UnaryEncoding(SupportOracle):
         n_v = np.bincount(np.asarray(values), minlength=self.k)
         return rng.binomial(n_v, self.p) + rng.binomial(n_v.sum() - n_v, self.q)
 
+    def shuffle_channel(self):
+        """Optimised or symmetric unary encoding, named by its variant (:meth:`Protocol.shuffle_channel`)."""
+        return self.variant, None
+
     def channel(self):
         return UnaryChannel(self)
 

@@ -143,6 +143,14 @@ class MssProtocol(Protocol):
         w = np.repeat(block_weights(cfg, n_j), cfg.moduli)
         return item_variance(cfg=cfg, comps=comps, n_j=n_j, w=w, g=comps.A @ f, f=f)[0] * N_REF
 
+    def shuffle_channel(self):
+        """Subset selection of w out of k when the config is one block over all k items; MSS over
+        several blocks has no bound of its own (:meth:`Protocol.shuffle_channel`)."""
+        cfg = self.cfg
+        if tuple(cfg.moduli) == (cfg.k,) and len(cfg.omegas) == 1:
+            return "ss", int(cfg.omegas[0])
+        return None
+
     def channel(self):
         return ResidueChannel(self)
 
