@@ -253,7 +253,7 @@ EXCEPTIONS = {
     ("inspect", "open_store"): "reads the quarantine, state resets and counters, not estimates",
     ("switch", "open_store"): "reads which devices reported (per-device rows), not estimates",
     ("devices", "open_store"): "counts a fleet run's accepted reports per device, not estimates",
-    ("collect", "open_store"): "the live display reads the counters the aggregator writes",
+    ("aggregate", "open_store"): "the live display reads the counters the aggregator writes",
 }
 
 

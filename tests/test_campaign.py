@@ -17,7 +17,7 @@ from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import QUARANTINE_MAX_ROWS
 from mss_aggregator.shuffle.service import Batching
-from mss_cli.collect import LINK_FLAGS
+from mss_cli.aggregate import LINK_FLAGS
 from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol.config_file import ConfigError

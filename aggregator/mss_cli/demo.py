@@ -9,7 +9,7 @@ import threading
 import click
 
 from mss_aggregator.demo import FIELD_PERIOD_S, LINK, PERIOD_S
-from mss_cli.collect import broker_spec, http_spec
+from mss_cli.aggregate import broker_spec, http_spec
 from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broker_url, checked, counters_table,
                             fail, make_console, output_file, progress, top_table, writing)
 from mss_protocol.choose import CHOICES

@@ -9,7 +9,7 @@ import numpy as np
 
 from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
-from mss_cli.collect import broker_spec
+from mss_cli.aggregate import broker_spec
 from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             error_line, fail, output_file, progress, topic_level, writing)
 from mss_iot import Campaign

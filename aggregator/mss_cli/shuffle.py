@@ -1,7 +1,7 @@
 """``mss shuffle``: the anonymising shuffler between the fleet and ``mss aggregate --shuffled``."""
 import click
 
-from mss_cli.collect import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, broker_spec, check_id, link_specs,
+from mss_cli.aggregate import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, broker_spec, check_id, link_specs,
                              lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)

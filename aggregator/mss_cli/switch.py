@@ -6,7 +6,7 @@ config's id, which names one of the configs the device already holds.
 """
 import click
 
-from mss_cli.collect import LORAWAN_SPEC, broker_spec, lorawan_spec
+from mss_cli.aggregate import LORAWAN_SPEC, broker_spec, lorawan_spec
 from mss_cli.common import broker_password_option, broker_url, checked, console, fail
 from mss_protocol.config_file import ConfigError
 

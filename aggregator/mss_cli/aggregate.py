@@ -1,5 +1,7 @@
 """``mss aggregate``: collect reports from MQTT, a LoRaWAN network server and
-serial ports into a store."""
+serial ports into a store.  Its link options' checks (``broker_spec``, ``lorawan_spec``,
+``link_specs``, ...) are also those of the other commands with links (shuffle, fleet,
+demo, switch-config), which import them from here."""
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
