@@ -18,7 +18,7 @@ COMMANDS = {  # name -> (module of mss_cli, its click command)
     "device-sim": ("devices", "device_sim_cmd"), "aggregate": ("aggregate", "aggregate_cmd"),
     "estimate": ("estimate", "estimate_cmd"), "merge": ("estimate", "merge_cmd"),
     "fleet": ("devices", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
-    "audit": ("audit", "audit_cmd"), "switch-config": ("switch", "switch_cmd"),
+    "audit": ("audit", "audit_cmd"), "switch-config": ("switch_config", "switch_config_cmd"),
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
     "quarantine": ("inspect", "quarantine_cmd"), "decode": ("inspect", "decode_cmd"),
     "shuffle": ("shuffle", "shuffle_cmd"),

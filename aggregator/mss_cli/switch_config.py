@@ -30,8 +30,8 @@ from mss_protocol.config_file import ConfigError
               help="The campaign's store (SQLite file or postgresql:// URL) --all-seen reads.")
 @click.option("--fport", type=click.IntRange(1, 223),
               help="Downlink FPort [default: the config's device.lorawan.config_fport, else 2].")
-def switch_cmd(lorawan, broker, broker_password_file, config_path, devices, devices_file, all_seen, store_path,
-               fport):
+def switch_config_cmd(lorawan, broker, broker_password_file, config_path, devices, devices_file, all_seen, store_path,
+                      fport):
     """Schedule a downlink naming --to-config's id (2 bytes) to each device of --device, --devices-file
     and --all-seen (each once)."""
     from mss_aggregator.collect.collectors import parse_broker
