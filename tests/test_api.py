@@ -252,7 +252,7 @@ HOMES = {"mss_aggregator.plan", "mss_aggregator.campaign", "mss_aggregator.simul
 EXCEPTIONS = {
     ("inspect", "open_store"): "reads the quarantine, state resets and counters, not estimates",
     ("switch_config", "open_store"): "reads which devices reported (per-device rows), not estimates",
-    ("devices", "open_store"): "counts a fleet run's accepted reports per device, not estimates",
+    ("fleet", "open_store"): "counts a fleet run's accepted reports per device, not estimates",
     ("aggregate", "open_store"): "the live display reads the counters the aggregator writes",
 }
 

@@ -15,9 +15,9 @@ from mss_cli.common import HELP, Group
 
 COMMANDS = {  # name -> (module of mss_cli, its click command)
     "plan": ("plan", "plan_cmd"), "simulate": ("simulate", "simulate_cmd"),
-    "device-sim": ("devices", "device_sim_cmd"), "aggregate": ("aggregate", "aggregate_cmd"),
+    "device-sim": ("fleet", "device_sim_cmd"), "aggregate": ("aggregate", "aggregate_cmd"),
     "estimate": ("estimate", "estimate_cmd"), "merge": ("estimate", "merge_cmd"),
-    "fleet": ("devices", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
+    "fleet": ("fleet", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
     "audit": ("audit", "audit_cmd"), "switch-config": ("switch_config", "switch_config_cmd"),
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
     "quarantine": ("inspect", "quarantine_cmd"), "decode": ("inspect", "decode_cmd"),
