@@ -1,4 +1,4 @@
-"""``mss estimate`` (decode a store or a counts file) and ``mss merge`` (sum counts)."""
+"""``mss estimate``: decode a store or a counts file."""
 import csv
 
 import click
@@ -8,7 +8,7 @@ from rich.table import Table
 from mss_aggregator import jsonout
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
-from mss_cli.common import FloatRange, console, counters_line, fail, make_console, output_file, post_option, writing
+from mss_cli.common import FloatRange, counters_line, fail, make_console, output_file, post_option, writing
 from mss_iot import Campaign, EstimateError, EstimateRequest, StoreError, estimate_store, open_store
 from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
@@ -184,29 +184,3 @@ def _write_csv(path, rows, labels):
         out = csv.DictWriter(fh, cols, extrasaction="ignore")
         out.writeheader()
         out.writerows(rows)
-
-
-@click.command("merge")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), callback=output_file,
-              help="Where to write the summed counts.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def merge_cmd(inputs, output, as_json):
-    """Sum count files of the same config (sites that share only counts)."""
-    try:
-        total = load_counts(inputs[0])
-        for path in inputs[1:]:
-            part = load_counts(path)
-            try:
-                total = total.merge(part)
-            except ConfigError as exc:
-                raise ConfigError(f"{path}: {exc} ({inputs[0]}); only one config merges") from None
-    except ConfigError as exc:
-        fail(str(exc))
-    with writing("--output", output):
-        total.save(output)
-    if as_json:
-        click.echo(jsonout.dumps({"inputs": list(inputs), "output": output, "n": int(total.total),
-                               "config_id": total.cfg.config_id_hex}))
-        return
-    console.print(f"{len(inputs)} files, {total.total} reports, config {total.cfg.config_id_hex} -> {output}")

@@ -16,7 +16,7 @@ from mss_cli.common import HELP, Group
 COMMANDS = {  # name -> (module of mss_cli, its click command)
     "plan": ("plan", "plan_cmd"), "simulate": ("simulate", "simulate_cmd"),
     "device-sim": ("device_sim", "device_sim_cmd"), "aggregate": ("aggregate", "aggregate_cmd"),
-    "estimate": ("estimate", "estimate_cmd"), "merge": ("estimate", "merge_cmd"),
+    "estimate": ("estimate", "estimate_cmd"), "merge": ("merge", "merge_cmd"),
     "fleet": ("fleet", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
     "audit": ("audit", "audit_cmd"), "switch-config": ("switch_config", "switch_config_cmd"),
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
