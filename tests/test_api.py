@@ -250,7 +250,7 @@ HOMES = {"mss_aggregator.plan", "mss_aggregator.campaign", "mss_aggregator.simul
          "mss_aggregator.compare.simulate"}
 # (module, name): why that command takes it from the library directly
 EXCEPTIONS = {
-    ("inspect", "open_store"): "reads the quarantine, state resets and counters, not estimates",
+    ("quarantine", "open_store"): "reads the quarantine, state resets and counters, not estimates",
     ("switch_config", "open_store"): "reads which devices reported (per-device rows), not estimates",
     ("fleet", "open_store"): "counts a fleet run's accepted reports per device, not estimates",
     ("aggregate", "open_store"): "the live display reads the counters the aggregator writes",
