@@ -20,7 +20,7 @@ COMMANDS = {  # name -> (module of mss_cli, its click command)
     "fleet": ("fleet", "fleet_cmd"), "demo": ("demo", "demo_cmd"), "bench": ("bench", "bench_cmd"),
     "audit": ("audit", "audit_cmd"), "switch-config": ("switch_config", "switch_config_cmd"),
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
-    "quarantine": ("quarantine", "quarantine_cmd"), "decode": ("quarantine", "decode_cmd"),
+    "quarantine": ("quarantine", "quarantine_cmd"), "decode": ("decode", "decode_cmd"),
     "shuffle": ("shuffle", "shuffle_cmd"),
     "export": ("export", "export_cmd"),
 }
