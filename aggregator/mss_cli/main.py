@@ -1,6 +1,7 @@
 """``mss``: one command line for planning, simulation, collection, estimation,
-the protocol comparison and the privacy audit.  Each command group is its own
-module; this one only assembles them.  Exit codes: :mod:`mss_cli.common`.
+the protocol comparison and the privacy audit.  Each command is its own module,
+named for it (``mss device-sim``: :mod:`mss_cli.device_sim`); this one only
+assembles them.  Exit codes: :mod:`mss_cli.common`.
 
 A command's module is imported when that command runs (or for ``mss -h``): the
 modules pull in SciPy and the protocols, up to a second of CPU at every start, and
@@ -13,7 +14,7 @@ import click
 
 from mss_cli.common import HELP, Group
 
-COMMANDS = {  # name -> (module of mss_cli, its click command)
+COMMANDS = {  # name -> (module of mss_cli, named for the command; its click command)
     "plan": ("plan", "plan_cmd"), "simulate": ("simulate", "simulate_cmd"),
     "device-sim": ("device_sim", "device_sim_cmd"), "aggregate": ("aggregate", "aggregate_cmd"),
     "estimate": ("estimate", "estimate_cmd"), "merge": ("merge", "merge_cmd"),
