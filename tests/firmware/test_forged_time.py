@@ -81,4 +81,7 @@ def test_a_forged_network_time_costs_at_most_one_report_never_budget(sessions, c
     # (the pace, then the rest of an epoch's last second and the guard if the pace ended in it)
     assert again and again[0] - start <= period + MARGIN_MS / 1000 + 1.2 + STARTUP_S + 0.5, (again, forged.log())
     assert len(again) >= len(control_again) - 1, (again, control_again, forged.log())
-    assert abs(spent(forged) - spent(control)) <= 1  # the budget spent as the control's, to a report
+    # never budget: the forged time spends no more fresh draws than the control, to a report.  Fewer is
+    # the reports a loaded machine's timing left out of the fixed wall time (seen at load 10: 6 against
+    # 8); each board's draws equal its queued reports (above) and boot 2's reports are bounded above
+    assert spent(forged) <= spent(control) + 1, (spent(forged), spent(control))
