@@ -24,6 +24,9 @@ audit (the real client and the channel).
 ``unit_item_variance(f)``       (k,) n Var(fhat_v) when the fleet's frequencies
                                 are f: the decoder's standard error squared
                                 times n at expected counts, affine in f
+``shift_per_report(r)``         the largest change one crafted report can make
+                                to the sum of any r items' n fhat_v (the
+                                manipulation coefficient)
 ``channel()``                   the attacker's view (:mod:`.channel`)
 ``cost_family``                 the device cost model's family (a key of
                                 ``device_cost.COEF[isa]``)
@@ -164,6 +167,16 @@ class Protocol:
         proportional to 1/n); a polynomial of degree <= 2 in f, which
         :mod:`mss_protocol.resolution` uses."""
         raise self.missing("unit_item_variance(f)")
+
+    def shift_per_report(self, r=1):
+        """The manipulation coefficient: the largest change ONE report, any wire-valid report
+        chosen adversarially in place of an honest one, can make to the sum over any ``r``
+        items of the unbiased estimate, in units of frequency times n.
+
+        M crafted reports among n move the sum of any r items' estimates by at most
+        ``M * shift_per_report(r) / n``.  Each protocol derives it from its decoder's affine
+        form and its exact integer thresholds, beside its variance."""
+        raise self.missing("shift_per_report(r)")
 
     def channel(self):
         raise self.missing("channel()")

@@ -52,6 +52,10 @@ class GRR(SupportOracle):
 
     support_size = 1
 
+    def support_sizes(self):
+        """(1, 1): every report supports its one item (:meth:`SupportOracle.shift_per_report`)."""
+        return 1, 1
+
     def point_probs(self):
         """P[y' = u | x] for u = x and u != x, exactly."""
         t = self.threshold

@@ -250,6 +250,34 @@ class HadamardResponse(SupportOracle):
         block_total = np.bincount(self.item_block, weights=f, minlength=self.blocks)
         return self._unit_variance(block_total[self.item_block], f)
 
+    def shift_per_report(self, r=1):
+        """The largest change one report can make to the sum over any r items of n fhat_v
+        (:meth:`mss_protocol.base.Protocol.shift_per_report`), in units of frequency times n.
+
+        Notes
+        -----
+        n fhat_v = (H_b h_j)[r_v] / (2 (p - q)) is linear in the histogram, so an output u = (j, c)
+        adds H_b[r_v, c] / (2 (p - q)) to every item v of block j and nothing elsewhere.  Over a
+        set R with r_j of its items in block j that is g(u) = r_j - 2 |R & N_c| (times
+        1 / (2 (p - q))), N_c the items of block j with H_b[r_v, c] = -1: at most
+        nb = min(b/2, n_max) of them (column c != 0 has b/2 minus rows; n_max = min(k, b - 1)
+        items a block), none for c = 0.  A crafted u against an honest u' in the same block
+        changes the sum by at most 2 min(r, nb); in different blocks (B >= 2) by at most
+        r_A + min(r_B, nb) <= min(r, n_max + nb).  So
+
+            shift(r) = max(2 min(r, nb), [B >= 2] min(r, n_max + nb)) / (2 (p - q)),
+
+        1 / (p - q) at r = 1, as for every support protocol, and b / (2 (p - q)) at r = k = b - 1
+        (B = 1: column 0 supports all, another column opposes b/2).  An upper bound, attained
+        in the cases tests/test_manipulation.py enumerates.
+        """
+        if not 1 <= r <= self.k:
+            raise ValueError(f"shift_per_report: r must be in 1..{self.k}, got {r}")
+        n_max = min(self.k, self.b - 1)
+        nb = min(self.b // 2, n_max)
+        units = max(2 * min(r, nb), min(r, n_max + nb) if self.blocks >= 2 else 0)
+        return units / (2 * (self.p - self.q))
+
     def variance(self, n, prior=None):
         """Per-item MSE of the unbiased estimate averaged over [k], at values distributed
         as ``prior`` (uniform by default): the block totals enter (module docstring)."""

@@ -95,6 +95,14 @@ class OLH(SupportOracle):
         """P[y' = u | x, seed] for u = H(x) and u != H(x), exactly."""
         return self.grr.point_probs()
 
+    def support_sizes(self):
+        """(0, min(k, ceil(P / g))): the items hashed to one output.  The seed is not on the
+        wire but a compromised board may pick its device id, so every seed counts: a v + b
+        mod P takes each value of [P) for at most one v, and at most ceil(P / g) of them are
+        = y mod g; the seed (g, 0) hashes all v < P / g to 0, so for k <= P / g the bound is
+        attained (output 0 supports every item, output 1 none: r / (p - q), every r)."""
+        return 0, min(self.k, -(-self.P // self.g))
+
     def hash(self, a, b, v):
         return ((a * v + b) % self.P) % self.g
 

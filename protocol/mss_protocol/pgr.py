@@ -131,6 +131,11 @@ class PGR(SupportOracle):
     def support_size(self):
         return self.c_set
 
+    def support_sizes(self):
+        """(max(0, c_set - (K - k)), min(k, c_set)): a point's hyperplane holds c_set of the K
+        canonical points, of which the k items are the first (all of them when k = K)."""
+        return max(0, self.c_set - (self.K - self.k)), min(self.k, self.c_set)
+
     def point_probs(self):
         """P[y' = u | x] for u on x's hyperplane and off it, exactly."""
         t = self.threshold

@@ -136,6 +136,57 @@ class SupportOracle(Protocol):
         p, q = self.p, self.q
         return q * (1 - q) / (p - q) ** 2 + np.asarray(f, float) * (1 - p - q) / (p - q)
 
+    # -- the manipulation coefficient (mss_protocol.base.Protocol.shift_per_report) ----------
+    def support_sizes(self):
+        """(s_min, s_max): bounds on the fewest and the most items of [k] that one wire-valid
+        report supports, |S(y)|, over every output y (ints)."""
+        raise self.missing("support_sizes()")
+
+    def shift_per_report(self, r=1):
+        """The largest change one report can make to the sum over any r items of n fhat_v.
+
+        Parameters
+        ----------
+        r : int
+            How many items the sum runs over, 1 <= r <= k.
+
+        Returns
+        -------
+        float
+            In units of frequency times n: M crafted reports among n move the sum of any r
+            items' estimates by at most ``M * shift_per_report(r) / n``.
+
+        Notes
+        -----
+        The estimator is affine in the support counts, n fhat_v = (c_v - n q) / (p - q), and a
+        report y adds 1 to c_v for v in its support S(y) (and 1 to n), so it adds
+        (1{v in S(y)} - q) / (p - q) to n fhat_v.  Over a set R of r items that is
+        (|S(y) & R| - r q) / (p - q), and a crafted report y in place of an honest y' changes
+        the sum by (|S(y) & R| - |S(y') & R|) / (p - q).  With s_min <= |S(y)| <= s_max
+        (:meth:`support_sizes`), |S(y) & R| <= min(r, s_max) and
+        |S(y') & R| >= max(0, r - (k - s_min)), so
+
+            shift(r) = (min(r, s_max) - max(0, r - k + s_min)) / (p - q),
+
+        with p and q the exact integer thresholds' (an instantaneous layer's composed ones:
+        it keeps the outputs and their supports).  Exact (a pair y, y' and a set R attain it)
+        where the two extremes are reached by outputs and R together: GRR (1/(p - q) for
+        r < k, 0 for r = k, where every report supports one item), the unary encodings
+        (r/(p - q): any k bits are a valid report), OLH and PGR up to their hash and
+        geometry (module docstrings); tests/test_manipulation.py searches every report.
+
+        Examples
+        --------
+        >>> from mss_protocol.grr import GRR
+        >>> g = GRR(16, 2.0)
+        >>> round(g.shift_per_report(1), 3), g.shift_per_report(16)
+        (3.504, 0.0)
+        """
+        if not 1 <= r <= self.k:
+            raise ValueError(f"shift_per_report: r must be in 1..{self.k}, got {r}")
+        s_min, s_max = self.support_sizes()
+        return (min(r, s_max) - max(0, r - self.k + s_min)) / (self.p - self.q)
+
     def variance(self, n, prior=None):
         """Per-item MSE of the unbiased estimate averaged over [k]: the same for
         every distribution (the f term averages to 1/k), so ``prior`` is unused."""

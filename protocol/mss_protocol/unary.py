@@ -92,6 +92,11 @@ class UnaryEncoding(SupportOracle):
         """5 + 0.8 k us: k coins in the client, k bits in the posterior."""
         return 5 + 0.8 * self.k
 
+    def support_sizes(self):
+        """(0, k): any k bits are a valid body, from none set to all set
+        (:meth:`SupportOracle.shift_per_report`: r / (p - q), every r)."""
+        return 0, self.k
+
     def randomise(self, x, rng):
         """The k-bit report body: item v at bit v, most significant first (SPEC.md).
 

@@ -26,6 +26,10 @@ from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
 
+# Up to this k, :attr:`MssProtocol.item_shifts` takes the worst fleet item by item (k x k per
+# block pair), above it a bound on it (k x m_j)
+EXACT_SHIFT_K = 2048
+
 class MssProtocol(Protocol):
     """One MSS configuration; ``name`` defaults to the config's protocol (mss, or ss
     for the one-block case)."""
@@ -142,6 +146,99 @@ class MssProtocol(Protocol):
         n_j = np.full(cfg.l, N_REF / cfg.l)
         w = np.repeat(block_weights(cfg, n_j), cfg.moduli)
         return item_variance(cfg=cfg, comps=comps, n_j=n_j, w=w, g=comps.A @ f, f=f)[0] * N_REF
+
+    def shift_per_report(self, r=1):
+        """The largest change one report can make to the sum over any r items of n fhat_v
+        (:meth:`mss_protocol.base.Protocol.shift_per_report`), in units of frequency times n.
+
+        Parameters
+        ----------
+        r : int
+            How many items the sum runs over, 1 <= r <= k.
+
+        Returns
+        -------
+        float
+            M crafted reports among n move the sum of any r items' estimates by at most
+            ``M * shift_per_report(r) / n`` (to first order in 1 / n: see Notes).
+
+        Notes
+        -----
+        The decoder (:mod:`.decoder`, damp = 0) is the GLS solve
+        fhat = M^-1 sum_j w_j A_j^T ghat_j, M = sum_j w_j A_j^T A_j, w_j = n_j / V_j, and
+        w_j ghat_j = (c_j - n_j q_j) / (V_j (p_j - q_j)) is affine in the counts.  At the
+        expected n_j = n / l, a report in block j with subset Z (|Z| = omega_j, any of them
+        wire-valid) adds 1_Z to c_j and 1 to n_j, hence w_j grows by 1 / V_j and, to first
+        order in 1 / n,
+
+            n dfhat = W_j (1_Z - q_j 1 - (p_j - q_j) g_j),   W_j = G A_j^T / (V_j (p_j - q_j)),
+            G = n M^-1 = (sum_j A_j^T A_j / (l V_j))^-1,
+
+        g_j = A_j f the fleet's class frequencies in block j (the weight's change moves the
+        balance between blocks).  G is the decoder's own M^-1 (its exact components; a sparse
+        LU above them), with the exact integer thresholds' p_j, q_j.  A crafted report (j, Z)
+        in place of an honest (i, Z') moves item x by
+        top_j(x) - bottom_i(x) + (p_i - q_i) W_i[x] g_i - (p_j - q_j) W_j[x] g_j, top and
+        bottom the omega largest and smallest of W_j[x, :] summed minus q_j sum W_j[x, :]; the
+        g terms cancel for i = j and are largest, over every fleet f, at a point mass on one
+        item y.  :attr:`item_shifts` is the max over (j, i) and y (k <= EXACT_SHIFT_K; above,
+        the max and min of the weight terms taken apart, a bound), so
+        shift(1) = max_x item_shifts[x], exact to first order in 1 / n for k <= EXACT_SHIFT_K.
+        For r > 1 the bound is the sum of the r largest item_shifts.  SS (one block, A = I,
+        G = V I, no weight term) is the support estimator with |S| = omega, exactly:
+        shift(r) = (min(r, omega) - max(0, r - k + omega)) / (p - q).
+
+        Examples
+        --------
+        >>> from mss_protocol.ss import SubsetSelection
+        >>> s = SubsetSelection(16, 2.0)
+        >>> s.shift_per_report(1) > 0
+        True
+        """
+        cfg = self.cfg
+        if not 1 <= r <= cfg.k:
+            raise ValueError(f"shift_per_report: r must be in 1..{cfg.k}, got {r}")
+        if cfg.l == 1:
+            omega, p, q = int(cfg.omegas[0]), float(cfg.p[0]), float(cfg.q[0])
+            return (min(r, omega) - max(0, r - cfg.k + omega)) / (p - q)
+        return float(np.sort(self.item_shifts)[::-1][:r].sum())
+
+    @cached_property
+    def item_shifts(self):
+        """(k,) the largest change one report can make to n fhat_x, over every fleet
+        (:meth:`shift_per_report`'s Notes)."""
+        from scipy.sparse import diags
+        from scipy.sparse.linalg import splu
+
+        cfg, comps = self.cfg, self.decoder.components
+        A = comps.A
+        V = np.asarray(cfg.unit_variance, float)
+        row_weights = np.repeat(1.0 / (cfg.l * V), cfg.moduli)
+        if comps.exact:  # the decoder's own M^-1 (raises SingularError on a rank-deficient A)
+            solve = comps.inverse(row_weights).apply
+        else:
+            solve = splu((A.T @ diags(row_weights) @ A).tocsc()).solve
+        top, bottom, weights = [], [], []
+        res = np.arange(cfg.k)
+        for j, (m, omega) in enumerate(zip(cfg.moduli, cfg.omegas)):
+            rows = A[cfg.offsets[j]:cfg.offsets[j] + m]
+            W = solve(rows.T.toarray()) / (V[j] * (cfg.p[j] - cfg.q[j]))
+            weights.append((cfg.p[j] - cfg.q[j]) * W)  # times g_j: the report's weight in M
+            ranked = np.sort(W, axis=1)
+            base = cfg.q[j] * W.sum(axis=1)
+            top.append(ranked[:, m - omega:].sum(axis=1) - base)
+            bottom.append(ranked[:, :omega].sum(axis=1) - base)
+        out = np.zeros(cfg.k)
+        for j, U in enumerate(weights):
+            for i, U2 in enumerate(weights):
+                if i == j:  # same block: the weight terms cancel
+                    spread = 0.0
+                elif cfg.k <= EXACT_SHIFT_K:  # the worst fleet: a point mass on one item y
+                    spread = np.max(U2[:, res % cfg.moduli[i]] - U[:, res % cfg.moduli[j]], axis=1)
+                else:
+                    spread = U2.max(axis=1) - U.min(axis=1)
+                out = np.maximum(out, top[j] - bottom[i] + spread)
+        return out
 
     def shuffle_channel(self):
         """Subset selection of w out of k when the config is one block over all k items; MSS over

@@ -60,6 +60,11 @@ class Toy(SupportOracle):
     def device_features(self):
         return {"base": 1.0, "bits": self.k.bit_length()}
 
+    def support_sizes(self):
+        """(1, 1): a report supports its one value (the manipulation coefficient,
+        SupportOracle.shift_per_report)."""
+        return 1, 1
+
     def randomise(self, x, rng):
         return x if rng.chance(self.threshold) else rng.below(self.k)
 
