@@ -26,8 +26,8 @@ from mss_protocol.mss.planner import plan
 from mss_protocol.mss.sampler import sample_counts
 from mss_protocol.mss.variance import N_REF, block_weights, predicted_mse
 
-# Up to this k, :attr:`MssProtocol.item_shifts` takes the worst fleet item by item (k x k per
-# block pair), above it a bound on it (k x m_j)
+# Up to this k, :attr:`MssProtocol.item_shifts` is computed (the worst fleet item by item: k x k
+# per pair of blocks); above it MSS's manipulation coefficient is not (a ValueError says so)
 EXACT_SHIFT_K = 2048
 
 class MssProtocol(Protocol):
@@ -175,15 +175,15 @@ class MssProtocol(Protocol):
             G = n M^-1 = (sum_j A_j^T A_j / (l V_j))^-1,
 
         g_j = A_j f the fleet's class frequencies in block j (the weight's change moves the
-        balance between blocks).  G is the decoder's own M^-1 (its exact components; a sparse
-        LU above them), with the exact integer thresholds' p_j, q_j.  A crafted report (j, Z)
-        in place of an honest (i, Z') moves item x by
+        balance between blocks).  G is the decoder's own M^-1 (its exact components), with
+        the exact integer thresholds' p_j, q_j.  A crafted report (j, Z) in place of an honest
+        (i, Z') moves item x by
         top_j(x) - bottom_i(x) + (p_i - q_i) W_i[x] g_i - (p_j - q_j) W_j[x] g_j, top and
         bottom the omega largest and smallest of W_j[x, :] summed minus q_j sum W_j[x, :]; the
         g terms cancel for i = j and are largest, over every fleet f, at a point mass on one
-        item y.  :attr:`item_shifts` is the max over (j, i) and y (k <= EXACT_SHIFT_K; above,
-        the max and min of the weight terms taken apart, a bound), so
-        shift(1) = max_x item_shifts[x], exact to first order in 1 / n for k <= EXACT_SHIFT_K.
+        item y.  :attr:`item_shifts` is the max over (j, i) and y, so
+        shift(1) = max_x item_shifts[x], exact to first order in 1 / n.  Computed up to
+        k = EXACT_SHIFT_K (2048); above it MSS (l > 1) raises ValueError.
         For r > 1 the bound is the sum of the r largest item_shifts.  SS (one block, A = I,
         G = V I, no weight term) is the support estimator with |S| = omega, exactly:
         shift(r) = (min(r, omega) - max(0, r - k + omega)) / (p - q).
@@ -207,17 +207,14 @@ class MssProtocol(Protocol):
     def item_shifts(self):
         """(k,) the largest change one report can make to n fhat_x, over every fleet
         (:meth:`shift_per_report`'s Notes)."""
-        from scipy.sparse import diags
-        from scipy.sparse.linalg import splu
-
         cfg, comps = self.cfg, self.decoder.components
+        if cfg.k > EXACT_SHIFT_K:
+            raise ValueError(f"MSS's manipulation coefficient is computed up to k = {EXACT_SHIFT_K} "
+                             f"(k x k per pair of blocks), not at k = {cfg.k}")
         A = comps.A
         V = np.asarray(cfg.unit_variance, float)
-        row_weights = np.repeat(1.0 / (cfg.l * V), cfg.moduli)
-        if comps.exact:  # the decoder's own M^-1 (raises SingularError on a rank-deficient A)
-            solve = comps.inverse(row_weights).apply
-        else:
-            solve = splu((A.T @ diags(row_weights) @ A).tocsc()).solve
+        # the decoder's own M^-1 (raises SingularError on a rank-deficient A)
+        solve = comps.inverse(np.repeat(1.0 / (cfg.l * V), cfg.moduli)).apply
         top, bottom, weights = [], [], []
         res = np.arange(cfg.k)
         for j, (m, omega) in enumerate(zip(cfg.moduli, cfg.omegas)):
@@ -233,10 +230,8 @@ class MssProtocol(Protocol):
             for i, U2 in enumerate(weights):
                 if i == j:  # same block: the weight terms cancel
                     spread = 0.0
-                elif cfg.k <= EXACT_SHIFT_K:  # the worst fleet: a point mass on one item y
+                else:  # the worst fleet: a point mass on one item y
                     spread = np.max(U2[:, res % cfg.moduli[i]] - U[:, res % cfg.moduli[j]], axis=1)
-                else:
-                    spread = U2.max(axis=1) - U.min(axis=1)
                 out = np.maximum(out, top[j] - bottom[i] + spread)
         return out
 
