@@ -118,6 +118,9 @@ def test_api_metrics_and_openapi(dashboard):
             [r["estimate"] for r in cli["estimates"]], abs=1e-12)
         assert [r["ci_low"] for r in api["estimates"]] == pytest.approx(
             [r["ci_low"] for r in cli["estimates"]], abs=1e-12)
+        assert api["integrity"]["max_shift"] == pytest.approx(cli["integrity"]["max_shift"], abs=1e-15)
+        assert [b for r in api["estimates"] for b in r["certified_ci"]] == pytest.approx(
+            [b for r in cli["estimates"] for b in r["certified_ci"]], abs=1e-12)  # the docs' default untrusted
     assert est["config_id"] == CFG.config_id_hex
     counters = get_json(url + "api/counters")
     assert counters["counters"]["accepted"] == 300 and counters["history"][-1]["accepted"] == 300

@@ -8,7 +8,13 @@ guarantee :mod:`.collect.central`'s; this module puts them together and refuses,
 :class:`EstimateError` saying what the store holds, a request that finds nothing to decode.
 ``StoreEstimate.to_dict()`` is ``mss estimate --json`` but its ``view`` (the table's display
 choices: which items, in which order, which intervals).
+
+Every estimate also carries its :class:`Integrity`: the worst shift that the reports of
+``compromised`` untrusted devices could cause to any one item's estimate, and each item's
+``certified_ci``, its statistical interval widened by that shift (docs/privacy.md, "The certified
+interval").
 """
+import math
 from dataclasses import dataclass
 
 from mss_aggregator.collect import central as centrals
@@ -23,6 +29,158 @@ class EstimateError(ValueError):
     def __init__(self, field_name, message, store=None):
         super().__init__(message)
         self.field, self.store = field_name, store
+
+
+@dataclass(frozen=True)
+class Compromised:
+    """How many of the devices decoded the operator does not trust: a ``count`` of devices, or a
+    ``share`` of the devices decoded (rounded up); give one.
+
+    Parameters
+    ----------
+    count : int, optional
+        Devices (>= 0).
+    share : float, optional
+        A fraction of the devices decoded, in [0, 1).
+    """
+    count: int = None
+    share: float = None
+
+    def __post_init__(self):
+        if (self.count is None) == (self.share is None):
+            raise ValueError("give a count of compromised devices or a share of them, not both or neither")
+        if self.count is not None and (isinstance(self.count, bool) or int(self.count) != self.count
+                                       or self.count < 0):
+            raise ValueError(f"a count of compromised devices is a whole number >= 0, not {self.count!r}")
+        if self.share is not None and not 0 <= self.share < 1:
+            raise ValueError(f"a share of compromised devices is in [0, 1), not {self.share!r}")
+
+    def devices(self, decoded):
+        """The compromised devices among ``decoded`` devices.
+
+        Parameters
+        ----------
+        decoded : int
+            The devices decoded.
+
+        Returns
+        -------
+        int
+            The count, or the share of ``decoded`` rounded up (1% of 150 devices is 2).
+        """
+        if self.count is not None:
+            return int(self.count)
+        return math.ceil(self.share * decoded - 1e-9)
+
+
+#: The default: one untrusted device, the least an operator who publishes an estimate should state
+#: (docs/privacy.md, "The certified interval").
+DEFAULT_COMPROMISED = Compromised(count=1)
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What ``compromised`` devices' crafted reports can do to one decoded estimate.
+
+    Each compromised device places at most ``reports_each`` reports in the reports decoded (one per
+    epoch: 1 for one epoch of device reports, the epochs pooled otherwise), every one of them chosen
+    by an attacker who knows the protocol.  One report moves the sum over any r items of the
+    estimates by at most ``shift_per_report(r) / n`` (the protocol's manipulation coefficient,
+    :meth:`mss_protocol.base.Protocol.shift_per_report`, in units of frequency times n), so
+    ``compromised * reports_each`` of them move any one item's (unbiased, raw) estimate by at most
+
+        max_shift = compromised * reports_each * shift_per_report(1) / n,
+
+    and an interval [lo, hi] for the honest reports' estimate becomes the certified interval
+    [lo - max_shift, hi + max_shift].  Clipping to [0, 1] (``post``) moves no estimate further.
+
+    Attributes
+    ----------
+    compromised : int
+        Untrusted devices.
+    reports_each : int
+        The reports one device can have among those decoded (>= 1).
+    shift_per_report : float
+        The protocol's one-report shift of one item, in frequency times n.
+    n : int
+        Reports decoded.
+    """
+    compromised: int
+    reports_each: int
+    shift_per_report: float
+    n: int
+
+    @property
+    def max_shift(self):
+        """The largest change of any one item's estimate (a frequency, float)."""
+        if not self.n:
+            return 0.0
+        return self.compromised * self.reports_each * self.shift_per_report / self.n
+
+    def certified(self, low, high):
+        """An interval widened by :attr:`max_shift` on both sides.
+
+        Parameters
+        ----------
+        low, high : float or ndarray
+            The statistical interval's ends (frequencies).
+
+        Returns
+        -------
+        tuple
+            (low - max_shift, high + max_shift), of the type given.
+        """
+        return low - self.max_shift, high + self.max_shift
+
+    def document(self):
+        """The ``integrity`` field of ``mss estimate --json``.
+
+        Returns
+        -------
+        dict
+            ``compromised`` (devices, int) and ``max_shift`` (a frequency, float).
+        """
+        return {"compromised": self.compromised, "max_shift": self.max_shift}
+
+    def headline(self):
+        """What the untrusted devices can do, in one line.
+
+        Returns
+        -------
+        str
+            "3 compromised boards can move any item by at most +-0.0210: ..." (``mss estimate``
+            prints it above the table, the dashboard under it).
+        """
+        if not self.n:
+            return "no reports decoded: nothing to bound"
+        boards = "1 compromised board" if self.compromised == 1 else f"{self.compromised} compromised boards"
+        each = "" if self.reports_each == 1 else f" ({self.reports_each} reports each, one an epoch)"
+        return (f"{boards}{each} can move any item by at most +-{self.max_shift:.4f}: the certified interval "
+                f"widens each 95% interval by that")
+
+
+def integrity_of(protocol, n, compromised, reports_each=1):
+    """The :class:`Integrity` of ``n`` reports of ``protocol`` of which ``compromised`` devices
+    (an int) send ``reports_each`` each."""
+    return Integrity(int(compromised), int(reports_each), float(protocol.shift_per_report(1)), int(n))
+
+
+def reports_per_device(scope):
+    """The most reports one device can have among those ``scope`` decodes (int >= 1): one an epoch
+    (the store accepts one per device id per epoch), so the epochs pooled; for one epoch, 1, or for
+    a shuffled batch merged over several epochs the epochs it covers (the ``stderr_factor``'s
+    square, :func:`.collect.scope.pooled_stderr_factor`)."""
+    if scope.pooled:
+        return max(1, int(scope.epochs))
+    return max(1, math.ceil(scope.stderr_factor ** 2 - 1e-9))
+
+
+def with_certified(rows, integrity):
+    """``rows`` (:meth:`mss_protocol.estimate.Estimate.rows`), each given ``certified_ci``:
+    [ci_low - max_shift, ci_high + max_shift] (in place; returned)."""
+    for r in rows:
+        r["certified_ci"] = list(integrity.certified(r["ci_low"], r["ci_high"]))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -46,6 +204,8 @@ class EstimateRequest:
         The items' names and order; None: what the aggregator recorded in the store.
     source : str
         How errors name ``config`` (a file's path).
+    compromised : Compromised
+        The devices not trusted: the estimate's :class:`Integrity` (default :data:`DEFAULT_COMPROMISED`).
     """
     epoch: int = None
     all_epochs: bool = False
@@ -54,6 +214,7 @@ class EstimateRequest:
     config: object = None
     categories: object = None
     source: str = "the config given"
+    compromised: Compromised = DEFAULT_COMPROMISED
 
     def __post_init__(self):
         if self.epoch is not None and self.all_epochs:
@@ -82,6 +243,8 @@ class StoreEstimate:
         A shuffled store's central guarantee (``eps``, ``delta``, ...); None for device reports.
     post : str
         The post-processing applied.
+    integrity : Integrity
+        What the untrusted devices' reports can do to every item (``max_shift``, ``headline()``).
     """
     config: object
     estimate: object
@@ -90,6 +253,7 @@ class StoreEstimate:
     categories: object
     central: dict = None
     post: str = "none"
+    integrity: Integrity = None
 
     @property
     def n(self):
@@ -99,7 +263,8 @@ class StoreEstimate:
     def rows(self):
         """One dict per item: ``item``, ``label`` (when the items have names), ``estimate``,
         ``stderr``, ``ci_low``, ``ci_high``, ``detected``, ``sim_low``, ``sim_high``,
-        ``detected_simultaneous`` (frequencies in [0, 1]; :meth:`mss_protocol.estimate.Estimate.rows`).
+        ``detected_simultaneous`` (frequencies in [0, 1]; :meth:`mss_protocol.estimate.Estimate.rows`),
+        ``certified_ci`` ([low, high]: the marginal interval widened by ``integrity.max_shift``).
 
         Returns
         -------
@@ -109,7 +274,7 @@ class StoreEstimate:
         if self.categories.labels:
             for r in rows:
                 r["label"] = self.categories.name(r["item"])
-        return rows
+        return with_certified(rows, self.integrity)
 
     def to_dict(self):
         """``mss estimate --store ... --json`` but its ``view``.
@@ -119,20 +284,21 @@ class StoreEstimate:
         dict
             ``n`` (reports), ``config_id`` (hex), the scope's ``epoch``, ``pooled``, ``epochs``,
             ``devices``, ``stderr_factor``, ``current_epoch``, ``selection``, ``memoized``,
-            ``decoded``, then ``counters``, ``post``, ``estimates`` (:meth:`rows`, k dicts) and, for
-            a shuffled store, ``central``.
+            ``decoded``, then ``counters``, ``post``, ``estimates`` (:meth:`rows`, k dicts), for
+            a shuffled store ``central``, and ``integrity`` (:meth:`Integrity.document`).
         """
         shuffled = {} if self.central is None else {"central": self.central}
         return {"n": self.n, "config_id": self.config.config_id_hex, **self.scope.document(),
-                "counters": self.counters, "post": self.post, "estimates": self.rows(), **shuffled}
+                "counters": self.counters, "post": self.post, "estimates": self.rows(), **shuffled,
+                "integrity": self.integrity.document()}
 
     def to_frame(self):
         """The estimates as a pandas DataFrame (pandas is optional).
 
         Returns
         -------
-        pandas.DataFrame, shape (k, 9 or 10)
-            One row per item, the columns of :meth:`rows`.
+        pandas.DataFrame, shape (k, 10 or 11)
+            One row per item, the columns of :meth:`rows` (``certified_ci`` a [low, high] list).
         """
         from mss_aggregator.frames import require_pandas
 
@@ -178,4 +344,7 @@ def estimate_store(store, request=EstimateRequest()):
     protocol = registry.from_config(store.cfg)
     est = scopes.decode(protocol, scope, r.post)
     names = r.categories if r.categories is not None else store.categories()
-    return StoreEstimate(store.cfg, est, scope, store.counters(), categories=names, central=central, post=r.post)
+    integrity = integrity_of(protocol, scope.counts.total, r.compromised.devices(scope.devices),
+                             reports_per_device(scope))
+    return StoreEstimate(store.cfg, est, scope, store.counters(), categories=names, central=central, post=r.post,
+                         integrity=integrity)

@@ -9,10 +9,34 @@ from mss_aggregator import jsonout
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
 from mss_cli.common import FloatRange, counters_line, fail, make_console, output_file, post_option, writing
+from mss_aggregator import estimates as estimates_lib
 from mss_iot import Campaign, EstimateError, EstimateRequest, StoreError, estimate_store, open_store
 from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
+
+
+class CompromisedParam(click.ParamType):
+    """``--compromised``: a count of devices (``3``) or a share of the devices decoded (``1%``)."""
+
+    name = "M|P%"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, estimates_lib.Compromised):
+            return value
+        text = str(value).strip()
+        try:
+            if text.endswith("%"):
+                share = float(text[:-1])
+                if not 0 <= share < 100:  # also refuses nan and inf
+                    self.fail(f"{value!r}: a share is from 0% to below 100%", param, ctx)
+                return estimates_lib.Compromised(share=share / 100)
+            count = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither a count of devices (3) nor a share of them (1%)", param, ctx)
+        if not 0 <= count <= 2**32:
+            self.fail(f"{value!r}: a count of devices is from 0 to 2**32", param, ctx)
+        return estimates_lib.Compromised(count=count)
 
 
 @click.command("estimate")
@@ -57,8 +81,13 @@ from mss_protocol.limits import MAX_K
               help="A shuffled store's (mss aggregate --shuffled) central delta per batch: the (eps_c, delta) of "
                    "the release is printed beside the estimate (JSON: central), over several batches composed for "
                    "fresh draws; memoized reports over several batches keep their draw's local epsilon.")
+@click.option("--compromised", type=CompromisedParam(), default=str(estimates_lib.DEFAULT_COMPROMISED.count),
+              show_default=True,
+              help="Devices not trusted, a count (3) or a share of the devices decoded (1%): every item's certified "
+                   "interval (JSON: certified_ci; integrity: compromised, max_shift) is its 95% interval widened by "
+                   "the most their crafted reports (one an epoch each; a counts file: one each) can move it.")
 def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
-                 simultaneous, epoch, all_epochs, delta):
+                 simultaneous, epoch, all_epochs, delta, compromised):
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
@@ -76,12 +105,16 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         wanted = Campaign.read(config_path) if config_path else None
         if counts_path:
             counts, counters, scope, categories = _from_counts(counts_path, wanted, config_path)
-            est = registry.from_config(counts.cfg).decode(counts, post=post)
+            protocol = registry.from_config(counts.cfg)
+            est = protocol.decode(counts, post=post)
+            integrity = estimates_lib.integrity_of(protocol, counts.total, compromised.devices(counts.total))
         else:
-            selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None)
+            selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None,
+                             compromised=compromised)
             found = _from_store(store_path, wanted, config_path, selection)
             counts, counters, scope, categories, central, est = (found.scope.counts, found.counters, found.scope,
                                                                  found.categories, found.central, found.estimate)
+            integrity = found.integrity
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
@@ -93,6 +126,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     if view.categories.labels:
         for r in rows:
             r["label"] = view.categories.name(r["item"])
+    estimates_lib.with_certified(rows, integrity)
     title = f"{counts.total} reports, config {cfg.config_id_hex}"
     if csv_path:
         _write_csv(csv_path, rows, bool(view.categories.labels))
@@ -106,9 +140,9 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         shuffled = {} if central is None else {"central": central}  # a device store's JSON is unchanged
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
                                   "counters": counters, "post": post, "view": view.document(), "estimates": rows,
-                                  **shuffled}))
+                                  **shuffled, "integrity": integrity.document()}))
     else:
-        _print_estimate(title, view, counters=counters, scope=scope, central=central)
+        _print_estimate(title, view, counters=counters, scope=scope, central=central, integrity=integrity)
 
 
 def _from_counts(counts_path, wanted, config_path):
@@ -122,7 +156,7 @@ def _from_counts(counts_path, wanted, config_path):
     return counts, None, None, wanted.categories if wanted else None
 
 
-def _print_estimate(title, view, counters, scope, central):
+def _print_estimate(title, view, counters, scope, central, integrity):
     """The human output: what was decoded and from what, the table and its caption."""
     out = make_console()
     out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
@@ -130,6 +164,7 @@ def _print_estimate(title, view, counters, scope, central):
         out.print(f"{scope.summary()}; {scope.selection}", highlight=False)
     if central is not None:
         out.print(centrals.line(central), highlight=False)
+    out.print(integrity.headline(), highlight=False)
     out.print(_table(view))
     for line in view.caption():
         out.print(line)

@@ -136,7 +136,7 @@ class CampaignStore:
         """
         return self.store.counts(epoch)
 
-    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None):
+    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None, compromised=None):
         """Frequency estimates of one epoch (or of every epoch pooled), as ``mss estimate --store``.
 
         Parameters
@@ -151,13 +151,18 @@ class CampaignStore:
         delta : float, optional
             A shuffled store's central delta per batch (its (eps_c, delta) is stated); None: the
             default (1e-6), any other value refused for a store of device reports.
+        compromised : mss_aggregator.estimates.Compromised, optional
+            The devices not trusted (a count or a share); None: the documented default
+            (:data:`~mss_aggregator.estimates.DEFAULT_COMPROMISED`, one device).
 
         Returns
         -------
         EpochEstimate
             ``estimate`` arrays of shape (k,) (frequencies), ``scope`` (what was decoded and why),
-            ``central`` (a shuffled store's guarantee, else None); ``to_dict()`` is ``mss estimate
-            --json`` but its ``view`` (the table's display choices), ``to_frame()`` k rows.
+            ``central`` (a shuffled store's guarantee, else None), ``integrity`` (``max_shift``: the
+            most the untrusted devices can move an item; each row's ``certified_ci``); ``to_dict()``
+            is ``mss estimate --json`` but its ``view`` (the table's display choices), ``to_frame()``
+            k rows.
 
         Raises
         ------
@@ -165,7 +170,9 @@ class CampaignStore:
             Nothing to estimate (an empty store, an epoch without reports), saying what there is;
             ``.field`` names the argument at fault.
         """
-        return workflow.estimate_store(self.store, workflow.EstimateRequest(epoch, all_epochs, post, delta))
+        request = workflow.EstimateRequest(epoch, all_epochs, post, delta,
+                                           compromised=compromised or workflow.DEFAULT_COMPROMISED)
+        return workflow.estimate_store(self.store, request)
 
     def estimates(self, epochs=None, post="none"):
         """Every epoch's estimates, each epoch decoded alone (the rows ``mss export`` writes).

@@ -35,6 +35,7 @@ from collections import deque
 
 import numpy as np
 
+from mss_aggregator import estimates as estimates_lib
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
@@ -117,6 +118,9 @@ class LiveView:
                 "counters": counters,
                 "devices_per_epoch": [{"epoch": e, "devices": c} for e, c in epochs], "audit": audit,
                 "deployment": self._deployment(now, prior), "central": self._central(scope),
+                "integrity": estimates_lib.integrity_of(  # what the docs' default untrusted devices can do
+                    self.protocol, counts.total, estimates_lib.DEFAULT_COMPROMISED.devices(scope.devices),
+                    estimates_lib.reports_per_device(scope)),
                 "error": None}  # a good refresh clears the last failure
 
 
@@ -219,11 +223,13 @@ class LiveView:
         if cats.labels:
             for r in rows:
                 r["label"] = cats.name(r["item"])
+        integrity = s["integrity"]
+        estimates_lib.with_certified(rows, integrity)
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
                                  "stderr_factor", "current_epoch", "selection", "memoized", "decoded",
                                  "decode_seconds", "central")}
         return dict(doc, post=post, view=dict(view.document(), caption=view.caption()), estimates=rows,
-                    error=s.get("error"))
+                    integrity=dict(integrity.document(), text=integrity.headline()), error=s.get("error"))
 
     def counters(self):
         with self.lock:

@@ -124,7 +124,9 @@ function drawEstimates(doc) {
     `${rows.length} of ${view.k} items, `
     + `${view.order === "item" ? "in item order" : "largest first"}, ${sim ? "simultaneous " : ""}95% CI, `
     + (doc.post === "none" ? "unbiased estimates" : `estimates post-processed: ${doc.post}`);
-  document.getElementById("caption").textContent = view.caption.join(" · ");
+  // the caption, then what the untrusted devices the docs assume could do (the certified interval)
+  document.getElementById("caption").textContent = view.caption.concat(
+    doc.integrity ? [doc.integrity.text] : []).join(" · ");
   document.getElementById("ci-head").textContent = sim ? "simultaneous 95% CI" : "95% CI";
   const body = document.querySelector("#estimates tbody");
   body.replaceChildren();
