@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.estimates import Compromised, EstimateRequest, estimate_store
+from mss_aggregator.estimates import Compromised, EstimateRequest, estimate_store, integrity_of, with_certified
 from mss_cli.main import main
 from mss_protocol import registry
 from mss_protocol.codec import codec
@@ -156,3 +156,16 @@ def test_counts_file_states_the_bound(store_path, tmp_path):
     assert doc["integrity"] == {"compromised": 2, "max_shift": pytest.approx(2 * shift / DEVICES)}
     assert all(len(r["certified_ci"]) == 2 for r in doc["estimates"])
     assert math.isfinite(doc["integrity"]["max_shift"])
+
+
+def test_no_coefficient_no_certified_interval():
+    """A protocol that refuses to compute its coefficient (MSS above k = 2048) gives no certified
+    interval, saying why, rather than a made-up one."""
+    class Refusing:
+        def shift_per_report(self, r=1):
+            raise ValueError("not computed at k = 4096")
+
+    integrity = integrity_of(Refusing(), 500, 3)
+    assert integrity.max_shift is None and integrity.document() == {"compromised": 3, "max_shift": None}
+    assert with_certified([{"ci_low": 0.1, "ci_high": 0.2}], integrity)[0]["certified_ci"] is None
+    assert integrity.headline() == "no certified interval: not computed at k = 4096"

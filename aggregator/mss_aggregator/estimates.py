@@ -100,19 +100,26 @@ class Integrity:
         Untrusted devices.
     reports_each : int
         The reports one device can have among those decoded (>= 1).
-    shift_per_report : float
-        The protocol's one-report shift of one item, in frequency times n.
+    shift_per_report : float or None
+        The protocol's one-report shift of one item, in frequency times n; None where the
+        protocol does not compute it (``unknown`` says why): no certified interval then.
     n : int
         Reports decoded.
+    unknown : str or None
+        Why there is no coefficient (e.g. MSS above the k it computes it for), else None.
     """
     compromised: int
     reports_each: int
     shift_per_report: float
     n: int
+    unknown: str = None
 
     @property
     def max_shift(self):
-        """The largest change of any one item's estimate (a frequency, float)."""
+        """The largest change of any one item's estimate (a frequency, float; None without a
+        coefficient)."""
+        if self.shift_per_report is None:
+            return None
         if not self.n:
             return 0.0
         return self.compromised * self.reports_each * self.shift_per_report / self.n
@@ -127,9 +134,11 @@ class Integrity:
 
         Returns
         -------
-        tuple
-            (low - max_shift, high + max_shift), of the type given.
+        tuple or None
+            (low - max_shift, high + max_shift), of the type given; None without a coefficient.
         """
+        if self.max_shift is None:
+            return None
         return low - self.max_shift, high + self.max_shift
 
     def document(self):
@@ -138,7 +147,8 @@ class Integrity:
         Returns
         -------
         dict
-            ``compromised`` (devices, int) and ``max_shift`` (a frequency, float).
+            ``compromised`` (devices, int) and ``max_shift`` (a frequency, float; None where the
+            protocol computes no coefficient).
         """
         return {"compromised": self.compromised, "max_shift": self.max_shift}
 
@@ -151,6 +161,8 @@ class Integrity:
             "3 compromised boards can move any item by at most +-0.0210: ..." (``mss estimate``
             prints it above the table, the dashboard under it).
         """
+        if self.max_shift is None:
+            return f"no certified interval: {self.unknown}"
         if not self.n:
             return "no reports decoded: nothing to bound"
         boards = "1 compromised board" if self.compromised == 1 else f"{self.compromised} compromised boards"
@@ -161,8 +173,13 @@ class Integrity:
 
 def integrity_of(protocol, n, compromised, reports_each=1):
     """The :class:`Integrity` of ``n`` reports of ``protocol`` of which ``compromised`` devices
-    (an int) send ``reports_each`` each."""
-    return Integrity(int(compromised), int(reports_each), float(protocol.shift_per_report(1)), int(n))
+    (an int) send ``reports_each`` each; without a coefficient where the protocol refuses to
+    compute one (its ValueError is the ``unknown`` reason: MSS above the k it computes it for)."""
+    try:
+        shift, unknown = float(protocol.shift_per_report(1)), None
+    except ValueError as exc:
+        shift, unknown = None, str(exc)
+    return Integrity(int(compromised), int(reports_each), shift, int(n), unknown=unknown)
 
 
 def reports_per_device(scope):
@@ -177,9 +194,10 @@ def reports_per_device(scope):
 
 def with_certified(rows, integrity):
     """``rows`` (:meth:`mss_protocol.estimate.Estimate.rows`), each given ``certified_ci``:
-    [ci_low - max_shift, ci_high + max_shift] (in place; returned)."""
+    [ci_low - max_shift, ci_high + max_shift], or None without a coefficient (in place; returned)."""
     for r in rows:
-        r["certified_ci"] = list(integrity.certified(r["ci_low"], r["ci_high"]))
+        ends = integrity.certified(r["ci_low"], r["ci_high"])
+        r["certified_ci"] = None if ends is None else list(ends)
     return rows
 
 
