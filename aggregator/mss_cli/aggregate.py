@@ -61,6 +61,24 @@ def lorawan_spec(ctx, param, value):
 LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 
 
+def allow_list_file(ctx, param, value):
+    """--allow-list's :class:`~mss_aggregator.collect.allow_list.AllowList` (None without it); a
+    file that is not one is a data error naming the flag, the file and the line."""
+    from mss_aggregator.collect.allow_list import AllowList, AllowListError
+
+    try:
+        return None if value is None else AllowList.read(value)
+    except AllowListError as exc:
+        fail(f"--allow-list {exc}")
+
+
+allow_list_option = click.option(
+    "--allow-list", "allow_list", type=click.Path(dir_okay=False), metavar="FILE", callback=allow_list_file,
+    help="Take reports of these device ids only (the fleet CSV mss provision reads, or one id a line; a "
+         "LoRaWAN board's id is its DevEUI); any other id's report is quarantined as not_allowed and "
+         "counted as rejected_not_allowed.")
+
+
 @click.command("aggregate")
 @click.option("--broker", callback=checked(broker_spec),
               help="mqtt://[user:pass@]host:port (mqtts:// for TLS); with --lorawan the network server's "
@@ -106,6 +124,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
 @click.option("--shuffle-key-file", type=click.Path(dir_okay=False), metavar="FILE",
               help="With --shuffled: the key shared with the shuffler (hex, at least 32 bytes: openssl rand "
                    "-hex 32). Default: $MSS_SHUFFLE_KEY.")
+@allow_list_option
 @click.option("--quiet", is_flag=True, help="No live counters.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Print a line per message once stored, on stdout: its topic (or serial port), then "
@@ -131,7 +150,7 @@ LORAWAN_SPEC = "chirpstack:APP|tts:APP@TENANT"
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
                   client_id, serial_ports, fleet_key_file, quiet, verbose, warn_idle, http_bind, http_token,
-                  http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file):
+                  http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file, allow_list):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
 
     A thread that dies (a collector, the writer, the HTTP server, the dashboard's refresh) stops the
@@ -160,7 +179,8 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
     if shuffle_key_file and not shuffled:
         raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
     links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
-                       share_group=share_group, lorawan=lorawan, serial=serial_ports, shuffled=shuffled)
+                       share_group=share_group, lorawan=lorawan, serial=serial_ports, shuffled=shuffled,
+                       allowed=allow_list)
     shuffle_key = _shuffle_key(shuffled, shuffle_key_file, fleet_key_file)
 
     def log(msg):  # one line per event, as written: error texts hold [brackets], logs are grepped
@@ -198,6 +218,8 @@ LINK_FLAGS = {
                             "whose reports name their device (give them to mss shuffle)",
     "shuffled-without-broker": "--shuffled needs --broker, the broker the shuffler publishes its batches to",
     "forward-without-broker": "--forward-broker is needed without --broker: where the batches go",
+    "allowed-shuffled": "--allow-list is for device reports: a shuffler's batches name no device (give "
+                        "--allow-list to mss shuffle)",
 }
 
 

@@ -1,8 +1,8 @@
 """``mss shuffle``: the anonymising shuffler between the fleet and ``mss aggregate --shuffled``."""
 import click
 
-from mss_cli.aggregate import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, broker_spec, check_id, link_specs,
-                             lorawan_spec, read_campaign, serial_spec, tls_flags)
+from mss_cli.aggregate import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, allow_list_option, broker_spec, check_id,
+                             link_specs, lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
                             counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)
 from mss_protocol.config_file import ConfigError
@@ -59,10 +59,11 @@ from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 @click.option("--client-id", callback=checked(check_id),
               help="MQTT client id at --broker (default mss-shuf-<campaign>-<random hex>, kept in the queue; "
                    "the forwarder's is it with -fwd).")
+@allow_list_option
 @click.option("--quiet", is_flag=True, help="No live counters.")
 def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, serial_ports, queue_path,
                 shuffle_key_file, min_batch, forward_broker, forward_broker_password_file, grace, tls_ca, tls_cert,
-                tls_key, client_id, quiet, colluding):
+                tls_key, client_id, quiet, colluding, allow_list):
     """Collect the fleet's reports, check them with their devices' identities, and forward them
     without identity or header, in uniformly permuted batches authenticated with HMAC, until
     SIGINT/SIGTERM.
@@ -83,7 +84,7 @@ def shuffle_cmd(config_path, campaign, broker, broker_password_file, lorawan, se
     broker = broker_url(broker, broker_password_file)
     forward_broker = broker_url(forward_broker, forward_broker_password_file, "--forward-broker", environ={})
     links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
-                       lorawan=lorawan, serial=serial_ports)
+                       lorawan=lorawan, serial=serial_ports, allowed=allow_list)
     if not broker and not forward_broker:
         raise click.UsageError(LINK_FLAGS["forward-without-broker"])
     if colluding >= min_batch:

@@ -17,6 +17,8 @@ counted as ``time_probes``, neither stored nor quarantined; one of the byte
 01 says the board skipped that epoch, device.budget spent: :meth:`Ingest.skip`),
 ``payload`` (longer than any frame of the config), ``wire_<reason>`` (see
 :class:`mss_protocol.mss.wire.WireError`), ``frame``/``checksum`` (serial),
+``not_allowed`` (a device id not on the campaign's
+:class:`~.allow_list.AllowList`, :attr:`Ingest.allowed`: refused before its frame is read),
 ``epoch`` (outside the window of the campaign clock: more than
 ``past_epochs`` epochs before the current one, or after the next one).
 Compact frames take their epoch from the link (they carry none, or its low
@@ -122,7 +124,13 @@ class Ingest:
     uplinks :meth:`from_lorawan` reads, with ``ports`` (fport, time_fport): reports on fport, time
     probes on time_fport (``{"ignored": "time_probes"}``, counted by the store).  With
     ``period_s`` only epochs ``current - past_epochs .. current + 1`` of the
-    campaign clock are accepted (the + 1 for device clocks a little ahead)."""
+    campaign clock are accepted (the + 1 for device clocks a little ahead).
+
+    ``allowed``: an :class:`~.allow_list.AllowList`, or None (every device id); the services set it
+    from their links (:attr:`~.links.Links.allowed`).  A report of an id not on it is quarantined as
+    ``not_allowed``, on every link, before anything else about its frame is judged."""
+
+    allowed = None
 
     def __init__(self, cfg, campaign, period_s=None, epoch_origin=0, clock=time.time, lorawan=None,
                  past_epochs=PAST_EPOCHS, ports=LORAWAN_PORTS):
@@ -262,6 +270,9 @@ class Ingest:
         """``frame`` of ``device_id`` to decode (:class:`Pending`), or the ``payload``
         quarantine if it is longer than any frame; ``epoch`` is the link's (compact
         frames), ``seq`` the link's counter that replaces a compact frame's 0."""
+        if self.allowed is not None and not self.allowed.allows(device_id):
+            return dict(item, reason="not_allowed", detail=f"device {device_id} is not on the allow-list "
+                                                           f"{self.allowed.source}")
         if len(frame) > self.max_payload:
             return dict(item, reason="payload", detail=f"{len(frame)} bytes is longer than any frame "
                                                        f"of this config ({self.max_payload} bytes)")

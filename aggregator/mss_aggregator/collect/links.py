@@ -33,6 +33,8 @@ PROBLEMS = {
                             "device reports, whose reports name their device",
     "shuffled-without-broker": "a shuffler's batches need a broker, the one the shuffler publishes them to",
     "forward-without-broker": "no broker to forward the batches to: give one, or collect from a broker",
+    "allowed-shuffled": "an allow-list of device ids is for device reports: a shuffler's batches name no device "
+                        "(the shuffler takes the allow-list)",
 }
 
 
@@ -117,6 +119,10 @@ class Links:
     shuffled : bool
         A shuffler's batches, from ``mqtt`` only (the key that authenticates them is a secret,
         given to the service beside the links).
+    allowed : mss_aggregator.collect.allow_list.AllowList, optional
+        The only device ids whose reports are taken (:attr:`~.ingest.Ingest.allowed`: any other is
+        quarantined as ``not_allowed``); None: every id.  Refused with ``shuffled`` (batches carry
+        no device id: the shuffler checks it).
 
     Refused (:class:`LinkError`): a shuffler's batches with a device link or without a broker, no
     link, LoRaWAN without a broker.  :meth:`of` builds one from loose values, as a command line
@@ -127,12 +133,15 @@ class Links:
     lorawan: object = None
     serial: tuple = ()
     shuffled: bool = False
+    allowed: object = None
 
     def __post_init__(self):
         object.__setattr__(self, "serial", tuple(self.serial))
         for spec in self.serial:
             parse_serial(spec, "serial port")
         self.check(self.mqtt is not None, self.lorawan, self.serial, self.shuffled)
+        if self.shuffled and self.allowed is not None:
+            refuse("allowed-shuffled")
 
     @staticmethod
     def check(broker, lorawan, serial, shuffled):
@@ -149,19 +158,23 @@ class Links:
             refuse("lorawan-without-broker")
 
     @classmethod
-    def of(cls, broker=None, tls=(), client_id=None, share_group=None, lorawan=None, serial=(), shuffled=False):
+    def of(cls, broker=None, tls=(), client_id=None, share_group=None, lorawan=None, serial=(), shuffled=False,
+           allowed=None):
         """The links of a broker URL (or None) with its TLS files (``tls``: (ca, cert, key), each
-        optional), client id and share group, a LoRaWAN server, serial ports and the shuffled mode;
-        the combinations are checked first (:meth:`check`), then TLS, then the broker's own spec."""
+        optional), client id and share group, a LoRaWAN server, serial ports, the shuffled mode and
+        the allow-list (``allowed``); the combinations are checked first (:meth:`check`), then TLS,
+        then the broker's own spec."""
         cls.check(broker is not None, lorawan, serial, shuffled)
+        if shuffled and allowed is not None:
+            refuse("allowed-shuffled")
         files = TlsFiles(*tls)
         if broker is None:
             if files.wanted():
                 refuse("tls-without-broker")
             if share_group is not None:
                 refuse("shared-without-broker")
-            return cls(None, lorawan, serial, shuffled)
-        return cls(MqttEndpoint(broker, files, client_id, share_group), lorawan, serial, shuffled)
+            return cls(None, lorawan, serial, shuffled, allowed=allowed)
+        return cls(MqttEndpoint(broker, files, client_id, share_group), lorawan, serial, shuffled, allowed=allowed)
 
     def off_lorawan(self):
         """Whether device reports come by a link other than a LoRaWAN network server (a serial

@@ -85,6 +85,7 @@ class Aggregator:
             self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"], lorawan=links.lorawan,
                                  past_epochs=clock["accept_past_epochs"],
                                  ports=campaign.lorawan_ports() if links.lorawan else (None, None))
+            self.ingest.allowed = links.allowed  # the provisioned ids only, if given (allow_list)
         self.log, self.failures = log, Failures()
         self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)

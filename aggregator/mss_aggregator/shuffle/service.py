@@ -77,6 +77,7 @@ class Shuffler:
         self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"], lorawan=links.lorawan,
                              past_epochs=clock["accept_past_epochs"],
                              ports=campaign.lorawan_ports() if links.lorawan else (None, None))
+        self.ingest.allowed = links.allowed  # checked before the ids are stripped (allow_list)
         self.campaign, self.log, self.failures = name, log, Failures()
         self.queue = ShuffleQueue(queue_path, self.cfg, name, key, colluding=batching.colluding)
         self.writer = Writer(self.queue, self.ingest, failures=self.failures)
