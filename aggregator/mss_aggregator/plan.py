@@ -23,7 +23,8 @@ from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import choose as choosing
 from mss_protocol import energy, lorawan, shuffling
-from mss_protocol.choose import IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget, choose
+from mss_protocol.choose import (IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget, Compromised,
+                                  choose)
 from mss_protocol.config_file import seeded  # the protocols whose seed names the device (olh)
 from mss_protocol.configs import load_dict
 from mss_protocol.mss.planner import PlanError, Search
@@ -62,11 +63,19 @@ class Limits:
         LoRaWAN link compact.
     max_device_ms : float
         Time one report may take on the board, in milliseconds.
+    max_shift : float, optional
+        The largest change of one item's estimate (a frequency) that ``compromised`` devices may
+        cause: a protocol whose worst shift is above it is left out.
+    compromised : Compromised, optional
+        How many devices may be compromised (a count or a share of the reports): each candidate
+        then states ``worst_shift``, compromised x ``shift_per_report`` / n.
     """
     max_bytes: int = None
     max_bits: int = None
     frame: str = None
     max_device_ms: float = MAX_DEVICE_MS
+    max_shift: float = None
+    compromised: Compromised = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +291,9 @@ def check(request):
         raise RequestError("epsilon", "an epsilon per report is needed (or a central epsilon of a shuffled batch)")
     if sh is not None and r.protocol in seeded():
         raise RequestError("protocol", f"{r.protocol} cannot be shuffled: {OLH_NAMES_DEVICE}")
+    if r.limits.max_shift is not None and r.limits.compromised is None:
+        raise RequestError("limits.max_shift", "a shift limit is for a number of compromised devices",
+                           needs="limits.compromised")
     if r.question.detect is not None and r.question.target_se is not None:
         raise RequestError("question.target_se", "a question is a frequency to detect or a standard error to "
                                                  "reach", excludes="question.detect")
@@ -324,7 +336,8 @@ def plan(request, progress=None):
     prior = None if q.prior == "uniform" else parse(q.prior, r.k)
     # choose()'s groups (mss_protocol.choose), as this request fills them
     common = dict(limits=choosing.Limits(max_bytes=max_bytes, max_bits=r.limits.max_bits, frame=frame,
-                                         max_device_ms=r.limits.max_device_ms),
+                                         max_device_ms=r.limits.max_device_ms, max_shift=r.limits.max_shift,
+                                         compromised=r.limits.compromised),
                   question=choosing.Question(n=n, prior=prior, prior_label=q.prior, detect=q.detect,
                                              target_se=q.target_se, mse_slack=q.mse_slack),
                   hardware=choosing.Hardware(link=link, board=board, modem=modem, period_s=hw.period_s),

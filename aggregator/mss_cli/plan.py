@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError
-from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM
+from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM, Compromised
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS
 from mss_cli import changing as change_opts
 from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
@@ -32,7 +32,8 @@ FLAGS = {"epsilon": "--epsilon", "protocol": "--protocol", "question.target_se":
          "reporting.budget": "--budget", "reporting.irr_epsilon": "--irr-epsilon", "hardware.board": "--board",
          "hardware.modem": "--modem", "hardware.battery_mah": "--battery", "hardware.period_s": "--period",
          "hardware.link": "--link lorawan:REGION:DR", "question.detect": "--detect",
-         "reporting.memoize": "--fresh-reports", "shuffle.central_epsilon": "--central-epsilon"}
+         "reporting.memoize": "--fresh-reports", "shuffle.central_epsilon": "--central-epsilon",
+         "limits.max_shift": "--max-shift", "limits.compromised": "--compromised M"}
 
 
 def _link(ctx, param, value):
@@ -52,6 +53,27 @@ def _number(ctx, param, value):
     if value is not None and math.isnan(value):  # as _slack: FloatRange lets nan through
         raise click.BadParameter("must be a number, not nan")
     return value
+
+
+def parse_compromised(value):
+    """A :class:`Compromised` of a count ("3") or a share ("1%", "0.01"); raises ValueError."""
+    text = value.strip()
+    try:
+        if text.endswith("%"):
+            return Compromised(share=float(text[:-1]) / 100)
+        if any(c in text for c in ".eE"):
+            return Compromised(share=float(text))
+        return Compromised(count=int(text))
+    except ValueError:
+        raise ValueError(f"a count of devices (3) or a share of the reports (1% or 0.01) below all of them, "
+                         f"got {value!r}") from None
+
+
+def _compromised(ctx, param, value):
+    try:
+        return None if value is None else parse_compromised(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc))
 
 
 def _budget(ctx, param, value):
@@ -109,6 +131,12 @@ def _writable_in(ctx, param, value):
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
                    "fastest on the device wins, with --link the least energy per report "
                    "(0: the most accurate, whatever its device time).")
+@click.option("--compromised", type=str, default=None, callback=_compromised, metavar="M",
+              help="Devices an attacker may control: a count (3) or a share of the reports (1% or 0.01); each "
+                   "candidate then states worst_shift, the most M crafted reports can move one item's estimate.")
+@click.option("--max-shift", type=FloatRange(0, 1e6, min_open=True), default=None, callback=_number, metavar="S",
+              help="With --compromised: leave out the protocols whose worst shift of one item's estimate "
+                   "(a frequency) is above S.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of MSS's moduli search.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--device-config", type=click.Path(dir_okay=False, writable=True), callback=_writable_in,
@@ -196,7 +224,7 @@ def _request(ctx, o):
     return PlanRequest(
         k=o.k, epsilon=o.epsilon, protocol=o.protocol, seed=o.seed, use_cache=not o.no_cache, shuffle=shuffle,
         limits=Limits(max_bytes=o.max_bytes, max_bits=o.max_bits, frame=o.frame if given("frame") else None,
-                      max_device_ms=o.max_device_ms),
+                      max_device_ms=o.max_device_ms, max_shift=o.max_shift, compromised=o.compromised),
         question=Question(n=o.n if given("n") else None, detect=o.detect, target_se=o.target_se,
                           prior=o.prior_spec, mse_slack=o.mse_slack),
         hardware=Hardware(link=o.link, board=o.board, modem=o.modem, battery_mah=o.battery, period_s=o.period),
@@ -235,8 +263,9 @@ def _print_plan(out, p, device_config):
                              "the bound named (the protocol's own where proven)" if central else ""),
                   caption_justify="left")
     asked = result["devices_needed"] is not None  # a --detect or --target-se question: the devices it needs
+    worst = result.get("compromised") is not None  # --compromised: the worst shift, else one report's
     cols = (("protocol",) + ("eps0", "bound") * central + ("bits", "bytes", "MSE", "vs SS") + ("devices",) * asked
-            + ("dev ms*", "dec s*", "note"))
+            + ("worst shift" if worst else "shift/report", "dev ms*", "dec s*", "note"))
     for col in cols:
         table.add_column(col, justify="left" if col in ("protocol", "note") else "right")
     for c in result["candidates"]:
@@ -247,7 +276,7 @@ def _print_plan(out, p, device_config):
         table.add_row(c["protocol"], *([f"{c['eps0']:g}", c["central_method"]] if central else []),
                       str(c["body_bits"]), str(c["frame_bytes"]), figure(c["predicted_mse"], 3),
                       figure(c["variance_ratio_vs_ss"], 3), *[str(c["devices_needed"])] * asked,
-                      figure(c["device_ms"], 2), figure(c["decode_s"], 2),
+                      _shift_cell(c, worst), figure(c["device_ms"], 2), figure(c["decode_s"], 2),
                       "chosen" if chosen else c.get("excluded", "quick search" if c.get("search") else ""),
                       style="bold" if chosen else None)
     out.print(table)
@@ -269,6 +298,13 @@ def _print_plan(out, p, device_config):
                  if r.reporting.memoize else "; no device.memoize, no device.budget (--fresh-reports)")
         out.print(f"wrote {device_config} (device.period_s {result['period_s']}), device.sleep "
                   f"{result['device_sleep']}{extra}")
+
+
+def _shift_cell(c, worst):
+    """A candidate's manipulation figure: the worst shift of one item's estimate by the compromised
+    devices, else one report's shift_per_report (of n fhat); "-" where it is not computed."""
+    value = c.get("worst_shift") if worst else c.get("shift_per_report")
+    return "-" if value is None else figure(value, 3)
 
 
 def _worded(note):
@@ -302,6 +338,12 @@ def _print_choice(out, p):
             out.print(f"note: SubsetSelection is better here in both MSE and bits ({result['ss_bits']} bits, "
                       f"MSE ratio {result['variance_ratio_vs_ss']:.4f}): --protocol ss")
     _print_resolution(out, r.k, result)
+    if result.get("shift_per_report") is not None:
+        line = (f"integrity: one crafted report moves one item's estimate by at most "
+                f"{figure(result['shift_per_report'], 3)}/n")
+        if result.get("worst_shift") is not None:
+            line += f"; {result['compromised']} compromised devices by at most +-{figure(result['worst_shift'], 3)}"
+        out.print(line, highlight=False)
     if not result["device_ok"]:
         out.print(f"[red]warning: {result['device_ms']:.3g} ms a report on {result['board']} is above --max-device-ms "
                   f"{r.limits.max_device_ms:g}[/red] (battery and watchdog: see firmware/README.md)")

@@ -7,8 +7,11 @@ within the body budget by :mod:`.mss.planner`, the one-output protocols
 are fixed by (k, epsilon) (:mod:`.oracle_config`).  Each is scored by its
 predicted per-item MSE at ``n`` reports and the prior (SPEC.md section 7).
 ``auto`` considers those that fit, that a device can run and whose device
-time is within ``max_device_ms``, and returns the fastest on the device of
-those whose MSE is within ``mse_slack`` (default 2%) of the lowest: a 2%
+time is within ``max_device_ms`` (with ``max_shift`` and ``compromised``: whose
+worst shift of one item's estimate, compromised x ``shift_per_report(1)`` / n,
+:meth:`mss_protocol.base.Protocol.shift_per_report`, is within ``max_shift``),
+and returns the fastest on the device of those whose MSE is within
+``mse_slack`` (default 2%) of the lowest: a 2%
 larger MSE is made good by 2% more devices, while the device time decides
 a battery's life (at k = 1024, eps = 1 SubsetSelection takes 48 ms a
 report, OLH 1.5 ms at 1.005x its MSE).  Given a LoRaWAN ``link``, those
@@ -77,15 +80,49 @@ FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_need
 
 
 @dataclass(frozen=True)
+class Compromised:
+    """How many reports an attacker controls: a ``count`` of devices, or a ``share`` of the n
+    reports in (0, 1) (one of them)."""
+
+    count: int = None
+    share: float = None
+
+    def __post_init__(self):
+        if (self.count is None) == (self.share is None):
+            raise ValueError("compromised devices: give a count or a share, one of them")
+        if self.count is not None and self.count < 0:
+            raise ValueError(f"compromised devices: a count >= 0, got {self.count}")
+        if self.share is not None and not 0 <= self.share < 1:
+            raise ValueError(f"compromised devices: a share in [0, 1), got {self.share}")
+
+    def devices(self, n):
+        """The count, or ceil(share n) of ``n`` reports."""
+        return self.count if self.count is not None else math.ceil(self.share * n)
+
+
+@dataclass(frozen=True)
 class Limits:
     """What a report may cost: the whole frame within ``max_bytes`` (header included) and the body
     within ``max_bits`` (None: no limit), the ``frame`` kind (full, compact, compact-epoch), the
-    device time ``auto`` allows a report (``max_device_ms``, None: no budget)."""
+    device time ``auto`` allows a report (``max_device_ms``, None: no budget), and what
+    ``compromised`` devices (a :class:`Compromised`) may do: a protocol whose worst shift of one
+    item's estimate, compromised x shift_per_report(1) / n, exceeds ``max_shift`` is left out."""
 
     max_bytes: int = None
     max_bits: int = None
     frame: str = "full"
     max_device_ms: float = MAX_DEVICE_MS
+    max_shift: float = None
+    compromised: Compromised = None
+
+
+def shift_per_report(cfg):
+    """The manipulation coefficient shift_per_report(1) of ``cfg``'s protocol
+    (:meth:`mss_protocol.base.Protocol.shift_per_report`), None where it is not computed."""
+    try:
+        return float(registry.from_config(cfg).shift_per_report(1))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -326,6 +363,8 @@ def choose(k, eps, protocol="auto", limits=Limits(), question=Question(), hardwa
     detect, target_se = question.detect, question.target_se
     if detect is not None and target_se is not None:
         raise PlanError("give detect or target_se, not both")
+    if limits.max_shift is not None and limits.compromised is None:
+        raise PlanError("a shift limit needs the number of compromised devices it is for")
     if search.memo is None:  # SS is planned as the yardstick and as a candidate; n=None: twice more
         search = replace(search, memo={})
     if question.n is None:
@@ -373,7 +412,7 @@ def choose(k, eps, protocol="auto", limits=Limits(), question=Question(), hardwa
     for name in names:
         row = {"protocol": name, "body_bits": None, "frame_bytes": None, "predicted_mse": None,
                "variance_ratio_vs_ss": None, "device_ms": None, "rp2040_ms": None, "decode_s": None,
-               **dict.fromkeys(FIGURES)}
+               **dict.fromkeys(FIGURES), "shift_per_report": None, "compromised": None, "worst_shift": None}
         if exclude and name in exclude:
             rows.append(dict(row, excluded=exclude[name]))
             continue
@@ -400,11 +439,14 @@ def choose(k, eps, protocol="auto", limits=Limits(), question=Question(), hardwa
                    decode_s=n * ingest_us(cfg) / 1e6 + decode_cells(cfg, n) / DECODE_CELLS_PER_S)
         row.update(resolution.figures(registry.from_config(cfg), mse, n, prior=prior, detect=detect,
                                       target_se=target_se))
+        row.update(integrity_figures(cfg, n, limits))
         if quick and registry.protocol_class(name).searches_moduli:
             row["search"] = "quick"  # greedy moduli sets only (see the module docstring)
         # (what no device can run, the constructors refused above: mss_protocol.limits)
         if protocol == "auto" and max_device_ms is not None and row["device_ms"] > max_device_ms:
             row["excluded"] = f"{row['device_ms']:.3g} ms a report on {board} > --max-device-ms {max_device_ms:g}"
+        elif (why := shift_problem(row, limits)):
+            row["excluded"] = why
         else:
             if link is not None:
                 row["energy_mj_per_report"] = energy.report(
@@ -425,11 +467,37 @@ def choose(k, eps, protocol="auto", limits=Limits(), question=Question(), hardwa
     _, _, _, cfg, res, best = min(near, key=rank)
     res = _result(k, eps if central is None else best["eps0"], (cfg, res, best), rows=rows, ss=ss,
                   question=question, limits=limits)
+    res.update(shift_per_report=best["shift_per_report"], worst_shift=best["worst_shift"],
+               compromised=best["compromised"], max_shift=limits.max_shift)
     res.update(board=board, max_device_ms=max_device_ms, mse_slack=question.mse_slack,
                device_ok=None if max_device_ms is None else res["device_ms"] <= max_device_ms,
                detect=detect, target_se=target_se, **{f: best[f] for f in FIGURES},
                warnings=resolution.warnings(k, n, best, detect=detect, target_se=target_se))
     return res
+
+
+def integrity_figures(cfg, n, limits):
+    """A candidate's ``shift_per_report`` (one crafted report's largest change of one item's n fhat),
+    and with ``limits.compromised`` those devices' count (``compromised``) and ``worst_shift``,
+    compromised x shift_per_report / n: the largest change of one item's estimate they can make."""
+    shift = shift_per_report(cfg)
+    out = {"shift_per_report": shift, "compromised": None, "worst_shift": None}
+    if limits.compromised is not None:
+        out["compromised"] = m = limits.compromised.devices(n)
+        out["worst_shift"] = None if shift is None else m * shift / n
+    return out
+
+
+def shift_problem(row, limits):
+    """Why ``row`` is left out under ``limits.max_shift``, else None."""
+    if limits.max_shift is None:
+        return None
+    if row["worst_shift"] is None:
+        return "its manipulation coefficient is not computed here, so no shift limit can be checked"
+    if row["worst_shift"] > limits.max_shift:
+        return (f"{row['compromised']} compromised devices can move one item's estimate by "
+                f"{row['worst_shift']:.3g} > the shift limit {limits.max_shift:g}")
+    return None
 
 
 def _result(k, eps, chosen, rows, ss, question, limits):
