@@ -44,7 +44,7 @@ def unary_contributions(proto):
     return np.array([proto.estimate(b, 1)[0] for b in bits])
 
 
-def olh_contributions(proto, seeds=400):
+def olh_contributions(proto, seeds=150):
     """Sampled seeds plus (g, 0), every output y: the support counts of (a, b, y)."""
     rng = np.random.default_rng(5)
     a = np.concatenate([[proto.g % proto.P or 1], rng.integers(1, proto.P, seeds)])
