@@ -12,10 +12,11 @@ from click.testing import CliRunner
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
-from mss_aggregator.estimates import Compromised, EstimateRequest, estimate_store, integrity_of, with_certified
+from mss_aggregator.estimates import EstimateRequest, estimate_store, integrity_of, with_certified
 from mss_cli.main import main
 from mss_protocol import registry
 from mss_protocol.codec import codec
+from mss_protocol.integrity import Compromised
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.vectors import build, report_from_stream
 

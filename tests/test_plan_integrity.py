@@ -5,10 +5,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from mss_aggregator.plan import Compromised, Limits, PlanRequest, Question, RequestError, plan
+from mss_aggregator.plan import Limits, PlanRequest, Question, RequestError, plan
 from mss_cli.main import main
-from mss_cli.plan import parse_compromised
+from mss_cli.common import CompromisedParam
 from mss_protocol import registry
+from mss_protocol.integrity import Compromised
 
 
 def plan_cli(*args):
@@ -42,7 +43,7 @@ def test_max_shift_needs_compromised():
 @pytest.mark.parametrize("text,want", [("3", Compromised(count=3)), ("1%", Compromised(share=0.01)),
                                        ("0.01", Compromised(share=0.01))])
 def test_compromised_takes_a_count_or_a_share(text, want):
-    assert parse_compromised(text) == want
+    assert CompromisedParam().convert(text, None, None) == want
 
 
 def test_the_cli_validates_and_prints_json():

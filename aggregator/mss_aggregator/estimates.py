@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
 from mss_protocol import registry
+from mss_protocol.integrity import Compromised
 
 
 class EstimateError(ValueError):
@@ -29,48 +30,6 @@ class EstimateError(ValueError):
     def __init__(self, field_name, message, store=None):
         super().__init__(message)
         self.field, self.store = field_name, store
-
-
-@dataclass(frozen=True)
-class Compromised:
-    """How many of the devices decoded the operator does not trust: a ``count`` of devices, or a
-    ``share`` of the devices decoded (rounded up); give one.
-
-    Parameters
-    ----------
-    count : int, optional
-        Devices (>= 0).
-    share : float, optional
-        A fraction of the devices decoded, in [0, 1).
-    """
-    count: int = None
-    share: float = None
-
-    def __post_init__(self):
-        if (self.count is None) == (self.share is None):
-            raise ValueError("give a count of compromised devices or a share of them, not both or neither")
-        if self.count is not None and (isinstance(self.count, bool) or int(self.count) != self.count
-                                       or self.count < 0):
-            raise ValueError(f"a count of compromised devices is a whole number >= 0, not {self.count!r}")
-        if self.share is not None and not 0 <= self.share < 1:
-            raise ValueError(f"a share of compromised devices is in [0, 1), not {self.share!r}")
-
-    def devices(self, decoded):
-        """The compromised devices among ``decoded`` devices.
-
-        Parameters
-        ----------
-        decoded : int
-            The devices decoded.
-
-        Returns
-        -------
-        int
-            The count, or the share of ``decoded`` rounded up (1% of 150 devices is 2).
-        """
-        if self.count is not None:
-            return int(self.count)
-        return math.ceil(self.share * decoded - 1e-9)
 
 
 #: The default: one untrusted device, the least an operator who publishes an estimate should state

@@ -23,10 +23,11 @@ from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import choose as choosing
 from mss_protocol import energy, lorawan, shuffling
-from mss_protocol.choose import (IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget, Compromised,
+from mss_protocol.choose import (IRR_PROTOCOLS, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT, CentralTarget,
                                   choose)
 from mss_protocol.config_file import seeded  # the protocols whose seed names the device (olh)
 from mss_protocol.configs import load_dict
+from mss_protocol.integrity import Compromised
 from mss_protocol.mss.planner import PlanError, Search
 
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mss_protocol.integrity import Compromised
 from mss_protocol.privacy import MAX_EPSILON, MIN_PLAN_EPSILON, plan_epsilon_problem
 
 AUDIT_FAILED = 1  # mss audit: a client exceeded its epsilon, or the broken control was not caught
@@ -381,3 +382,28 @@ def run_until_stopped(died, table=None, tick=None):
               redirect_stdout=sys.stdout.isatty()) as display:
         while going():
             display.update(table())
+
+
+class CompromisedParam(click.ParamType):
+    """``--compromised``: a count of devices (``3``) or a share of the fleet (``1%`` or ``0.01``), as a
+    :class:`mss_protocol.integrity.Compromised` (``mss plan``: of its n; ``mss estimate``: of the devices
+    decoded)."""
+
+    name = "M|P%"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Compromised):
+            return value
+        text = str(value).strip()
+        try:
+            if text.endswith("%") or any(c in text for c in ".eE"):
+                share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+                if not 0 <= share < 1:  # also refuses nan and inf
+                    self.fail(f"{value!r}: a share is from 0% to below 100%", param, ctx)
+                return Compromised(share=share)
+            count = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither a count of devices (3) nor a share of them (1% or 0.01)", param, ctx)
+        if not 0 <= count <= 2**32:
+            self.fail(f"{value!r}: a count of devices is from 0 to 2**32", param, ctx)
+        return Compromised(count=count)

@@ -8,35 +8,12 @@ from rich.table import Table
 from mss_aggregator import jsonout
 from mss_aggregator import view as views
 from mss_aggregator.collect import central as centrals
-from mss_cli.common import FloatRange, counters_line, fail, make_console, output_file, post_option, writing
+from mss_cli.common import CompromisedParam, FloatRange, counters_line, fail, make_console, output_file, post_option, writing
 from mss_aggregator import estimates as estimates_lib
 from mss_iot import Campaign, EstimateError, EstimateRequest, StoreError, estimate_store, open_store
 from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
-
-
-class CompromisedParam(click.ParamType):
-    """``--compromised``: a count of devices (``3``) or a share of the devices decoded (``1%``)."""
-
-    name = "M|P%"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, estimates_lib.Compromised):
-            return value
-        text = str(value).strip()
-        try:
-            if text.endswith("%"):
-                share = float(text[:-1])
-                if not 0 <= share < 100:  # also refuses nan and inf
-                    self.fail(f"{value!r}: a share is from 0% to below 100%", param, ctx)
-                return estimates_lib.Compromised(share=share / 100)
-            count = int(text)
-        except ValueError:
-            self.fail(f"{value!r} is neither a count of devices (3) nor a share of them (1%)", param, ctx)
-        if not 0 <= count <= 2**32:
-            self.fail(f"{value!r}: a count of devices is from 0 to 2**32", param, ctx)
-        return estimates_lib.Compromised(count=count)
 
 
 @click.command("estimate")

@@ -14,10 +14,10 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError
-from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM, Compromised
+from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS
 from mss_cli import changing as change_opts
-from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, FloatRange, fail, figure, make_console
+from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, CompromisedParam, FloatRange, fail, figure, make_console
 from mss_device.frame import KINDS
 from mss_iot import Hardware, Limits, PlanRequest, Question, Reporting, RequestError, Shuffling, plan
 from mss_node.settings import DEVICE_DEFAULTS
@@ -53,27 +53,6 @@ def _number(ctx, param, value):
     if value is not None and math.isnan(value):  # as _slack: FloatRange lets nan through
         raise click.BadParameter("must be a number, not nan")
     return value
-
-
-def parse_compromised(value):
-    """A :class:`Compromised` of a count ("3") or a share ("1%", "0.01"); raises ValueError."""
-    text = value.strip()
-    try:
-        if text.endswith("%"):
-            return Compromised(share=float(text[:-1]) / 100)
-        if any(c in text for c in ".eE"):
-            return Compromised(share=float(text))
-        return Compromised(count=int(text))
-    except ValueError:
-        raise ValueError(f"a count of devices (3) or a share of the reports (1% or 0.01) below all of them, "
-                         f"got {value!r}") from None
-
-
-def _compromised(ctx, param, value):
-    try:
-        return None if value is None else parse_compromised(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc))
 
 
 def _budget(ctx, param, value):
@@ -131,7 +110,7 @@ def _writable_in(ctx, param, value):
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
                    "fastest on the device wins, with --link the least energy per report "
                    "(0: the most accurate, whatever its device time).")
-@click.option("--compromised", type=str, default=None, callback=_compromised, metavar="M",
+@click.option("--compromised", type=CompromisedParam(), default=None,
               help="Devices an attacker may control: a count (3) or a share of the reports (1% or 0.01); each "
                    "candidate then states worst_shift, the most M crafted reports can move one item's estimate.")
 @click.option("--max-shift", type=FloatRange(0, 1e6, min_open=True), default=None, callback=_number, metavar="S",

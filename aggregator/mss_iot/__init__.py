@@ -38,7 +38,7 @@ EXPORTS = {
     "EpochEstimate": "mss_iot.store", "EstimateTable": "mss_iot.store",
     "estimate_store": "mss_aggregator.estimates",
     "EstimateRequest": "mss_aggregator.estimates", "EstimateError": "mss_aggregator.estimates",
-    "Compromised": "mss_aggregator.estimates", "Integrity": "mss_aggregator.estimates",
+    "Compromised": "mss_protocol.integrity", "Integrity": "mss_aggregator.estimates",
     "export": "mss_aggregator.export", "ExportRequest": "mss_aggregator.export",
     "ExportResult": "mss_aggregator.export", "ExportError": "mss_aggregator.export",
     # privacy audit (mss audit)

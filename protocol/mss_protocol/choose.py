@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 from mss_device.frame import HEADER, KINDS
 from mss_protocol import device_cost, energy, privacy, registry, resolution, shuffling
 from mss_protocol.config_file import ConfigError, frame_index
+from mss_protocol.integrity import Compromised
 from mss_protocol.irr import PROTOCOLS as IRR_PROTOCOLS  # one output a report: an instantaneous layer applies
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.planner import PlanError, Search, cache_dir, plan as plan_mss
@@ -77,27 +78,6 @@ MAX_DEVICE_MS = 100.0  # default per-report budget on an RP2040
 MSE_SLACK = 0.02  # auto: MSEs within 2% of the lowest tie, the device time (with a link: the energy) decides
 N_DEFAULT = 10000  # the fleet size a plan is stated at unless given
 FIGURES = ("per_item_se", "half_width_95", "detectable_frequency", "devices_needed")
-
-
-@dataclass(frozen=True)
-class Compromised:
-    """How many reports an attacker controls: a ``count`` of devices, or a ``share`` of the n
-    reports in (0, 1) (one of them)."""
-
-    count: int = None
-    share: float = None
-
-    def __post_init__(self):
-        if (self.count is None) == (self.share is None):
-            raise ValueError("compromised devices: give a count or a share, one of them")
-        if self.count is not None and self.count < 0:
-            raise ValueError(f"compromised devices: a count >= 0, got {self.count}")
-        if self.share is not None and not 0 <= self.share < 1:
-            raise ValueError(f"compromised devices: a share in [0, 1), got {self.share}")
-
-    def devices(self, n):
-        """The count, or ceil(share n) of ``n`` reports."""
-        return self.count if self.count is not None else math.ceil(self.share * n)
 
 
 @dataclass(frozen=True)
