@@ -71,7 +71,7 @@ def test_fleet_end_to_end_counts_equal_offline(tmp_path, any_broker, config):
     want = Decoder(CFG).decode(offline).rows()
     assert [r["estimate"] for r in est["estimates"]] == pytest.approx([r["estimate"] for r in want], abs=1e-12)
     assert set(est["estimates"][0]) == {"item", "estimate", "stderr", "ci_low", "ci_high", "detected", "sim_low",
-                                        "sim_high", "detected_simultaneous"}
+                                        "sim_high", "detected_simultaneous", "certified_ci"}  # issue 47: + certified
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert sorted(truth["values"]) == sorted(f"dev{i}" for i in range(60))
 

@@ -29,6 +29,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mss_aggregator.collect.allow_list import AllowList
 from mss_aggregator.collect.collectors import skipped
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, uplink_event_class
@@ -186,7 +187,11 @@ def _mqtt_sets():
                 ("a batch on another campaign's topic", shuffled_batch.topic("other"), good),
                 ("a batch on the report topic", topic, good),
                 ("a batch whose MAC fails", stopic, good[:-1] + bytes([good[-1] ^ 1]))]
+    allowed = [("a device on the allow-list", topic, now),
+               ("a device not on it", f"mss/v1/{CAMPAIGN}/board-08/report",
+                _draw(cfg=grr, value=2, epoch=NOW_EPOCH, seq=45, device_id="board-08", label="mqtt-not-allowed"))]
     return [("grr k = 5, eps = 1, full frames", grr, "reports", reports),
+            ("grr k = 5, eps = 1, an allow-list of board-07 (mss aggregate --allow-list)", grr, "allow-list", allowed),
             ("mss k = 8, compact-epoch frames", mss, "reports", ce),
             ("shuffled batches of grr k = 5 (shuffled/batches.json's key and config)", cfgs["grr"], "shuffled",
              shuffled)]
@@ -207,8 +212,11 @@ def _ingest(s, cfg):
     kwargs = {}
     if "lorawan" in dev:
         kwargs = dict(lorawan=parse_spec(s["server"]), ports=(dev["lorawan"]["fport"], dev["lorawan"]["time_fport"]))
-    return Ingest(cfg, s["campaign"], dev["period_s"], dev["epoch_origin"], clock=lambda: s["now"],
-                  past_epochs=s["accept_past_epochs"], **kwargs)
+    ing = Ingest(cfg, s["campaign"], dev["period_s"], dev["epoch_origin"], clock=lambda: s["now"],
+                 past_epochs=s["accept_past_epochs"], **kwargs)
+    if "allow_list" in s:  # the set's provisioned ids (SPEC.md section 6, reason not_allowed)
+        ing.allowed = AllowList(frozenset(s["allow_list"]))
+    return ing
 
 
 def _result(out):
@@ -262,6 +270,8 @@ def make_mqtt():
     sets = []
     for what, cfg, receiver, msgs in _mqtt_sets():
         extra = {"receiver": receiver}
+        if receiver == "allow-list":
+            extra = {"receiver": "reports", "allow_list": ["board-07"]}
         if receiver == "shuffled":
             extra["key_hex"] = shuffled_vectors.KEY.hex()
         sets.append(_make_set(what, cfg, msgs, **extra))
