@@ -35,6 +35,17 @@ NOT_BASE = {"ms", "msec", "millis", "milliseconds", "us", "microseconds", "ns", 
 DEVICE_LABELS = {"device", "device_id", "dev_eui", "deveui", "dev_addr", "devaddr", "client_id", "slot", "board"}
 
 
+def scrape(view):
+    """The metric families a dashboard server over ``view`` serves at /metrics (the view closed after)."""
+    web = WebServer(view, "127.0.0.1:0").start()
+    try:
+        with urllib.request.urlopen(web.url + "metrics", timeout=10) as r:
+            return list(text_string_to_metric_families(r.read().decode()))
+    finally:
+        web.stop()
+        view.close()
+
+
 @pytest.fixture(scope="module")
 def metrics(tmp_path_factory):
     """(families, served sample names) of /metrics for a store of 40 devices' reports, one
@@ -55,15 +66,7 @@ def metrics(tmp_path_factory):
     broker = {"broker": "127.0.0.1:1883", "tls": False, "connected": False, "connected_since": None,
               "failures": dict.fromkeys(CAUSES, 0) | {"refused": 2}, "last_error": "refused: no",
               "last_error_at": 1.7e9}
-    view = LiveView(path, interval=60, brokers=lambda: [broker])
-    web = WebServer(view, "127.0.0.1:0").start()
-    try:
-        with urllib.request.urlopen(web.url + "metrics", timeout=10) as r:
-            text = r.read().decode()
-    finally:
-        web.stop()
-        view.close()
-    families = list(text_string_to_metric_families(text))
+    families = scrape(LiveView(path, interval=60, brokers=lambda: [broker]))
     return families, {s.name for f in families for s in f.samples}
 
 
@@ -124,16 +127,8 @@ def shuffled_metrics(tmp_path):
     for _ in range(2):
         store.write_batch(ingest.decode_batch([ingest.receive_mqtt(b"mss/v1/t/shuffled", batch, "mqtt:w")]))
     store.close()
-    view = LiveView(tmp_path / "s.sqlite", interval=60)
-    web = WebServer(view, "127.0.0.1:0").start()
-    try:
-        with urllib.request.urlopen(web.url + "metrics", timeout=10) as r:
-            text = r.read().decode()
-    finally:
-        web.stop()
-        view.close()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+            for f in scrape(LiveView(tmp_path / "s.sqlite", interval=60)) for s in f.samples}
 
 
 def test_a_shuffled_stores_outcomes_are_reports_and_its_batches_their_own_counter(tmp_path):
