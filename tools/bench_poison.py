@@ -6,19 +6,23 @@ items (the three least frequent).  The attacks (Cao et al., "Data poisoning atta
 differential privacy protocols"):
 
 - ``mga``: the Maximal Gain Attack; each report supports the targets as much as a valid report of
-  the protocol can: GRR the point on one target (round robin over the three), the unary encodings
-  (OUE "rappor", SUE) exactly the three target bits, OLH a seed (a, b) that hashes the three
-  targets to one output y and that y (a board may pick its device id, hence its seed), SS and MSS a block (round robin) and a subset
-  holding the targets' residues, filled to its size with other residues;
+  the protocol can (the protocol's ``crafted_counts``): GRR the point on one target (round robin
+  over the three), the unary encodings (OUE "rappor", SUE) exactly the three target bits, OLH a
+  seed (a, b) that hashes the three targets to one output y and that y (a board may pick its
+  device id, hence its seed), HR the output (j, 0) of a block holding the most targets (column 0
+  supports the whole block), PGR a point on the hyperplanes of as many targets as any point is
+  (all three when they span fewer than t dimensions), SS and MSS a block (round robin) and a
+  subset holding the targets' residues, filled to its size with other residues;
 - ``random-item``: a target picked at random, honestly randomised;
 - ``random-output``: a uniformly random valid report (point, k bits, seed and output, block and
-  subset);
+  subset; the protocol's ``random_output_counts``);
 - ``input-lie``: the baseline no protocol can prevent, each fake device honestly randomising a
   target (round robin over the three).
 
 Crafted reports enter as the counts their decoded reports add (GRR and the unary encodings: the
-support counts, SS and MSS: :class:`~mss_protocol.counts.Counts`, a block's reports and the
-residues its subset holds, OLH: its ``tally`` of the (a, b, y)), and the estimates are each protocol's own ``estimate``.  The gain is
+support counts, HR and PGR: the histogram over their K outputs, SS and MSS:
+:class:`~mss_protocol.counts.Counts`, a block's reports and the residues its subset holds, OLH: its
+``tally`` of the (a, b, y)), and the estimates are each protocol's own ``estimate``.  The gain is
 the largest rise of any one target's estimate against the same honest counts without the crafted
 devices (one draw of each attack); ``input_lie`` is the input lie's expected gain, exact since every
 estimator here is unbiased: max over targets of (M / 3 - M f_t) / (n + M), so that the ratio
@@ -27,7 +31,7 @@ certified bound is ``M * shift_per_report(1) / (n + M)``
 (:class:`mss_aggregator.estimates.Integrity` over the n + M reports).
 
 Not measured: the attacker who knows the anomaly detector of issue 47 item 4 (no detector exists
-yet), and HR and PGR (their crafted supports are Hadamard or grouped sets, not built here).
+yet).
 
     .venv/bin/python tools/bench_poison.py            # the full grid (about 9 s on 2 cores)
     .venv/bin/python tools/bench_poison.py --quick    # k 16, eps 2, 1% and 5%
@@ -43,7 +47,7 @@ from mss_protocol.counts import Counts
 
 N = 10_000
 R = 3
-PROTOCOLS = ("grr", "rappor", "sue", "olh", "ss", "mss")
+PROTOCOLS = ("grr", "rappor", "sue", "olh", "hr", "pgr", "ss", "mss")
 KS = (16, 256, 1024)
 EPSILONS = (1.0, 2.0, 4.0)
 SHARES = (0.005, 0.01, 0.02, 0.05)
@@ -58,63 +62,20 @@ def population(k, seed=11):
     return values, np.argsort(freq, kind="stable")[:R]
 
 
-def is_blocks(proto):
-    return hasattr(proto, "cfg") and hasattr(proto.cfg, "moduli")
-
-
 def add(counts, extra):
     if isinstance(counts, Counts):
         return Counts(counts.cfg, counts.n + extra.n, counts.c + extra.c)
     return counts + extra
 
 
-def block_counts(cfg, blocks, subsets):
-    """Counts of block-subset reports: ``blocks`` (M,), ``subsets`` a list of residue arrays."""
-    n_j = np.bincount(blocks, minlength=cfg.l)
-    c = np.zeros(cfg.offsets[-1], dtype=np.int64)
-    for j, z in zip(blocks, subsets):
-        c[cfg.offsets[j] + np.asarray(z)] += 1
-    return Counts(cfg, n_j, c)
-
-
 def crafted(proto, attack, targets, m, rng):
     """The counts the ``m`` crafted reports of ``attack`` add."""
-    k = proto.k
     if attack in ("input-lie", "random-item"):
         claims = targets[np.arange(m) % R] if attack == "input-lie" else targets[rng.integers(0, R, m)]
         return proto.sample_counts(claims, rng)
-    if is_blocks(proto):
-        cfg = proto.cfg
-        blocks = np.arange(m) % cfg.l if attack == "mga" else rng.integers(0, cfg.l, m)
-        subsets = []
-        for i, j in enumerate(blocks):
-            mod, omega = cfg.moduli[j], cfg.omegas[j]
-            if attack == "random-output":
-                subsets.append(rng.choice(mod, omega, replace=False))
-                continue
-            res = list(dict.fromkeys(int(t) % mod for t in targets))
-            res = res[i % len(res):] + res[:i % len(res)]  # rotate when omega holds fewer than all
-            fill = [v for v in range(mod) if v not in res][:max(0, omega - len(res))]
-            subsets.append((res + fill)[:omega])
-        return block_counts(cfg, blocks, subsets)
-    if hasattr(proto, "tally"):  # OLH: reports (a, b, y), any seed (a board may pick its device id)
-        if attack == "random-output":
-            a, b = proto.sample_seeds(m, rng)
-            return proto.tally((a, b, rng.integers(0, proto.g, m)))
-        a, b = proto.sample_seeds(1 << 20, rng)  # MGA: seeds that hash the three targets together
-        h = proto.hash(a[:, None].astype(np.int64), b[:, None].astype(np.int64), targets[None, :].astype(np.int64))
-        hit = np.flatnonzero((h == h[:, :1]).all(axis=1))
-        hit = np.resize(hit, m)
-        return proto.tally((a[hit], b[hit], h[hit, 0]))
-    lo, hi = proto.support_sizes()
-    if hi == 1:  # GRR: one point
-        points = targets[np.arange(m) % R] if attack == "mga" else rng.integers(0, k, m)
-        return np.bincount(points, minlength=k)
-    if attack == "random-output":  # unary: every bit a fair coin
-        return rng.binomial(m, 0.5, size=k)
-    support = np.zeros(k, dtype=np.int64)
-    support[targets] = m
-    return support
+    if attack == "mga":
+        return proto.crafted_counts(targets, m, rng)
+    return proto.random_output_counts(m, rng)
 
 
 def estimate(proto, counts, n):

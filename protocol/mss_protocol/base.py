@@ -27,6 +27,11 @@ audit (the real client and the channel).
 ``shift_per_report(r)``         the largest change one crafted report can make
                                 to the sum of any r items' n fhat_v (the
                                 manipulation coefficient)
+``crafted_counts(...)``         (targets, m, rng): the counts m Maximal Gain
+                                Attack reports add, each a wire-valid report
+                                supporting as many targets as one report can
+``random_output_counts(...)``   (m, rng): the counts of m uniformly random
+                                wire-valid reports (the random-output attack)
 ``channel()``                   the attacker's view (:mod:`.channel`)
 ``cost_family``                 the device cost model's family (a key of
                                 ``device_cost.COEF[isa]``)
@@ -177,6 +182,20 @@ class Protocol:
         ``M * shift_per_report(r) / n``.  Each protocol derives it from its decoder's affine
         form and its exact integer thresholds, beside its variance."""
         raise self.missing("shift_per_report(r)")
+
+    def crafted_counts(self, targets, m, rng):
+        """The counts ``m`` reports of the Maximal Gain Attack add (Cao, Jia and Gong, "Data
+        poisoning attacks to local differential privacy protocols", USENIX Security 2021): each a
+        wire-valid report chosen to support as many of the items ``targets`` (an int array) as one
+        report of this protocol can, in the protocol's counts (:meth:`sample_counts`' kind);
+        ``rng`` (a NumPy Generator) picks among equally good reports.  Where several reports
+        support the most targets but different ones, they take turns (round robin)."""
+        raise self.missing("crafted_counts(targets, m, rng)")
+
+    def random_output_counts(self, m, rng):
+        """The counts of ``m`` uniformly random wire-valid reports (Cao et al.'s random-output
+        attack), drawn through ``rng`` (a NumPy Generator)."""
+        raise self.missing("random_output_counts(m, rng)")
 
     def channel(self):
         raise self.missing("channel()")

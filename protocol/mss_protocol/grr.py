@@ -80,6 +80,16 @@ class GRR(SupportOracle):
         """Support counts (k,) of reports for ``values``."""
         return np.bincount(self.perturb(values, rng), minlength=self.k)
 
+    def crafted_counts(self, targets, m, rng):
+        """Counts (k,) of ``m`` Maximal Gain Attack reports (:meth:`Protocol.crafted_counts`): a
+        report is one point and supports one item, so each is a target's, round robin."""
+        targets = np.asarray(targets)
+        return np.bincount(targets[np.arange(m) % targets.size], minlength=self.k)
+
+    def random_output_counts(self, m, rng):
+        """Counts (k,) of ``m`` uniformly random points."""
+        return np.bincount(rng.integers(0, self.k, m), minlength=self.k)
+
     def shuffle_channel(self):
         """k-ary randomised response itself (:meth:`Protocol.shuffle_channel`)."""
         return "grr", None

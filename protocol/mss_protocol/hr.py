@@ -278,6 +278,21 @@ class HadamardResponse(SupportOracle):
         units = max(2 * min(r, nb), min(r, n_max + nb) if self.blocks >= 2 else 0)
         return units / (2 * (self.p - self.q))
 
+    def crafted_counts(self, targets, m, rng):
+        """Histogram (K,) of ``m`` Maximal Gain Attack reports (:meth:`Protocol.crafted_counts`).
+
+        An output (j, c) supports the items of block j whose row has H_b[r, c] = +1 and no item
+        elsewhere; column c = 0 (H_b[r, 0] = +1 for every r) supports every item of its block,
+        the most any output does.  So each report is (j, 0) for a block j holding the most
+        targets, round robin over those blocks (one target a block: over the targets' blocks)."""
+        blocks, held = np.unique(self.item_block[np.asarray(targets)], return_counts=True)
+        best = blocks[held == held.max()]
+        return np.bincount(best[np.arange(m) % best.size] * self.b, minlength=self.K)
+
+    def random_output_counts(self, m, rng):
+        """Histogram (K,) of ``m`` uniform outputs of [K]."""
+        return np.bincount(rng.integers(0, self.K, m), minlength=self.K)
+
     def variance(self, n, prior=None):
         """Per-item MSE of the unbiased estimate averaged over [k], at values distributed
         as ``prior`` (uniform by default): the block totals enter (module docstring)."""

@@ -134,6 +134,23 @@ class OLH(SupportOracle):
         """n seeds (a (n,), b (n,)) drawn uniformly, as the client draws one."""
         return rng.integers(1, self.P, size=n), rng.integers(0, self.P, size=n)
 
+    def crafted_counts(self, targets, m, rng, tries=1 << 20):
+        """Support counts (k,) of ``m`` Maximal Gain Attack reports (:meth:`Protocol.crafted_counts`):
+        seeds (a, b) that hash every target to one output y, and that y.  The seed is not on the
+        wire but a board may pick its device id, hence its seed (:meth:`support_sizes`); such
+        seeds are found among ``tries`` uniform ones (a share about g^-(r-1) of them, r targets)
+        and cycled through."""
+        targets = np.asarray(targets, dtype=np.int64)
+        a, b = self.sample_seeds(tries, rng)
+        h = self.hash(a[:, None].astype(np.int64), b[:, None].astype(np.int64), targets[None, :])
+        hit = np.resize(np.flatnonzero((h == h[:, :1]).all(axis=1)), m)
+        return self.tally((a[hit], b[hit], h[hit, 0]))
+
+    def random_output_counts(self, m, rng):
+        """Support counts (k,) of ``m`` reports of a uniform seed and a uniform output."""
+        a, b = self.sample_seeds(m, rng)
+        return self.tally((a, b, rng.integers(0, self.g, m)))
+
     def sample_reports(self, values, rng, seeds=None):
         """Reports (a, b, y) for ``values`` (n,), vectorised (same law as the client);
         ``seeds`` (a, b) given (``seed: device``), else drawn."""

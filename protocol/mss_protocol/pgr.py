@@ -211,6 +211,24 @@ class PGR(SupportOracle):
         """Multiplicative inverses mod q, indexed by residue (entry 0 unused)."""
         return np.array([0] + [pow(a, -1, self.field) for a in range(1, self.field)], dtype=np.int64)
 
+    # -- crafted reports (Protocol.crafted_counts) ----------------------------
+    def crafted_counts(self, targets, m, rng):
+        """Histogram (K,) of ``m`` Maximal Gain Attack reports (:meth:`Protocol.crafted_counts`).
+
+        A point u supports the items v with <u, v> = 0, so a crafted report is a point on the
+        hyperplanes of as many targets as any point is: every target when they span fewer than
+        t dimensions (a nonzero u orthogonal to all exists), else t - 1 of them (t = 2: one, the
+        projective line's hyperplanes are single points).  The K points are searched (O(K t) per
+        target) and the reports are uniform among the best."""
+        targets = np.asarray(targets)
+        held = ((self.coords @ self.coords[targets].T) % self.field == 0).sum(axis=1)
+        best = np.flatnonzero(held == held.max())
+        return np.bincount(rng.choice(best, m), minlength=self.K)
+
+    def random_output_counts(self, m, rng):
+        """Histogram (K,) of ``m`` uniform points of [K]."""
+        return np.bincount(rng.integers(0, self.K, m), minlength=self.K)
+
     # -- decoder ------------------------------------------------------------
     def support(self, hist):
         """C_v = sum_{u in S_v} hist[u] for the k items: summed over each item's c_set

@@ -122,6 +122,17 @@ class UnaryEncoding(SupportOracle):
         n_v = np.bincount(np.asarray(values), minlength=self.k)
         return rng.binomial(n_v, self.p) + rng.binomial(n_v.sum() - n_v, self.q)
 
+    def crafted_counts(self, targets, m, rng):
+        """Support counts (k,) of ``m`` Maximal Gain Attack reports (:meth:`Protocol.crafted_counts`):
+        any k bits are a valid body, so each report sets exactly the targets' bits."""
+        support = np.zeros(self.k, dtype=np.int64)
+        support[np.asarray(targets)] = m
+        return support
+
+    def random_output_counts(self, m, rng):
+        """Support counts (k,) of ``m`` uniformly random bodies: every bit a fair coin."""
+        return rng.binomial(m, 0.5, size=self.k)
+
     def shuffle_channel(self):
         """Optimised or symmetric unary encoding, named by its variant (:meth:`Protocol.shuffle_channel`)."""
         return self.variant, None

@@ -235,6 +235,39 @@ class MssProtocol(Protocol):
                 out = np.maximum(out, top[j] - bottom[i] + spread)
         return out
 
+    def crafted_counts(self, targets, m, rng):
+        """:class:`~.counts.Counts` of ``m`` Maximal Gain Attack reports
+        (:meth:`mss_protocol.base.Protocol.crafted_counts`): a report (j, Z) supports the items
+        whose residue mod m_j is in Z, so each holds the targets' residues mod m_j (as many as
+        omega_j holds, rotated from report to report when it holds fewer), filled to omega_j with
+        the lowest other residues; the block j is round robin over the l blocks (each holds
+        every target's residue: the decoder weighs the blocks, the attacker spreads over them)."""
+        cfg = self.cfg
+        blocks = np.arange(m) % cfg.l
+        subsets = []
+        for i, j in enumerate(blocks):
+            mod, omega = cfg.moduli[j], cfg.omegas[j]
+            res = list(dict.fromkeys(int(t) % mod for t in targets))
+            res = res[i % len(res):] + res[:i % len(res)]
+            fill = [v for v in range(mod) if v not in res][:max(0, omega - len(res))]
+            subsets.append((res + fill)[:omega])
+        return self._block_counts(blocks, subsets)
+
+    def random_output_counts(self, m, rng):
+        """:class:`~.counts.Counts` of ``m`` uniformly random reports: a uniform block and a
+        uniform omega_j-subset of its residues."""
+        cfg = self.cfg
+        blocks = rng.integers(0, cfg.l, m)
+        return self._block_counts(blocks, [rng.choice(cfg.moduli[j], cfg.omegas[j], replace=False) for j in blocks])
+
+    def _block_counts(self, blocks, subsets):
+        """Counts of reports (blocks[i], subsets[i]), a subset an array of residues."""
+        cfg = self.cfg
+        c = np.zeros(cfg.offsets[-1], dtype=np.int64)
+        for j, z in zip(blocks, subsets):
+            c[cfg.offsets[j] + np.asarray(z)] += 1
+        return Counts(cfg, np.bincount(blocks, minlength=cfg.l), c)
+
     def shuffle_channel(self):
         """Subset selection of w out of k when the config is one block over all k items; MSS over
         several blocks has no bound of its own (:meth:`Protocol.shuffle_channel`)."""
