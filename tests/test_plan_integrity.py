@@ -9,6 +9,7 @@ from mss_aggregator.plan import Limits, PlanRequest, Question, RequestError, pla
 from mss_cli.main import main
 from mss_cli.common import CompromisedParam
 from mss_protocol import registry
+from mss_protocol.choose import COST_TIE, MSE_SLACK, choose
 from mss_protocol.integrity import Compromised
 
 
@@ -32,6 +33,25 @@ def test_compromised_share_and_max_shift_leave_out_the_fragile():
     assert rows["grr"]["compromised"] == 100 and rows["grr"]["worst_shift"] == pytest.approx(5.97, abs=0.01)
     assert "excluded" in rows["grr"] and "shift limit" in rows["grr"]["excluded"]
     assert d["worst_shift"] <= 0.05 and d["compromised"] == 100
+
+
+def test_auto_breaks_a_tie_towards_the_smaller_shift():
+    """k = 128, eps 2: MSS is within the MSE slack of SS and 0.7% faster on the device, within
+    COST_TIE, but a crafted MSS report moves an item 3.2x as far: auto takes SS.  At eps 0.5 OUE is
+    in the MSE tie too and 40% faster than SS: it stays the choice though SS is more robust."""
+    d = choose(128, 2.0, "auto")
+    rows = {c["protocol"]: c for c in d["candidates"]}
+    ss, mss = rows["ss"], rows["mss"]
+    assert ss["predicted_mse"] <= mss["predicted_mse"] <= ss["predicted_mse"] * (1 + MSE_SLACK)
+    assert mss["device_ms"] < ss["device_ms"] <= mss["device_ms"] * (1 + COST_TIE)
+    assert mss["shift_per_report"] > 3 * ss["shift_per_report"]
+    assert d["protocol"] == "ss" and d["shift_per_report"] == ss["shift_per_report"]
+    d = choose(128, 0.5, "auto")
+    rows = {c["protocol"]: c for c in d["candidates"]}
+    ss, oue = rows["ss"], rows["rappor"]
+    assert oue["predicted_mse"] <= ss["predicted_mse"] * (1 + MSE_SLACK) and ss["shift_per_report"] < oue["shift_per_report"]
+    assert oue["device_ms"] * (1 + COST_TIE) < ss["device_ms"]
+    assert d["protocol"] == "rappor"
 
 
 def test_max_shift_needs_compromised():

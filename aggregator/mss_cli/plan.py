@@ -23,7 +23,7 @@ from mss_iot import Hardware, Limits, PlanRequest, Question, Reporting, RequestE
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import budget as budgets
 from mss_protocol import device_cost, energy, lorawan, shuffling
-from mss_protocol.choose import CHOICES, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT
+from mss_protocol.choose import CHOICES, COST_TIE, MAX_DEVICE_MS, MSE_SLACK, N_DEFAULT
 from mss_protocol.limits import MAX_K
 from mss_protocol.mss.planner import PlanError
 from mss_protocol.progress import Reporter
@@ -77,7 +77,8 @@ def _writable_in(ctx, param, value):
               help="Privacy budget per report (epsilon-LDP).  Required unless --central-epsilon, which plans it.")
 @click.option("--protocol", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="auto: of the protocols whose whole frame fits the budget, the fastest on the device among "
-                   "the most accurate (--mse-slack; with --link the least energy per report); or one protocol "
+                   "the most accurate (--mse-slack; with --link the least energy per report; within 1% of that, "
+                   "the smallest shift_per_report); or one protocol "
                    "(mss: the best MSS configuration, compared honestly with SubsetSelection).")
 @click.option("--max-bytes", type=click.IntRange(1, MAX_BITS // 8), default=None,
               help="Largest whole report (header + body) in bytes, e.g. 11 for LoRaWAN US915 DR0.")
@@ -108,8 +109,9 @@ def _writable_in(ctx, param, value):
                    "counts: auto leaves out protocols above it; a protocol named with --protocol is warned about.")
 @click.option("--mse-slack", type=FloatRange(0, 10), default=MSE_SLACK, show_default=True, callback=_slack,
               help="auto: protocols whose predicted MSE is within this fraction of the lowest tie, and the "
-                   "fastest on the device wins, with --link the least energy per report "
-                   "(0: the most accurate, whatever its device time).")
+                   "fastest on the device wins, with --link the least energy per report, and of those within 1% "
+                   "of it the most robust, the smallest shift_per_report (0: the most accurate, whatever its "
+                   "device time).")
 @click.option("--compromised", type=CompromisedParam(), default=None,
               help="Devices an attacker may control: a count (3) or a share of the reports (1% or 0.01); each "
                    "candidate then states worst_shift, the most M crafted reports can move one item's estimate.")
@@ -353,9 +355,15 @@ def _why(asked, result, link, slack):
     among = " of those not left out" if left else ""
     rule = f"within {slack:.0%} of the {least} (--mse-slack {slack:g})"
     if len(near) > 1:
-        fastest = "the least energy per report" if link else "the lowest device time"
+        cost, costs, fastest = (("energy_mj_per_report", "energies", "the least energy per report") if link
+                                else ("device_ms", "device times", "the lowest device time"))
         whose = "devices needed are" if metric == "devices needed" else "predicted MSEs are"
+        cheapest = min(c[cost] for c in rivals if c["protocol"] in near)
+        tied = [c["protocol"] for c in rivals if c["protocol"] in near and c[cost] <= cheapest * (1 + COST_TIE)]
         why = f"{chosen} has {fastest} of {', '.join(near)}, whose {whose} {rule}{among}"
+        if len(tied) > 1:  # the cost ties too: the smallest shift_per_report decides (choose.choose)
+            why = (f"{chosen} has the smallest shift_per_report (the most robust) of {', '.join(tied)}, whose {costs} "
+                   f"are within {COST_TIE:.0%} of {fastest} of {', '.join(near)}, whose {whose} {rule}{among}")
     else:
         why = f"{chosen} has the {least} {metric}{among}, and no other is {rule}"
     return why + (f"; left out: {', '.join(left)} (note column)" if left else "")
