@@ -183,6 +183,13 @@ class Protocol:
         form and its exact integer thresholds, beside its variance."""
         raise self.missing("shift_per_report(r)")
 
+    def report_floor(self):
+        """(k,) what one wire-valid report aimed at other items adds to each item's n fhat_v
+        (frequency times n): the value a crafted report's decoded contribution takes on the
+        items it does not target, which the robust estimate (:mod:`mss_protocol.robust`)
+        restores to them.  Each protocol derives it from its decoder's affine form."""
+        raise self.missing("report_floor()")
+
     def crafted_counts(self, targets, m, rng):
         """The counts ``m`` reports of the Maximal Gain Attack add (Cao, Jia and Gong, "Data
         poisoning attacks to local differential privacy protocols", USENIX Security 2021): each a

@@ -250,6 +250,13 @@ class HadamardResponse(SupportOracle):
         block_total = np.bincount(self.item_block, weights=f, minlength=self.blocks)
         return self._unit_variance(block_total[self.item_block], f)
 
+    def report_floor(self):
+        """(k,) zeros (:meth:`mss_protocol.base.Protocol.report_floor`): an output (j, c) adds
+        H_b[r_v, c] / (2 (p - q)) to the items v of block j and nothing elsewhere, so nothing to
+        an item of another block, and nothing on average over the columns of v's own block
+        (each row r_v != 0 of H_b sums to 0 over the columns)."""
+        return np.zeros(self.k)
+
     def shift_per_report(self, r=1):
         """The largest change one report can make to the sum over any r items of n fhat_v
         (:meth:`mss_protocol.base.Protocol.shift_per_report`), in units of frequency times n.

@@ -136,6 +136,19 @@ class SupportOracle(Protocol):
         p, q = self.p, self.q
         return q * (1 - q) / (p - q) ** 2 + np.asarray(f, float) * (1 - p - q) / (p - q)
 
+    def report_floor(self):
+        """(k,) -q / (p - q) each (:meth:`mss_protocol.base.Protocol.report_floor`): a report y
+        adds (1{v in S(y)} - q) / (p - q) to n fhat_v, so this to every item it does not support.
+
+        Examples
+        --------
+        >>> from mss_protocol.grr import GRR
+        >>> g = GRR(16, 2.0)
+        >>> bool(abs(g.report_floor()[0] + g.q / (g.p - g.q)) < 1e-12)
+        True
+        """
+        return np.full(self.k, -self.q / (self.p - self.q))
+
     # -- the manipulation coefficient (mss_protocol.base.Protocol.shift_per_report) ----------
     def support_sizes(self):
         """(s_min, s_max): bounds on the fewest and the most items of [k] that one wire-valid

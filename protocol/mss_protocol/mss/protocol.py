@@ -235,6 +235,36 @@ class MssProtocol(Protocol):
                 out = np.maximum(out, top[j] - bottom[i] + spread)
         return out
 
+    def report_floor(self):
+        """(k,) what a report aimed elsewhere adds to each n fhat_x
+        (:meth:`mss_protocol.base.Protocol.report_floor`), to first order in 1 / n.
+
+        Notes
+        -----
+        With :meth:`shift_per_report`'s W_j (k, m_j), a report (j, Z) adds
+        sum_{z in Z} W_j[x, z] - q_j S_jx to n fhat_x, S_jx = sum_z W_j[x, z] (the weight term
+        is left out: it is the same for every report of block j).  A report aimed elsewhere is
+        taken as a uniformly random subset of omega_j residues without x's residue, in a block
+        chosen uniformly (as the scheme assigns honest devices):
+
+            floor_x = mean_j (omega_j (S_jx - W_j[x, x mod m_j]) / (m_j - 1) - q_j S_jx),
+
+        which for SS (one block, W = I / (p - q)) is -q / (p - q) exactly, the support
+        protocols' floor.  Computed up to k = EXACT_SHIFT_K, as the coefficient; ValueError above.
+        """
+        cfg, comps = self.cfg, self.decoder.components
+        if cfg.k > EXACT_SHIFT_K:
+            raise ValueError(f"MSS's report floor is computed up to k = {EXACT_SHIFT_K}, not at k = {cfg.k}")
+        V = np.asarray(cfg.unit_variance, float)
+        solve = comps.inverse(np.repeat(1.0 / (cfg.l * V), cfg.moduli)).apply  # the decoder's own M^-1
+        items = np.arange(cfg.k)
+        out = np.zeros(cfg.k)
+        for j, (m, omega) in enumerate(zip(cfg.moduli, cfg.omegas)):
+            W = solve(comps.A[cfg.offsets[j]:cfg.offsets[j] + m].T.toarray()) / (V[j] * (cfg.p[j] - cfg.q[j]))
+            total = W.sum(axis=1)
+            out += omega * (total - W[items, items % m]) / (m - 1) - cfg.q[j] * total
+        return out / cfg.l
+
     def crafted_counts(self, targets, m, rng):
         """:class:`~.counts.Counts` of ``m`` Maximal Gain Attack reports
         (:meth:`mss_protocol.base.Protocol.crafted_counts`): a report (j, Z) supports the items
