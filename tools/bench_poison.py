@@ -42,7 +42,7 @@ import json
 
 import numpy as np
 
-from mss_protocol import registry
+from mss_protocol import postprocess, registry, robust
 from mss_protocol.counts import Counts
 
 N = 10_000
@@ -106,6 +106,53 @@ def run(ks=KS, epsilons=EPSILONS, shares=SHARES, protocols=PROTOCOLS):
     return [row for name in protocols for k in ks for eps in epsilons for row in cell(name, k, eps, shares)]
 
 
+def resist(name, k, eps, shares, seed=47):
+    """Resistance (issue 47 item 5): per share and attack, and with no attack at all (``none``: the
+    n honest reports alone, the operator still stating the share), the largest absolute error of a
+    target item (``plain_error``, ``robust_error``) and the mean absolute error over all k items
+    (``plain_mae``, ``robust_mae``) against the honest fleet's frequencies, of the plain decoder and
+    of the robust estimate (:func:`mss_protocol.robust.recover` for the share's M crafted reports),
+    both projected onto the simplex (the dashboard's view); the same honest and crafted counts as
+    :func:`cell`."""
+    proto = registry.make(name, k, eps)
+    values, targets = population(k)
+    honest = proto.sample_counts(values, np.random.default_rng(seed))
+    f = np.bincount(values, minlength=k) / N
+    rows = []
+    for share in shares:
+        m = int(round(share * N))
+        for a, attack in enumerate(("none",) + ATTACKS):
+            if attack == "none":
+                counts, n = honest, N
+            else:
+                rng = np.random.default_rng([seed, k, int(eps * 10), m, a - 1])
+                counts, n = add(honest, crafted(proto, attack, targets, m, rng)), N + m
+            raw, stderr = (np.asarray(v, float) for v in proto.estimate(counts, n))
+            fits = {"plain": postprocess.simplex(raw),
+                    "robust": postprocess.simplex(robust.recover(proto, raw, stderr, n, m).raw)}
+            row = {"protocol": name, "k": k, "epsilon": eps, "compromised": share, "attack": attack}
+            for how, fit in fits.items():
+                row[f"{how}_error"] = float(np.max(np.abs(fit[targets] - f[targets])))
+                row[f"{how}_mae"] = float(np.mean(np.abs(fit - f)))
+            rows.append(row)
+    return rows
+
+
+def resistance(ks=KS, epsilons=EPSILONS, shares=SHARES, protocols=PROTOCOLS):
+    return [row for name in protocols for k in ks for eps in epsilons for row in resist(name, k, eps, shares)]
+
+
+def resistance_summary(rows):
+    """Per protocol, attack and share: the median over k and eps of robust / plain target error and
+    of robust / plain mean absolute error (< 1: the robust estimate is closer)."""
+    groups = {}
+    for r in rows:
+        key = (r["protocol"], r["attack"], r["compromised"])
+        groups.setdefault(key, []).append((r["robust_error"] / max(r["plain_error"], 1e-12),
+                                           r["robust_mae"] / max(r["plain_mae"], 1e-12)))
+    return {key: tuple(float(np.median(col)) for col in zip(*vals)) for key, vals in groups.items()}
+
+
 def summary(rows):
     """Per protocol and k: the worst ratio of a realised gain to the input-lie gain, and whether
     every realised gain stays under its certified bound."""
@@ -121,16 +168,21 @@ def summary(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="k 16, eps 2, 1%% and 5%% compromised")
-    ap.add_argument("--write", help="write {\"rows\": [...]} to this JSON file")
+    ap.add_argument("--write", help="write {\"rows\": [...], \"resistance\": [...]} to this JSON file")
     args = ap.parse_args()
     rows = run(**QUICK) if args.quick else run()
     print("| protocol | k | worst gain / input-lie | realised <= certified |")
     print("|---|---|---|---|")
     for (name, k), (worst, ok) in summary(rows).items():
         print(f"| {name} | {k} | {worst:.1f} | {'yes' if ok else 'NO'} |")
+    resisted = resistance(**QUICK) if args.quick else resistance()
+    print("\n| protocol | attack | compromised | robust / plain target error | robust / plain MAE |")
+    print("|---|---|---|---|---|")
+    for (name, attack, share), (err, mae) in resistance_summary(resisted).items():
+        print(f"| {name} | {attack} | {share:.1%} | {err:.2f} | {mae:.2f} |")
     if args.write:
         with open(args.write, "w") as fh:
-            json.dump({"rows": rows}, fh, indent=1)
+            json.dump({"rows": rows, "resistance": resisted}, fh, indent=1)
             fh.write("\n")
 
 

@@ -12,7 +12,9 @@ choices: which items, in which order, which intervals).
 Every estimate also carries its :class:`Integrity`: the worst shift that the reports of
 ``compromised`` untrusted devices could cause to any one item's estimate, and each item's
 ``certified_ci``, its statistical interval widened by that shift (docs/privacy.md, "The certified
-interval").
+interval").  With ``robust`` the estimate is :mod:`mss_protocol.robust`'s recovery for those devices'
+crafted reports (docs/privacy.md, "Resistance"): its own widened interval, the certified interval
+still around the plain decoder's.
 """
 import math
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from mss_aggregator.collect import central as centrals
 from mss_aggregator.collect import scope as scopes
 from mss_protocol import registry
+from mss_protocol import robust as robusts
 from mss_protocol.integrity import Compromised
 
 
@@ -151,13 +154,58 @@ def reports_per_device(scope):
     return max(1, math.ceil(scope.stderr_factor ** 2 - 1e-9))
 
 
-def with_certified(rows, integrity):
+def with_certified(rows, integrity, plain=None):
     """``rows`` (:meth:`mss_protocol.estimate.Estimate.rows`), each given ``certified_ci``:
-    [ci_low - max_shift, ci_high + max_shift], or None without a coefficient (in place; returned)."""
-    for r in rows:
-        ends = integrity.certified(r["ci_low"], r["ci_high"])
+    [ci_low - max_shift, ci_high + max_shift], or None without a coefficient (in place; returned).
+    Rows of a robust estimate give ``plain``, the plain decoder's rows of the same items: the
+    certified interval is around its interval (a bound on what the devices did to the plain
+    decoder), and each row gains ``plain_estimate``."""
+    for i, r in enumerate(rows):
+        base = r if plain is None else plain[i]
+        ends = integrity.certified(base["ci_low"], base["ci_high"])
         r["certified_ci"] = None if ends is None else list(ends)
+        if plain is not None:
+            r["plain_estimate"] = base["estimate"]
     return rows
+
+
+def robust_estimate(protocol, plain, integrity):
+    """The robust estimate of a decoded ``plain`` estimate, for the crafted reports ``integrity``
+    states (``compromised * reports_each``): :func:`mss_protocol.robust.recover`.
+
+    Parameters
+    ----------
+    protocol : mss_protocol.base.Protocol
+    plain : mss_protocol.estimate.Estimate
+        The plain decoder's (its ``raw``, ``stderr``, ``n`` and ``post``).
+    integrity : Integrity
+
+    Returns
+    -------
+    (mss_protocol.robust.Recovery, mss_protocol.estimate.Estimate)
+        The recovery, and its estimate under ``plain.post`` (widened intervals).
+
+    Raises
+    ------
+    ValueError
+        The crafted reports are half the reports decoded or more, or the protocol computes no
+        floor or coefficient at its k (MSS above k = 2048).
+    """
+    recovery = robusts.recover(protocol, plain.raw, plain.stderr, plain.n,
+                               integrity.compromised * integrity.reports_each)
+    return recovery, recovery.estimate(plain.n, plain.post)
+
+
+def robust_line(recovery):
+    """The robust estimate in one line (``mss estimate --robust`` prints it above the table).
+
+    Returns
+    -------
+    str
+    """
+    return (f"robust estimate ({recovery.method}, after LDPRecover; {recovery.crafted} crafted reports assumed): "
+            f"{recovery.excess:.4f} of excess removed from {len(recovery.suspected)} detected items; each "
+            f"interval widened by the recovery's move, the certified interval still the plain decoder's")
 
 
 @dataclass(frozen=True)
@@ -183,6 +231,9 @@ class EstimateRequest:
         How errors name ``config`` (a file's path).
     compromised : Compromised
         The devices not trusted: the estimate's :class:`Integrity` (default :data:`DEFAULT_COMPROMISED`).
+    robust : bool
+        Recover the honest reports' estimate from what those devices' crafted reports may have done
+        (:func:`robust_estimate`); the plain decoder's estimate otherwise.
     """
     epoch: int = None
     all_epochs: bool = False
@@ -192,6 +243,7 @@ class EstimateRequest:
     categories: object = None
     source: str = "the config given"
     compromised: Compromised = DEFAULT_COMPROMISED
+    robust: bool = False
 
     def __post_init__(self):
         if self.epoch is not None and self.all_epochs:
@@ -222,6 +274,11 @@ class StoreEstimate:
         The post-processing applied.
     integrity : Integrity
         What the untrusted devices' reports can do to every item (``max_shift``, ``headline()``).
+    robust : mss_protocol.robust.Recovery or None
+        With ``EstimateRequest(robust=True)``: the recovery, ``estimate`` then being its estimate
+        and ``plain`` the plain decoder's.
+    plain : mss_protocol.estimate.Estimate or None
+        The plain decoder's estimate when ``estimate`` is the robust one.
     """
     config: object
     estimate: object
@@ -231,6 +288,8 @@ class StoreEstimate:
     central: dict = None
     post: str = "none"
     integrity: Integrity = None
+    robust: object = None
+    plain: object = None
 
     @property
     def n(self):
@@ -251,7 +310,7 @@ class StoreEstimate:
         if self.categories.labels:
             for r in rows:
                 r["label"] = self.categories.name(r["item"])
-        return with_certified(rows, self.integrity)
+        return with_certified(rows, self.integrity, None if self.plain is None else self.plain.rows())
 
     def to_dict(self):
         """``mss estimate --store ... --json`` but its ``view``.
@@ -262,12 +321,15 @@ class StoreEstimate:
             ``n`` (reports), ``config_id`` (hex), the scope's ``epoch``, ``pooled``, ``epochs``,
             ``devices``, ``stderr_factor``, ``current_epoch``, ``selection``, ``memoized``,
             ``decoded``, then ``counters``, ``post``, ``estimates`` (:meth:`rows`, k dicts), for
-            a shuffled store ``central``, and ``integrity`` (:meth:`Integrity.document`).
+            a shuffled store ``central``, and ``integrity`` (:meth:`Integrity.document`); a robust
+            estimate's also ``robust`` (:meth:`mss_protocol.robust.Recovery.document`) and per item
+            ``plain_estimate``.
         """
         shuffled = {} if self.central is None else {"central": self.central}
+        recovered = {} if self.robust is None else {"robust": self.robust.document()}
         return {"n": self.n, "config_id": self.config.config_id_hex, **self.scope.document(),
                 "counters": self.counters, "post": self.post, "estimates": self.rows(), **shuffled,
-                "integrity": self.integrity.document()}
+                "integrity": self.integrity.document(), **recovered}
 
     def to_frame(self):
         """The estimates as a pandas DataFrame (pandas is optional).
@@ -300,7 +362,8 @@ def estimate_store(store, request=EstimateRequest()):
     EstimateError
         ``field`` ``"config"``: the expected config is another campaign's; None: the store holds no
         accepted report; ``"epoch"``: none in the epoch selected; ``"delta"``: a central delta for a
-        store of device reports.  The message says what the store holds.
+        store of device reports; ``"robust"``: no robust estimate (the compromised devices' reports
+        are half those decoded or more, or MSS above k = 2048).  The message says what the store holds.
     """
     r = request
     # what the store holds is read only for an error (it is three more queries)
@@ -323,5 +386,12 @@ def estimate_store(store, request=EstimateRequest()):
     names = r.categories if r.categories is not None else store.categories()
     integrity = integrity_of(protocol, scope.counts.total, r.compromised.devices(scope.devices),
                              reports_per_device(scope))
+    recovery = plain = None
+    if r.robust:
+        try:
+            recovery, robust_est = robust_estimate(protocol, est, integrity)
+        except ValueError as exc:
+            raise EstimateError("robust", f"no robust estimate: {exc}", store) from None
+        est, plain = robust_est, est
     return StoreEstimate(store.cfg, est, scope, store.counters(), categories=names, central=central, post=r.post,
-                         integrity=integrity)
+                         integrity=integrity, robust=recovery, plain=plain)

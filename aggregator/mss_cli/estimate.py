@@ -63,8 +63,13 @@ from mss_protocol.limits import MAX_K
               help="Devices not trusted, a count (3) or a share of the devices decoded (1%): every item's certified "
                    "interval (JSON: certified_ci; integrity: compromised, max_shift) is its 95% interval widened by "
                    "the most their crafted reports (one an epoch each; a counts file: one each) can move it.")
+@click.option("--robust", is_flag=True,
+              help="Recover the honest devices' estimate from what the --compromised devices' crafted reports may "
+                   "have done (LDPRecover-style constraint inference, docs/privacy.md 'Resistance'): its intervals "
+                   "widened by how far the recovery moved each estimate, the certified interval still the plain "
+                   "decoder's (JSON: robust: method, crafted, excess, suspected; per item plain_estimate).")
 def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
-                 simultaneous, epoch, all_epochs, delta, compromised):
+                 simultaneous, epoch, all_epochs, delta, compromised, robust):
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
@@ -85,13 +90,20 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
             protocol = registry.from_config(counts.cfg)
             est = protocol.decode(counts, post=post)
             integrity = estimates_lib.integrity_of(protocol, counts.total, compromised.devices(counts.total))
+            recovery, plain = None, None
+            if robust:
+                try:
+                    recovery, est = estimates_lib.robust_estimate(protocol, est, integrity)
+                except ValueError as exc:
+                    raise ConfigError(f"--robust: {exc}") from None
+                plain = protocol.decode(counts, post=post)
         else:
             selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None,
-                             compromised=compromised)
+                             compromised=compromised, robust=robust)
             found = _from_store(store_path, wanted, config_path, selection)
             counts, counters, scope, categories, central, est = (found.scope.counts, found.counters, found.scope,
                                                                  found.categories, found.central, found.estimate)
-            integrity = found.integrity
+            integrity, recovery, plain = found.integrity, found.robust, found.plain
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     cfg = counts.cfg
@@ -103,7 +115,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     if view.categories.labels:
         for r in rows:
             r["label"] = view.categories.name(r["item"])
-    estimates_lib.with_certified(rows, integrity)
+    estimates_lib.with_certified(rows, integrity, None if plain is None else plain.rows())
     title = f"{counts.total} reports, config {cfg.config_id_hex}"
     if csv_path:
         _write_csv(csv_path, rows, bool(view.categories.labels))
@@ -115,11 +127,13 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     if as_json:
         where = scope.document() if scope else {"epoch": None, "pooled": None}  # a counts file: unknown
         shuffled = {} if central is None else {"central": central}  # a device store's JSON is unchanged
+        recovered = {} if recovery is None else {"robust": recovery.document()}
         click.echo(jsonout.dumps({"n": counts.total, "config_id": cfg.config_id_hex, **where,
                                   "counters": counters, "post": post, "view": view.document(), "estimates": rows,
-                                  **shuffled, "integrity": integrity.document()}))
+                                  **shuffled, "integrity": integrity.document(), **recovered}))
     else:
-        _print_estimate(title, view, counters=counters, scope=scope, central=central, integrity=integrity)
+        _print_estimate(title, view, counters=counters, scope=scope, central=central, integrity=integrity,
+                        recovery=recovery)
 
 
 def _from_counts(counts_path, wanted, config_path):
@@ -133,7 +147,7 @@ def _from_counts(counts_path, wanted, config_path):
     return counts, None, None, wanted.categories if wanted else None
 
 
-def _print_estimate(title, view, counters, scope, central, integrity):
+def _print_estimate(title, view, counters, scope, central, integrity, recovery=None):
     """The human output: what was decoded and from what, the table and its caption."""
     out = make_console()
     out.print(title + (f"; {counters_line(counters)}" if counters is not None else ""), highlight=False)
@@ -142,6 +156,8 @@ def _print_estimate(title, view, counters, scope, central, integrity):
     if central is not None:
         out.print(centrals.line(central), highlight=False)
     out.print(integrity.headline(), highlight=False)
+    if recovery is not None:
+        out.print(estimates_lib.robust_line(recovery), highlight=False)
     out.print(_table(view))
     for line in view.caption():
         out.print(line)
@@ -171,6 +187,8 @@ def _from_store(store_path, wanted, config_path, selection):
             if exc.field == "delta":
                 raise ConfigError(f"--delta: {store.name} holds reports of devices, not a shuffler's batches "
                                   f"(mss aggregate --shuffled): they have no central guarantee, only eps-LDP") from None
+            if exc.field == "robust":
+                raise ConfigError(f"--robust: {exc}") from None
             raise ConfigError(str(exc)) from None
 
 
