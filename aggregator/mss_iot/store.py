@@ -136,7 +136,7 @@ class CampaignStore:
         """
         return self.store.counts(epoch)
 
-    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None, compromised=None):
+    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None, compromised=None, robust=False):
         """Frequency estimates of one epoch (or of every epoch pooled), as ``mss estimate --store``.
 
         Parameters
@@ -154,6 +154,9 @@ class CampaignStore:
         compromised : mss_aggregator.estimates.Compromised, optional
             The devices not trusted (a count or a share); None: the documented default
             (:data:`~mss_aggregator.estimates.DEFAULT_COMPROMISED`, one device).
+        robust : bool
+            The robust estimate for those devices' crafted reports (``mss estimate --robust``,
+            :mod:`mss_protocol.robust`): ``robust`` says how, ``plain`` is the plain decoder's.
 
         Returns
         -------
@@ -171,7 +174,7 @@ class CampaignStore:
             ``.field`` names the argument at fault.
         """
         request = workflow.EstimateRequest(epoch, all_epochs, post, delta,
-                                           compromised=compromised or workflow.DEFAULT_COMPROMISED)
+                                           compromised=compromised or workflow.DEFAULT_COMPROMISED, robust=robust)
         return workflow.estimate_store(self.store, request)
 
     def estimates(self, epochs=None, post="none"):
