@@ -33,7 +33,11 @@ certified bound is ``M * shift_per_report(1) / (n + M)``
 Not measured: the attacker who knows the anomaly detector of issue 47 item 4 (no detector exists
 yet).
 
-    .venv/bin/python tools/bench_poison.py            # the full grid (about 9 s on 2 cores)
+Resistance (issue 47 item 5, :func:`resist`): every cell decoded again, and once with no attack,
+the plain decoder's errors beside the robust estimate's (:mod:`mss_protocol.robust`), written to
+the ``resistance`` list beside ``rows``.
+
+    .venv/bin/python tools/bench_poison.py            # the full grid (about 45 s on 2 cores)
     .venv/bin/python tools/bench_poison.py --quick    # k 16, eps 2, 1% and 5%
     .venv/bin/python tools/bench_poison.py --write docs/bench-poison.json
 """
