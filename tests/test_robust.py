@@ -153,3 +153,22 @@ def test_cli_robust_json_and_text(store_path):
 def test_cli_robust_refuses_half_the_fleet(store_path):
     out = run("estimate", "--store", store_path, "--epoch", EPOCH, "--compromised", "50%", "--robust")
     assert out.exit_code != 0 and "--robust" in out.output
+
+
+def test_api_estimates_robust(store_path):
+    """/api/estimates?robust=true: the dashboard's untrusted devices (the documented default), the
+    recovery stated, the certified interval unchanged, every interval at least the plain one."""
+    from mss_aggregator.web.live import LiveView
+
+    view = LiveView(store_path)
+    try:
+        plain, doc = view.estimates(post="none"), view.estimates(post="none", robust="true")
+        assert "robust" not in plain and doc["robust"]["method"] == robust.METHOD
+        assert doc["robust"]["crafted"] == doc["integrity"]["compromised"] == 1
+        for p, r in zip(plain["estimates"], doc["estimates"]):
+            assert r["plain_estimate"] == p["estimate"] and r["certified_ci"] == p["certified_ci"]
+            assert r["ci_low"] <= p["ci_low"] + 1e-12 and r["ci_high"] >= p["ci_high"] - 1e-12
+        with pytest.raises(ValueError, match="robust must be true or false"):
+            view.estimates(robust="yes")
+    finally:
+        view.close()

@@ -139,7 +139,7 @@ def recover(protocol, raw, stderr, n, crafted):
     raw, stderr : array_like, shape (k,)
         The plain decoder's unbiased estimate and standard errors (frequencies).
     n : int
-        Reports decoded (> 0).
+        Reports decoded (0: nothing to recover, the plain estimate is returned).
     crafted : int
         Crafted reports assumed among them, 0 <= crafted < n / 2.
 
@@ -164,10 +164,10 @@ def recover(protocol, raw, stderr, n, crafted):
     (True, 0.0)
     """
     raw, stderr = np.asarray(raw, float), np.asarray(stderr, float)
-    if not 0 <= crafted < n / 2:
+    if n and not 0 <= crafted < n / 2:
         raise ValueError(f"the crafted reports assumed must be at least 0 and fewer than half of the {n} decoded, "
                          f"not {crafted}")
-    if not crafted:
+    if not crafted or not n:  # nothing assumed crafted, or nothing decoded: the plain estimate
         return Recovery(METHOD, 0, 0.0, raw.copy(), stderr.copy(), 0.0, np.zeros(0, dtype=np.int64))
     beta = crafted / n
     u = (raw - beta * protocol.report_floor()) / (1 - beta)

@@ -193,13 +193,16 @@ class LiveView:
         self.store.close()
 
     # -- the API's documents ------------------------------------------------
-    def estimates(self, top=None, order=None, simultaneous=None, post=postprocess.DEFAULT_VIEW):
+    def estimates(self, top=None, order=None, simultaneous=None, post=postprocess.DEFAULT_VIEW, robust="false"):
         """The latest estimates as :mod:`mss_aggregator.view` shows them: ``top`` (the
         largest, default every item, then in item order unless ``order``), ``order``
-        (item or estimate), ``simultaneous`` (true/false; default: when top < k) and
+        (item or estimate), ``simultaneous`` (true/false; default: when top < k),
         ``post`` (the point estimate: postprocess.DEFAULT_VIEW unless none or clip;
-        standard errors, intervals and detections are the unbiased estimate's);
-        ``view`` says what was chosen, with the caption and the significance counts."""
+        standard errors, intervals and detections are the unbiased estimate's) and
+        ``robust`` (true: ``mss estimate --robust``'s recovery for the untrusted devices the
+        integrity states, with ``robust`` and each item's ``plain_estimate``; the certified
+        interval stays the plain decoder's); ``view`` says what was chosen, with the caption
+        and the significance counts."""
         if post not in postprocess.CHOICES:
             raise ValueError(f"post must be one of {', '.join(postprocess.CHOICES)}, got {post!r}")
         with self.lock:
@@ -217,19 +220,26 @@ class LiveView:
             if simultaneous not in ("true", "false"):
                 raise ValueError(f"simultaneous must be true or false, got {simultaneous!r}")
             simultaneous = simultaneous == "true"
-        est, cats = s["estimate"].post_processed(post), s["categories"]
+        if robust not in ("true", "false"):
+            raise ValueError(f"robust must be true or false, got {robust!r}")
+        est, cats, integrity = s["estimate"], s["categories"], s["integrity"]
+        plain = recovered = None
+        if robust == "true":
+            recovery, robust_est = estimates_lib.robust_estimate(self.protocol, est, integrity)
+            est, plain, recovered = robust_est, est.post_processed(post), {"robust": recovery.document()}
+        est = est.post_processed(post)
         view = views.make(est=est, categories=cats, order=order, top=top or self.cfg.k, simultaneous=simultaneous)
         rows = est.rows(view.shown())
         if cats.labels:
             for r in rows:
                 r["label"] = cats.name(r["item"])
-        integrity = s["integrity"]
-        estimates_lib.with_certified(rows, integrity)
+        estimates_lib.with_certified(rows, integrity, None if plain is None else plain.rows(view.shown()))
         doc = {k: s[k] for k in ("updated", "n", "config_id", "epoch", "pooled", "epochs", "devices",
                                  "stderr_factor", "current_epoch", "selection", "memoized", "decoded",
                                  "decode_seconds", "central")}
         return dict(doc, post=post, view=dict(view.document(), caption=view.caption()), estimates=rows,
-                    integrity=dict(integrity.document(), text=integrity.headline()), error=s.get("error"))
+                    integrity=dict(integrity.document(), text=integrity.headline()), error=s.get("error"),
+                    **(recovered or {}))
 
     def counters(self):
         with self.lock:
