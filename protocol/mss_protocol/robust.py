@@ -1,9 +1,12 @@
 """A robust estimate: the honest devices' frequencies recovered from an estimate that M crafted
 reports may have poisoned (issue 47 item 5, ``mss estimate --robust``).
 
-The method follows LDPRecover (Sun, Ye, Hu, Duan, Wo, Xu and Yang, "LDPRecover: Recovering
-Frequencies from Poisoning Attacks against Local Differential Privacy", ICDE 2024,
-arXiv 2403.09351) in its three steps, with our own choices where a fleet's estimate needs them:
+The method takes the three steps of LDPRecover (Sun, Ye, Hu, Duan, Wo, Xu and Yang, "LDPRecover:
+Recovering Frequencies from Poisoning Attacks against Local Differential Privacy", ICDE 2024,
+arXiv 2403.09351): a genuine-frequency estimator that removes the malicious reports' share, the
+malicious reports' statistics learned from the protocol's own properties, and constraint
+inference.  The formulas below are ours, for this project's decoders and what a fleet's store
+holds (one epoch's counts):
 
 1. **The genuine-frequency estimator.**  Of the n reports decoded, m are crafted (the operator's
    stated compromised devices times the reports each can place: the certified interval's m,
@@ -23,7 +26,8 @@ arXiv 2403.09351) in its three steps, with our own choices where a fleet's estim
 
        u = (z - beta floor) / (1 - beta),    E_hat = max(0, sum_v u_v - 1),
 
-   and x = u - beta e / (1 - beta), each item's part at most cap = beta shift(1) / (1 - beta).
+   and x = u - d with d = beta e / (1 - beta) >= 0, each item's d_v at most
+   cap = beta shift(1) / (1 - beta), summing to E_hat (the honest x sums to 1).
 3. **Constraint inference.**  LDPRecover solves for x under these constraints and the
    simplex's; which items carry the excess is what the counts of one epoch cannot say (any
    placement fits them equally).  Ours: the excess is removed from the *suspected* items, those
@@ -31,7 +35,7 @@ arXiv 2403.09351) in its three steps, with our own choices where a fleet's estim
    the attack lifted is), each in proportion to the most the attack could have added to it,
    min(u_v, cap) (so never more than cap, nor below 0):
 
-       e_v = min(u_v, cap) min(1, E_hat / sum_w min(u_w, cap)),    x = u - e.
+       d_v = min(u_v, cap) min(1, E_hat / sum_w min(u_w, cap)),    x = u - d.
 
    An item below detection keeps u_v.  Norm-Sub, the simplex projection of :mod:`.postprocess`
    (LDPRecover's constraint set; ``post="simplex"``), then applies as to any estimate.
@@ -155,13 +159,22 @@ def recover(protocol, raw, stderr, n, crafted):
 
     Examples
     --------
+    Four common items and a rare one (63) that 20 crafted SS reports out of 1000 lift by the most
+    a report can (their expected counts): the excess is measured and shared among the detected
+    items, the common ones included, so the target comes down only part of the way.
+
     >>> import numpy as np
-    >>> from mss_protocol.grr import GRR
-    >>> g = GRR(16, 2.0)
-    >>> f = np.full(16, 1 / 16)
-    >>> r = recover(g, f, np.full(16, 0.01), n=1000, crafted=0)
-    >>> bool(np.allclose(r.raw, f)), r.excess
-    (True, 0.0)
+    >>> from mss_protocol.ss import SubsetSelection
+    >>> ss = SubsetSelection(64, 2.0)
+    >>> m, n = 20, 1000
+    >>> f = np.r_[np.full(4, 0.25), np.zeros(60)]
+    >>> raw = (n - m) / n * f + m / n * ss.report_floor()
+    >>> raw[63] += m / n * ss.shift_per_report(1)
+    >>> r = recover(ss, raw, np.full(64, 0.01), n, m)
+    >>> r.suspected.tolist(), round(r.excess, 3), bool(r.raw[63] < raw[63])
+    ([0, 1, 2, 3, 63], 0.052, True)
+    >>> bool(np.all(r.stderr >= 0.01))  # never a narrower interval than the plain one
+    True
     """
     raw, stderr = np.asarray(raw, float), np.asarray(stderr, float)
     if n and not 0 <= crafted < n / 2:
