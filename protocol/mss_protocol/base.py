@@ -27,6 +27,8 @@ audit (the real client and the channel).
 ``shift_per_report(r)``         the largest change one crafted report can make
                                 to the sum of any r items' n fhat_v (the
                                 manipulation coefficient)
+``report_floor()``              (k,) what a report aimed at other items adds to
+                                each n fhat_v (:mod:`.robust`)
 ``crafted_counts(...)``         (targets, m, rng): the counts m Maximal Gain
                                 Attack reports add, each a wire-valid report
                                 supporting as many targets as one report can
