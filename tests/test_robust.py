@@ -172,3 +172,22 @@ def test_api_estimates_robust(store_path):
             view.estimates(robust="yes")
     finally:
         view.close()
+
+
+def test_a_protocol_without_a_floor_is_refused_by_name():
+    """A registered protocol that defines no report_floor(): the robust estimate is refused with the
+    base class's message (which protocol, which method), never a traceback."""
+    from mss_aggregator.estimates import integrity_of, robust_estimate
+    from mss_protocol.base import Protocol
+    from mss_protocol.estimate import Estimate
+
+    class Floorless(Protocol):
+        name, k = "floorless", 4
+
+        def shift_per_report(self, r=1):
+            return 2.0
+
+    plain = Estimate.build(raw=np.full(4, 0.25), stderr=np.full(4, 0.05), n=100, post="none",
+                           stderr_method="exact", iterations=0, seconds=0.0)
+    with pytest.raises(ValueError, match=r"'floorless'.*report_floor"):
+        robust_estimate(Floorless(), plain, integrity_of(Floorless(), 100, 3))

@@ -189,10 +189,14 @@ def robust_estimate(protocol, plain, integrity):
     ------
     ValueError
         The crafted reports are half the reports decoded or more, or the protocol computes no
-        floor or coefficient at its k (MSS above k = 2048).
+        floor or coefficient at its k (MSS above k = 2048) or defines none (a protocol registered
+        without ``report_floor``: its NotImplementedError's message).
     """
-    recovery = robusts.recover(protocol, plain.raw, plain.stderr, plain.n,
-                               integrity.compromised * integrity.reports_each)
+    try:
+        recovery = robusts.recover(protocol, plain.raw, plain.stderr, plain.n,
+                                   integrity.compromised * integrity.reports_each)
+    except NotImplementedError as exc:
+        raise ValueError(str(exc)) from None
     return recovery, recovery.estimate(plain.n, plain.post)
 
 
