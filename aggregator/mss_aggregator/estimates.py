@@ -16,6 +16,7 @@ interval").  With ``robust`` the estimate is :mod:`mss_protocol.robust`'s recove
 crafted reports (docs/privacy.md, "Resistance"): its own widened interval, the certified interval
 still around the plain decoder's.
 """
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -75,6 +76,8 @@ class Integrity:
     shift_per_report: float
     n: int
     unknown: str = None
+    # devices left out as suspects (``exclude_suspects``: mss_aggregator.integrity.detect), None: not asked
+    excluded_suspects: int = None
 
     @property
     def max_shift(self):
@@ -110,9 +113,11 @@ class Integrity:
         -------
         dict
             ``compromised`` (devices, int) and ``max_shift`` (a frequency, float; None where the
-            protocol computes no coefficient).
+            protocol computes no coefficient); ``excluded_suspects`` (devices whose reports were left
+            out, :mod:`mss_aggregator.integrity.detect`) when the estimate excluded suspects.
         """
-        return {"compromised": self.compromised, "max_shift": self.max_shift}
+        excluded = {} if self.excluded_suspects is None else {"excluded_suspects": self.excluded_suspects}
+        return {"compromised": self.compromised, "max_shift": self.max_shift, **excluded}
 
     def headline(self):
         """What the untrusted devices can do, in one line.
@@ -124,9 +129,17 @@ class Integrity:
             prints it above the table, the dashboard under it).
         """
         if self.max_shift is None:
-            return f"no certified interval: {self.unknown}"
-        if not self.n:
-            return "no reports decoded: nothing to bound"
+            line = f"no certified interval: {self.unknown}"
+        elif not self.n:
+            line = "no reports decoded: nothing to bound"
+        else:
+            line = self.bound_line()
+        if self.excluded_suspects is None:
+            return line
+        return f"{line}; excluded {self.excluded_suspects} suspect devices' reports (mss suspects)"
+
+    def bound_line(self):
+        """The headline's bound alone."""
         boards = "1 compromised board" if self.compromised == 1 else f"{self.compromised} compromised boards"
         each = "" if self.reports_each == 1 else f" ({self.reports_each} reports each, one an epoch)"
         return (f"{boards}{each} can move any item by at most +-{self.max_shift:.4f}: the certified interval "
@@ -238,6 +251,9 @@ class EstimateRequest:
     robust : bool
         Recover the honest reports' estimate from what those devices' crafted reports may have done
         (:func:`robust_estimate`); the plain decoder's estimate otherwise.
+    exclude_suspects : bool
+        Leave out the reports of the devices ``mss suspects`` flags (:func:`mss_aggregator.integrity.detect.suspects`
+        at its default false-alarm rate); the :class:`Integrity` says how many (``excluded_suspects``).
     """
     epoch: int = None
     all_epochs: bool = False
@@ -248,6 +264,7 @@ class EstimateRequest:
     source: str = "the config given"
     compromised: Compromised = DEFAULT_COMPROMISED
     robust: bool = False
+    exclude_suspects: bool = False
 
     def __post_init__(self):
         if self.epoch is not None and self.all_epochs:
@@ -374,7 +391,16 @@ def estimate_store(store, request=EstimateRequest()):
     if r.config is not None and r.config.config_id != store.cfg.config_id:
         raise EstimateError("config", f"{r.source} is config {r.config.config_id_hex}, another campaign's: "
                                       f"{scopes.contents(store)}", store)
-    scope = scopes.select(store, r.epoch, r.all_epochs)
+    excluded = None
+    if r.exclude_suspects:  # the devices mss suspects flags, at the documented false-alarm rate
+        from mss_aggregator.integrity.detect import suspects
+
+        excluded = sorted(suspects(store).flagged)
+        store.exclude_devices(excluded)
+    try:
+        scope = scopes.select(store, r.epoch, r.all_epochs)
+    finally:
+        store.exclude_devices(())
     if not scope.counts.total:
         held = scopes.contents(store)
         if not store.tally()[0]:  # an empty store: what it holds says it all
@@ -390,6 +416,8 @@ def estimate_store(store, request=EstimateRequest()):
     names = r.categories if r.categories is not None else store.categories()
     integrity = integrity_of(protocol, scope.counts.total, r.compromised.devices(scope.devices),
                              reports_per_device(scope))
+    if excluded is not None:
+        integrity = dataclasses.replace(integrity, excluded_suspects=len(excluded))
     recovery = plain = None
     if r.robust:
         try:

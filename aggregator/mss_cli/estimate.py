@@ -68,8 +68,11 @@ from mss_protocol.limits import MAX_K
                    "have done (LDPRecover-style constraint inference, docs/privacy.md 'Resistance'): its intervals "
                    "widened by how far the recovery moved each estimate, the certified interval still the plain "
                    "decoder's (JSON: robust: method, crafted, excess, suspected; per item plain_estimate).")
+@click.option("--exclude-suspects", is_flag=True,
+              help="Leave out the reports of the devices mss suspects flags (its tests at their default false-alarm "
+                   "rate, 1% per honest device) and say how many (JSON: integrity.excluded_suspects). --store only.")
 def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, csv_path, plot, post, top, order,
-                 simultaneous, epoch, all_epochs, delta, compromised, robust):
+                 simultaneous, epoch, all_epochs, delta, compromised, robust, exclude_suspects):
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
@@ -79,6 +82,8 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
         raise click.UsageError("--epoch and --all-epochs select reports in a store; a counts file has no epochs")
     if epoch is not None and all_epochs:
         raise click.UsageError("give --epoch or --all-epochs, not both")
+    if counts_path and exclude_suspects:
+        raise click.UsageError("--exclude-suspects tests each device's reports in a store; a counts file has no devices")
     delta_given = click.get_current_context().get_parameter_source("delta") != ParameterSource.DEFAULT
     if counts_path and delta_given:
         raise click.UsageError("--delta is the central delta of a shuffled store; a counts file has no batches")
@@ -99,7 +104,7 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
                 plain = protocol.decode(counts, post=post)
         else:
             selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None,
-                             compromised=compromised, robust=robust)
+                             compromised=compromised, robust=robust, exclude_suspects=exclude_suspects)
             found = _from_store(store_path, wanted, config_path, selection)
             counts, counters, scope, categories, central, est = (found.scope.counts, found.counters, found.scope,
                                                                  found.categories, found.central, found.estimate)

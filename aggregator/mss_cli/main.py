@@ -23,7 +23,7 @@ COMMANDS = {  # name -> (module of mss_cli, named for the command; its click com
     "provision": ("provision", "provision_cmd"), "deploy": ("deploy", "deploy_cmd"),
     "quarantine": ("quarantine", "quarantine_cmd"), "decode": ("decode", "decode_cmd"),
     "shuffle": ("shuffle", "shuffle_cmd"),
-    "export": ("export", "export_cmd"),
+    "export": ("export", "export_cmd"), "suspects": ("suspects", "suspects_cmd"),
 }
 
 

@@ -136,7 +136,8 @@ class CampaignStore:
         """
         return self.store.counts(epoch)
 
-    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None, compromised=None, robust=False):
+    def estimate(self, epoch=None, all_epochs=False, post="none", delta=None, compromised=None, robust=False,
+                 exclude_suspects=False):
         """Frequency estimates of one epoch (or of every epoch pooled), as ``mss estimate --store``.
 
         Parameters
@@ -157,6 +158,9 @@ class CampaignStore:
         robust : bool
             The robust estimate for those devices' crafted reports (``mss estimate --robust``,
             :mod:`mss_protocol.robust`): ``robust`` says how, ``plain`` is the plain decoder's.
+        exclude_suspects : bool
+            Leave out the reports of the devices :meth:`suspects` flags (``mss estimate
+            --exclude-suspects``); ``integrity.excluded_suspects`` says how many.
 
         Returns
         -------
@@ -174,8 +178,29 @@ class CampaignStore:
             ``.field`` names the argument at fault.
         """
         request = workflow.EstimateRequest(epoch, all_epochs, post, delta,
-                                           compromised=compromised or workflow.DEFAULT_COMPROMISED, robust=robust)
+                                           compromised=compromised or workflow.DEFAULT_COMPROMISED, robust=robust,
+                                           exclude_suspects=exclude_suspects)
         return workflow.estimate_store(self.store, request)
+
+    def suspects(self, alpha=None):
+        """The devices whose reports no honest device would likely have sent, as ``mss suspects``.
+
+        Parameters
+        ----------
+        alpha : float, optional
+            The false-alarm rate per honest device; None: the documented default (0.01,
+            :data:`mss_aggregator.integrity.detect.DEFAULT_ALPHA`).
+
+        Returns
+        -------
+        mss_aggregator.integrity.detect.Suspects
+            ``flagged`` {device_id: [Evidence]} (each: the test, its statistic, threshold and
+            p-value), ``pairs`` the item pairs the population test flagged; ``to_dict()`` is
+            ``mss suspects --json``.
+        """
+        from mss_aggregator.integrity.detect import DEFAULT_ALPHA, suspects
+
+        return suspects(self.store, DEFAULT_ALPHA if alpha is None else alpha)
 
     def estimates(self, epochs=None, post="none"):
         """Every epoch's estimates, each epoch decoded alone (the rows ``mss export`` writes).

@@ -34,6 +34,14 @@ audit (the real client and the channel).
                                 supporting as many targets as one report can
 ``random_output_counts(...)``   (m, rng): the counts of m uniformly random
                                 wire-valid reports (the random-output attack)
+``supported_items(j, m, sizes)`` bool (n, k): the items each of n stored
+                                reports (blocks j, members as stored) supports
+``sample_supports(values, rng)`` bool (n, k): the supports of honest reports of
+                                ``values`` (the client's law, vectorised)
+``support_rate(r)``             the largest chance, over every input, that one
+                                honest report supports all of r given items
+``support_size_law()``          the law of |S(y)| of one honest report where it
+                                varies (the same for every input), else None
 ``channel()``                   the attacker's view (:mod:`.channel`)
 ``cost_family``                 the device cost model's family (a key of
                                 ``device_cost.COEF[isa]``)
@@ -208,3 +216,54 @@ class Protocol:
 
     def channel(self):
         raise self.missing("channel()")
+
+    # -- what a report supports (issue 47 item 4: mss_aggregator.integrity.detect) -----------------
+    def supported_items(self, j, members, sizes):
+        """The items each of n stored reports supports, S(y) of :mod:`.channel`.
+
+        Parameters
+        ----------
+        j : ndarray of int, shape (n,)
+            The reports' blocks (0 for one-block protocols).
+        members : ndarray of int
+            Their members as the store holds them, concatenated (:meth:`Counts.add_tally`).
+        sizes : ndarray of int, shape (n,)
+            Members per report.
+
+        Returns
+        -------
+        ndarray of bool, shape (n, k)
+        """
+        raise self.missing("supported_items(j, members, sizes)")
+
+    def sample_supports(self, values, rng):
+        """bool (n, k): the supports of one honest report of each of ``values`` (n,), in the
+        client's law (``rng`` a NumPy Generator); by default drawn through the channel's
+        vectorised ``sample_logliks`` (a supported item has log-likelihood log R(y) > 0)."""
+        channel = self.channel()
+        if not hasattr(channel, "sample_logliks"):
+            raise self.missing("sample_supports(values, rng)")
+        return channel.sample_logliks(np.asarray(values), rng) > 0
+
+    def support_rate(self, r):
+        """The largest probability, over every input x, that one honest report supports all
+        of r given items (r = 1 or 2): what bounds a device's consistency across epochs, since
+        over E reports of ANY input sequence the epochs that support a given r-set are a sum
+        of independent Bernoulli variables of rates at most this, so at most Binomial(E, rate)
+        in law (:mod:`mss_aggregator.integrity.detect`).  0 where no report supports r items."""
+        raise self.missing("support_rate(r)")
+
+    def other_item_rate(self):
+        """The largest probability, over every input x and item v != x, that one honest report
+        supports v (q of the support estimator; at most :meth:`support_rate` (1)): with it the
+        one-item test bounds its union over the items by the worst honest input sequence rather
+        than by k times the worst item (:mod:`mss_aggregator.integrity.detect`)."""
+        return self.support_rate(1)
+
+    def support_size_law(self):
+        """The law of |S(y)|, the items one honest report supports, where it varies with the
+        draw and not with the input: a tuple of (trials, probability) whose independent
+        binomials sum to |S(y)| for every input.  None (the default) where every wire-valid
+        report is one an honest device sends with a likelihood within e^eps of any other's
+        (one point, a subset of a fixed size, a hash preimage): nothing to test per report."""
+        return None

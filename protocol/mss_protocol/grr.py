@@ -56,6 +56,24 @@ class GRR(SupportOracle):
         """(1, 1): every report supports its one item (:meth:`SupportOracle.shift_per_report`)."""
         return 1, 1
 
+    def supported_items(self, j, members, sizes):
+        """bool (n, k): each report supports its one point (:meth:`Protocol.supported_items`)."""
+        members = np.asarray(members, dtype=np.int64)
+        out = np.zeros((members.size, self.k), dtype=bool)
+        out[np.arange(members.size), members] = True
+        return out
+
+    def sample_supports(self, values, rng):
+        """bool (n, k): the one-hot points of honest reports (:meth:`perturb`)."""
+        return self.supported_items(None, self.perturb(values, rng), None)
+
+    def support_rate(self, r):
+        """p for one item (x reported with probability p, any other with q < p); 0 for two:
+        a report supports one item (:meth:`Protocol.support_rate`)."""
+        if r not in (1, 2):
+            raise ValueError(f"support_rate: r must be 1 or 2, got {r}")
+        return max(self.p, self.q) if r == 1 else 0.0
+
     def point_probs(self):
         """P[y' = u | x] for u = x and u != x, exactly."""
         t = self.threshold

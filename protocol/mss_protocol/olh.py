@@ -151,6 +151,11 @@ class OLH(SupportOracle):
         a, b = self.sample_seeds(m, rng)
         return self.tally((a, b, rng.integers(0, self.g, m)))
 
+    def supported_items(self, j, members, sizes):
+        """bool (n, k): v with H_ab(v) = y for each stored (a, b, y) (:meth:`Protocol.supported_items`)."""
+        a, b, y = np.asarray(members, dtype=np.int64).reshape(-1, 3).T
+        return self.hash(a[:, None], b[:, None], np.arange(self.k)[None, :]) == y[:, None]
+
     def sample_reports(self, values, rng, seeds=None):
         """Reports (a, b, y) for ``values`` (n,), vectorised (same law as the client);
         ``seeds`` (a, b) given (``seed: device``), else drawn."""

@@ -200,6 +200,34 @@ class SupportOracle(Protocol):
         s_min, s_max = self.support_sizes()
         return (min(r, s_max) - max(0, r - self.k + s_min)) / (self.p - self.q)
 
+    # -- what a report supports (mss_protocol.base.Protocol.supported_items) ----------------------
+    def supported_items(self, j, members, sizes):
+        """bool (n, k): S(y) of each stored report, from the channel's ``support`` of the report
+        its members form (the point, or OLH's (a, b, y)); one-point and unary protocols
+        vectorise it."""
+        channel = self.channel()
+        per = self.members_per_report
+        rows = np.asarray(members, dtype=np.int64).reshape(-1, per)
+        out = np.zeros((len(rows), self.k), dtype=bool)
+        for i, row in enumerate(rows):
+            out[i] = channel.support(int(row[0]) if per == 1 else tuple(int(v) for v in row))[0]
+        return out
+
+    def support_rate(self, r):
+        """One report supports a given item with probability p if it is the input, q else
+        (the support estimator's law: module docstring), so the rate of one item is max(p, q)
+        = p.  For two items the bound returned is the same p (supporting both is no likelier
+        than supporting one): exact for OLH with ``seed: device`` (an honest device's fixed seed
+        hashes its value's whole preimage together every epoch) and an upper bound elsewhere;
+        GRR and the unary encodings give their exact two-item rate."""
+        if r not in (1, 2):
+            raise ValueError(f"support_rate: r must be 1 or 2, got {r}")
+        return max(self.p, self.q)
+
+    def other_item_rate(self):
+        """q: a report supports an item that is not the input with probability q (module docstring)."""
+        return min(self.q, max(self.p, self.q))
+
     def variance(self, n, prior=None):
         """Per-item MSE of the unbiased estimate averaged over [k]: the same for
         every distribution (the f term averages to 1/k), so ``prior`` is unused."""

@@ -97,6 +97,33 @@ class UnaryEncoding(SupportOracle):
         (:meth:`SupportOracle.shift_per_report`: r / (p - q), every r)."""
         return 0, self.k
 
+    def supported_items(self, j, members, sizes):
+        """bool (n, k): the set bits of each report (stored as its members, ``sizes`` each)."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        out = np.zeros((sizes.size, self.k), dtype=bool)
+        out[np.repeat(np.arange(sizes.size), sizes), np.asarray(members, dtype=np.int64)] = True
+        return out
+
+    def sample_supports(self, values, rng):
+        """bool (n, k): bit v set with probability p if v is the value, else q, independently."""
+        values = np.asarray(values, dtype=np.int64)
+        bits = rng.random((values.size, self.k)) < self.q
+        bits[np.arange(values.size), values] = rng.random(values.size) < self.p
+        return bits
+
+    def support_rate(self, r):
+        """p for one item; for two the bits are independent, so p q when one of them is the
+        input (q q otherwise): q max(p, q) (:meth:`Protocol.support_rate`)."""
+        if r not in (1, 2):
+            raise ValueError(f"support_rate: r must be 1 or 2, got {r}")
+        top = max(self.p, self.q)
+        return top if r == 1 else self.q * top
+
+    def support_size_law(self):
+        """|S(y)| = Bernoulli(p) (the input's bit) + Binomial(k - 1, q) (the others'), whatever
+        the input: ((1, p), (k - 1, q))."""
+        return ((1, self.p), (self.k - 1, self.q))
+
     def randomise(self, x, rng):
         """The k-bit report body: item v at bit v, most significant first (SPEC.md).
 

@@ -584,6 +584,20 @@ class Store:
         c = {k: int(v) for k, v in self._query("SELECT name, value FROM counters")}
         return {link: c.get("skipped_" + link, 0) for link in LINKS}
 
+    excluded = frozenset()  # device ids whose reports counts() and tally() leave out (exclude_devices)
+
+    def exclude_devices(self, devices):
+        """Leave the reports of ``devices`` (device ids) out of :meth:`counts` and :meth:`tally`
+        from now on (``mss estimate --exclude-suspects``: :mod:`mss_aggregator.integrity.detect`)."""
+        self.excluded = frozenset(devices)
+
+    def _without_excluded(self, sql, args):
+        """``sql`` (a WHERE clause's end) and ``args`` with the excluded devices left out."""
+        if not self.excluded:
+            return sql, args
+        ids = sorted(self.excluded)
+        return sql + f" AND device_id NOT IN ({', '.join('?' * len(ids))})", args + tuple(ids)
+
     def counts(self, epoch=None):
         """The additive counts of the accepted reports (vectorised tally), of one
         ``epoch`` only if given (memoized reports repeat across epochs, so a
@@ -591,7 +605,7 @@ class Store:
         sql, args = "SELECT j, subset FROM reports WHERE status='accepted'", ()
         if epoch is not None:
             sql, args = sql + " AND epoch=?", (epoch,)
-        rows = self._query(sql, args)
+        rows = self._query(*self._without_excluded(sql, args))
         j = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         blobs = [bytes(r[1]) for r in rows]
         sizes = np.fromiter((len(b) // 4 for b in blobs), dtype=np.int64, count=len(rows))
@@ -633,6 +647,7 @@ class Store:
         where, args = "status='accepted'", ()
         if epoch is not None:
             where, args = where + " AND epoch=?", (epoch,)
+        where, args = self._without_excluded(where, args)
         if self.mode == SHUFFLER:
             per_epoch = f"SELECT COUNT(*) AS c FROM reports WHERE {where} GROUP BY epoch"
             reports, epochs = self._query(f"SELECT SUM(c), COUNT(*) FROM ({per_epoch}) e", args)[0]
@@ -685,6 +700,12 @@ class Store:
         """[(device_id, epoch, status)] of every stored report, accepted and extra (for a
         campaign's once-per-epoch check, ``mss demo --epochs``)."""
         return [(d, int(e), s) for d, e, s in self._query("SELECT device_id, epoch, status FROM reports")]
+
+    def accepted_reports(self):
+        """[(device_id, epoch, j, subset blob)] of every accepted report, by device and epoch (the
+        per-device tests of :mod:`mss_aggregator.integrity.detect`)."""
+        return self._query("SELECT device_id, epoch, j, subset FROM reports WHERE status='accepted' "
+                           "ORDER BY device_id, epoch")
 
     def accepted_keys(self):
         """Set of (device_id, epoch, seq) of accepted reports (for audits and tests)."""

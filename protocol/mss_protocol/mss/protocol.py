@@ -7,6 +7,7 @@ and inclusion counts (:mod:`.counts`), the decoder is the weighted
 least-squares solve of :mod:`.decoder`, the predicted MSE that of
 :mod:`.variance`, and the channel :mod:`.channel`.
 """
+import math
 from functools import cached_property
 
 import numpy as np
@@ -297,6 +298,73 @@ class MssProtocol(Protocol):
         for j, z in zip(blocks, subsets):
             c[cfg.offsets[j] + np.asarray(z)] += 1
         return Counts(cfg, np.bincount(blocks, minlength=cfg.l), c)
+
+    # -- what a report supports (mss_protocol.base.Protocol.supported_items) ----------------------
+    def supported_items(self, j, members, sizes):
+        """bool (n, k): a report (j, Z) supports the items whose residue mod m_j is in Z."""
+        cfg, j = self.cfg, np.asarray(j, dtype=np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        held = np.zeros((j.size, max(cfg.moduli)), dtype=bool)
+        held[np.repeat(np.arange(j.size), sizes), np.asarray(members, dtype=np.int64)] = True
+        out = np.zeros((j.size, cfg.k), dtype=bool)
+        items = np.arange(cfg.k)
+        for b, m in enumerate(cfg.moduli):
+            rows = np.flatnonzero(j == b)
+            out[rows] = held[rows][:, items % m]
+        return out
+
+    def support(self, counts):
+        """(k,) the reports that support each item: sum over blocks of c_j[v mod m_j]."""
+        cfg, items = self.cfg, np.arange(self.cfg.k)
+        return sum(counts.block(j)[items % m] for j, m in enumerate(cfg.moduli))
+
+    def support_rate(self, r):
+        """The largest chance over every input that one report supports r = 1 or 2 given items.
+
+        Notes
+        -----
+        The block j is uniform over the l blocks; in block j the report holds the input's
+        residue with probability p_j and each other residue with q_j = (omega_j - p_j) /
+        (m_j - 1).  One item: at most the mean of p_j (the input itself).  Two items v != w:
+        in a block where v = w (mod m_j) they are supported together exactly when one is, at
+        most p_j; in a block where they differ, both residues are in Z with probability
+        p_j (omega_j - 1) / (m_j - 1) when one is the input's, or
+        (p_j (omega_j - 1)(omega_j - 2) + (1 - p_j) omega_j (omega_j - 1)) / ((m_j - 1)(m_j - 2))
+        when neither is; take the larger, n_j.  A pair is congruent in the blocks of a set J
+        only if lcm(m_J) divides v - w, so lcm(m_J) <= k - 1; the rate is at most
+        max over such J of (sum_{j in J} p_j + sum_{j not in J} n_j) / l.  SS (one block,
+        m = k) has no congruent pair: its exact two-item rate.
+        """
+        if r not in (1, 2):
+            raise ValueError(f"support_rate: r must be 1 or 2, got {r}")
+        cfg = self.cfg
+        p = np.asarray(cfg.p, float)
+        if r == 1:
+            return float(p.mean())
+        m, w = np.asarray(cfg.moduli, float), np.asarray(cfg.omegas, float)
+        one = p * (w - 1) / (m - 1)
+        neither = np.where(m > 2, (p * (w - 1) * (w - 2) + (1 - p) * w * (w - 1))
+                           / np.maximum((m - 1) * (m - 2), 1), 0.0)
+        apart = np.maximum(one, neither)
+        best = float(apart.mean())
+        for mask in range(1, 1 << cfg.l):
+            J = [b for b in range(cfg.l) if mask >> b & 1]
+            if math.lcm(*(int(cfg.moduli[b]) for b in J)) <= cfg.k - 1:
+                best = max(best, float(np.where([mask >> b & 1 for b in range(cfg.l)], p, apart).mean()))
+        return best
+
+    def other_item_rate(self):
+        """The largest chance one report supports an item v that is not the input x: q_j in a block
+        where v != x (mod m_j), p_j where v = x, over the sets J of blocks where some v != x in [k]
+        are congruent (lcm(m_J) <= k - 1), averaged over the uniform block (:meth:`support_rate`)."""
+        cfg = self.cfg
+        p, q = np.asarray(cfg.p, float), np.asarray(cfg.q, float)
+        best = float(q.mean())
+        for mask in range(1, 1 << cfg.l):
+            J = [b for b in range(cfg.l) if mask >> b & 1]
+            if math.lcm(*(int(cfg.moduli[b]) for b in J)) <= cfg.k - 1:
+                best = max(best, float(np.where([mask >> b & 1 for b in range(cfg.l)], p, q).mean()))
+        return best
 
     def shuffle_channel(self):
         """Subset selection of w out of k when the config is one block over all k items; MSS over
