@@ -128,7 +128,7 @@ def test_the_issues_example_writes_memoize_and_a_budget_and_prints_the_table(tmp
     s = Settings(dict(written, device=dev))
     assert s.budget["draws"] == 4 and s.device["memoize"] is True
     text = flat(out.stdout)
-    assert "privacy over time: grr, a report every 3456 s (25/day)" in text
+    assert "privacy over time: ss, a report every 3456 s (25/day)" in text  # GRR ties on MSE and energy; SS is the more robust
     assert f"wrote {path} (device.period_s 3456), device.sleep light, device.memoize true, device.budget 8 per 30 " \
            "days" in text
     d = plan_json(*ISSUE)
