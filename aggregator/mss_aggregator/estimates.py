@@ -206,11 +206,45 @@ def robust_estimate(protocol, plain, integrity):
         without ``report_floor``: its NotImplementedError's message).
     """
     try:
-        recovery = robusts.recover(protocol, plain.raw, plain.stderr, plain.n,
-                                   integrity.compromised * integrity.reports_each)
+        recovery = robusts.recover(protocol, plain.raw, plain.stderr, n=plain.n,
+                                   crafted=integrity.compromised * integrity.reports_each)
     except NotImplementedError as exc:
         raise ValueError(str(exc)) from None
     return recovery, recovery.estimate(plain.n, plain.post)
+
+
+def decode_counts(counts, post="none", compromised=DEFAULT_COMPROMISED, robust=False):
+    """A counts file's estimate (``mss estimate --counts``): decoded, its :class:`Integrity` (one
+    report a device: a counts file has no epochs) and, with ``robust``, recovered.
+
+    Parameters
+    ----------
+    counts : mss_protocol.counts.Counts
+        Additive counts of one config (``total`` reports).
+    post : str
+        Post-processing (:data:`mss_protocol.postprocess.CHOICES`).
+    compromised : Compromised
+        The devices not trusted.
+    robust : bool
+        Recover the honest reports' estimate (:func:`robust_estimate`).
+
+    Returns
+    -------
+    (estimate, Integrity, Recovery or None, plain estimate or None)
+        ``plain`` is the plain decoder's estimate when ``estimate`` is the recovery's.
+
+    Raises
+    ------
+    ValueError
+        As :func:`robust_estimate`.
+    """
+    protocol = registry.from_config(counts.cfg)
+    est = protocol.decode(counts, post=post)
+    integrity = integrity_of(protocol, counts.total, compromised.devices(counts.total))
+    if not robust:
+        return est, integrity, None, None
+    recovery, recovered = robust_estimate(protocol, est, integrity)
+    return recovered, integrity, recovery, est
 
 
 def robust_line(recovery):

@@ -11,7 +11,6 @@ from mss_aggregator.collect import central as centrals
 from mss_cli.common import CompromisedParam, FloatRange, counters_line, fail, make_console, output_file, post_option, writing
 from mss_aggregator import estimates as estimates_lib
 from mss_iot import Campaign, EstimateError, EstimateRequest, StoreError, estimate_store, open_store
-from mss_protocol import registry
 from mss_protocol.config_file import ConfigError
 from mss_protocol.limits import MAX_K
 
@@ -76,32 +75,18 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     """Frequency estimates with standard errors, 95% CIs and the items distinguishable from 0, from a store or
     a counts file.  Exit 3 when there is nothing to estimate (an empty store, an epoch without reports, a store
     of another config), saying what there is."""
-    if (store_path is None) == (counts_path is None):
-        raise click.UsageError("give --store or --counts")
-    if counts_path and (epoch is not None or all_epochs):
-        raise click.UsageError("--epoch and --all-epochs select reports in a store; a counts file has no epochs")
-    if epoch is not None and all_epochs:
-        raise click.UsageError("give --epoch or --all-epochs, not both")
-    if counts_path and exclude_suspects:
-        raise click.UsageError("--exclude-suspects tests each device's reports in a store; a counts file has no devices")
     delta_given = click.get_current_context().get_parameter_source("delta") != ParameterSource.DEFAULT
-    if counts_path and delta_given:
-        raise click.UsageError("--delta is the central delta of a shuffled store; a counts file has no batches")
+    _check_sources(store_path, counts_path, epoch=epoch, all_epochs=all_epochs, exclude_suspects=exclude_suspects,
+                   delta_given=delta_given)
     central = None
     try:
         wanted = Campaign.read(config_path) if config_path else None
         if counts_path:
             counts, counters, scope, categories = _from_counts(counts_path, wanted, config_path)
-            protocol = registry.from_config(counts.cfg)
-            est = protocol.decode(counts, post=post)
-            integrity = estimates_lib.integrity_of(protocol, counts.total, compromised.devices(counts.total))
-            recovery, plain = None, None
-            if robust:
-                try:
-                    recovery, est = estimates_lib.robust_estimate(protocol, est, integrity)
-                except ValueError as exc:
-                    raise ConfigError(f"--robust: {exc}") from None
-                plain = protocol.decode(counts, post=post)
+            try:
+                est, integrity, recovery, plain = estimates_lib.decode_counts(counts, post, compromised, robust)
+            except ValueError as exc:
+                raise ConfigError(f"--robust: {exc}") from None
         else:
             selection = dict(epoch=epoch, all_epochs=all_epochs, post=post, delta=delta if delta_given else None,
                              compromised=compromised, robust=robust, exclude_suspects=exclude_suspects)
@@ -139,6 +124,20 @@ def estimate_cmd(store_path, counts_path, config_path, export_counts, as_json, c
     else:
         _print_estimate(title, view, counters=counters, scope=scope, central=central, integrity=integrity,
                         recovery=recovery)
+
+
+def _check_sources(store_path, counts_path, epoch, all_epochs, exclude_suspects, delta_given):
+    """UsageError unless exactly one of --store and --counts is given, with only the options it takes."""
+    if (store_path is None) == (counts_path is None):
+        raise click.UsageError("give --store or --counts")
+    if counts_path and (epoch is not None or all_epochs):
+        raise click.UsageError("--epoch and --all-epochs select reports in a store; a counts file has no epochs")
+    if epoch is not None and all_epochs:
+        raise click.UsageError("give --epoch or --all-epochs, not both")
+    if counts_path and exclude_suspects:
+        raise click.UsageError("--exclude-suspects tests each device's reports in a store; a counts file has no devices")
+    if counts_path and delta_given:
+        raise click.UsageError("--delta is the central delta of a shuffled store; a counts file has no batches")
 
 
 def _from_counts(counts_path, wanted, config_path):

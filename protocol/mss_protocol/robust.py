@@ -181,7 +181,8 @@ def recover(protocol, raw, stderr, n, crafted):
         raise ValueError(f"the crafted reports assumed must be at least 0 and fewer than half of the {n} decoded, "
                          f"not {crafted}")
     if not crafted or not n:  # nothing assumed crafted, or nothing decoded: the plain estimate
-        return Recovery(METHOD, 0, 0.0, raw.copy(), stderr.copy(), 0.0, np.zeros(0, dtype=np.int64))
+        return Recovery(method=METHOD, crafted=0, beta=0.0, raw=raw.copy(), stderr=stderr.copy(), excess=0.0,
+                        suspected=np.zeros(0, dtype=np.int64))
     beta = crafted / n
     u = (raw - beta * protocol.report_floor()) / (1 - beta)
     s = stderr / (1 - beta)
@@ -192,5 +193,5 @@ def recover(protocol, raw, stderr, n, crafted):
     removed = room * min(1.0, excess / total) if total > 0 else room
     x = u - removed
     widened = s + np.abs(x - raw) / Z95
-    return Recovery(METHOD, int(crafted), beta, x, widened, float(removed.sum()),
-                    np.flatnonzero(removed > 0))
+    return Recovery(method=METHOD, crafted=int(crafted), beta=beta, raw=x, stderr=widened,
+                    excess=float(removed.sum()), suspected=np.flatnonzero(removed > 0))
