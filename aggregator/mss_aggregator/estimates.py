@@ -439,8 +439,13 @@ def estimate_store(store, request=EstimateRequest()):
         held = scopes.contents(store)
         if not store.tally()[0]:  # an empty store: what it holds says it all
             raise EstimateError(None, held, store)
-        what = f"epoch {scope.epoch} ({scope.selection})" if r.epoch is None else f"epoch {r.epoch}"
-        raise EstimateError("epoch", f"no accepted reports in {what}: {held}", store)
+        if r.epoch is not None:
+            what = f"epoch {r.epoch}"
+        elif scope.epoch is not None and scope.epoch == scope.current_epoch:  # the default: the current epoch
+            what = f"the current epoch, {scope.epoch}, nor in the one before"
+        else:
+            what = f"epoch {scope.epoch}, the default"
+        raise EstimateError("epoch", f"no accepted reports in {what}. {held}", store)
     central = centrals.guarantee(store, scope, centrals.DELTA if r.delta is None else r.delta)
     if central is None and r.delta is not None:
         raise EstimateError("delta", f"{store.name} holds reports of devices, not a shuffler's batches: they "

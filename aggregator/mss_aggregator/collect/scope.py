@@ -256,5 +256,5 @@ def contents(store, latest=5):
     last = ", ".join(f"{e} ({at_least}{d} devices)" for e, d in store.devices_per_epoch(last=latest))
     full, most = store.fullest_epoch()
     return (f"{store.name} holds {reports} accepted reports of config {store.cfg.config_id_hex} from {at_least}"
-            f"{devices} devices in {epochs} epochs; the latest: {last}; the fullest: {full} ({most} {unit}): "
-            f"--epoch E or --all-epochs")
+            f"{devices} devices in {epochs} epochs; the latest: {last}; the fullest: {full} ({most} {unit}). "
+            f"Choose one with --epoch E, or pool them all with --all-epochs")

@@ -42,6 +42,19 @@ DEFAULTS = {"host": "127.0.0.1", "port": None, "user": None, "password": None,
             "keepalive": 60, "timeout_s": 5, "backoff_max_s": 300,
             "tls": False, "ca": None, "cert": None, "key": None, "server_hostname": None}
 
+# umqtt.simple raises MQTTException(code) with the CONNACK's return code (MQTT 3.1.1 section 3.2.2.3)
+_LOGIN = ": check the device's mqtt.user and mqtt.password against the broker's accounts"
+REFUSED = {1: ("protocol version refused", ""), 2: ("client id refused", ": check the device id"),
+           3: ("broker unavailable", ""), 4: ("bad user name or password", _LOGIN), 5: ("not authorised", _LOGIN)}
+
+
+def connect_error(exc):
+    """Why a connect failed, in words: a refused CONNACK by its meaning, anything else as repr."""
+    code = exc.args[0] if type(exc).__name__ == "MQTTException" and exc.args else None
+    if code in REFUSED:
+        return "%s (MQTT CONNACK %d)%s" % (REFUSED[code][0], code, REFUSED[code][1])
+    return repr(exc)
+
 
 def check(m):
     """device.mqtt with its port resolved (mss_node.settings).  A TLS field is never
@@ -184,7 +197,7 @@ class MqttLink:
             self._connect()
             return True
         except Exception as exc:  # OSError, umqtt's MQTTException (refused), bad replies
-            self._down("connect failed: %r" % (exc,))
+            self._down("connect failed: %s" % connect_error(exc))
             return False
 
     def _down(self, why):

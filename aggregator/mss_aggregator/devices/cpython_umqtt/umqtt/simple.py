@@ -16,6 +16,10 @@ class MQTTException(Exception):
     pass
 
 
+# paho reports an MQTT 3.1.1 CONNACK refusal as the MQTT 5 reason code; umqtt.simple raises the 3.1.1 code
+CONNACK_CODE = {132: 1, 133: 2, 136: 3, 134: 4, 135: 5}
+
+
 class _Sock:
     """Stands in for the socket: the firmware sets its timeout and closes it."""
 
@@ -85,7 +89,8 @@ class MQTTClient:
         if isinstance(reason, OSError) or reason.is_failure:
             c.disconnect()  # and no reconnecting behind the firmware's back
             c.loop_stop()
-            raise reason if isinstance(reason, OSError) else MQTTException(reason.value)
+            raise reason if isinstance(reason, OSError) else MQTTException(CONNACK_CODE.get(reason.value,
+                                                                                            reason.value))
         c.on_disconnect = None
         self._c, self.sock = c, _Sock(self)
         return 0

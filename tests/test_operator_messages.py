@@ -1,0 +1,59 @@
+"""What an operator reads when something is off (issue 48's smaller findings): a refused MQTT login
+in words, and an estimate with nothing to decode said without nested parentheses.  Fast (< 2 s)."""
+import time
+
+import numpy as np
+import pytest
+
+from mss_aggregator.collect.ingest import Ingest
+from mss_aggregator.collect.store import open_store
+from mss_aggregator.estimates import EstimateError, EstimateRequest, estimate_store
+from mss_node.mqtt_link import connect_error
+from mss_protocol.oracle_config import OracleConfig
+from mss_protocol.vectors import report_from_stream
+
+CFG = OracleConfig("grr", 12, 3.0)
+
+
+class MQTTException(Exception):  # umqtt.simple's: the CONNACK's return code its one argument
+    pass
+
+
+@pytest.mark.parametrize("exc, said", [
+    (MQTTException(5), "not authorised (MQTT CONNACK 5): check the device's mqtt.user and mqtt.password "
+                       "against the broker's accounts"),
+    (MQTTException(2), "client id refused (MQTT CONNACK 2): check the device id"),
+    (MQTTException(99), "MQTTException(99)"),  # a code MQTT 3.1.1 does not define: as it came
+    (OSError(104), "OSError(104)"),
+])
+def test_a_refused_connect_says_why(exc, said):
+    assert connect_error(exc) == said
+
+
+def test_the_emulator_raises_umqtts_codes():
+    """paho reports a 3.1.1 refusal as its MQTT 5 reason code; the CPython umqtt raises the 3.1.1 one."""
+    from paho.mqtt.client import convert_connack_rc_to_reason_code as reason
+
+    from mss_aggregator.devices.cpython_umqtt.umqtt.simple import CONNACK_CODE
+
+    assert {code: CONNACK_CODE[reason(code).value] for code in range(1, 6)} == {c: c for c in range(1, 6)}
+
+
+def test_nothing_in_the_current_epoch_reads_as_sentences(tmp_path):
+    before = int(time.time() // 3600)
+    store, ingest = open_store(tmp_path / "s.sqlite", CFG), Ingest(CFG, "t")
+    store.set_clock({"period_s": 3600, "epoch_origin": 0, "accept_past_epochs": 1})
+    rng = np.random.default_rng(48)
+    store.write_batch([ingest.from_mqtt(f"mss/v1/t/d{d}/report".encode(),
+                                        report_from_stream(CFG.to_dict(), d % 12, rng.bytes(256), 7, 7, f"d{d}")[0])
+                       for d in range(20)])
+    try:
+        with pytest.raises(EstimateError) as err:
+            estimate_store(store, EstimateRequest())
+    finally:
+        store.close()
+    said = str(err.value)
+    assert any(said.startswith(f"no accepted reports in the current epoch, {current}, nor in the one before. ")
+               for current in (before, int(time.time() // 3600))), said
+    assert "the fullest: 7 (20 devices). Choose one with --epoch E, or pool them all with --all-epochs" in said
+    assert "((" not in said and "))" not in said and "\n" not in said
