@@ -253,6 +253,29 @@ def keep_secrets(boards, out, rotate):
                 lw["app_key"], b.secret = (old, "kept") if old else (secrets.token_hex(16), "generated")
 
 
+def board_logins(out):
+    """(campaign, [(device id, password)]) of the MQTT boards :func:`provision` wrote under ``out``
+    (``boards/*.json``), in the order of their names (dev2 before dev10); a ProvisionError where a
+    file is no board config, the boards name several campaigns, or there is no MQTT board."""
+    def natural(path):
+        return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.stem)]
+
+    campaigns, logins = set(), []
+    for path in sorted((Path(out) / "boards").glob("*.json"), key=natural):
+        try:
+            device = json.loads(path.read_text())["device"]
+            if device.get("transport") == "mqtt":
+                logins.append((device["device_id"], device["mqtt"]["password"]))
+                campaigns.add(device["campaign"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ProvisionError(f"{path}: not a board config written by provision ({exc!r})") from None
+    if not logins:
+        raise ProvisionError(f"{Path(out) / 'boards'}: no MQTT board config in it")
+    if len(campaigns) > 1:
+        raise ProvisionError(f"{Path(out) / 'boards'}: boards of several campaigns ({', '.join(sorted(campaigns))})")
+    return campaigns.pop(), logins
+
+
 def read_json(path, default):
     """An earlier run's file, or ``default`` where there is none (or it cannot be read as JSON)."""
     try:

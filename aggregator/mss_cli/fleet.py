@@ -33,27 +33,36 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
 
 @click.command("fleet")
 @click.option("--broker", required=True, metavar="URL", callback=checked(broker_spec),
-              help="The broker the devices report to: mqtt://[user[:password]@]host[:port]; the user and "
-                   "password every device logs in with, unless --user-template.")
+              help="The broker the devices report to: mqtt[s]://[user[:password]@]host[:port]; the user and "
+                   "password every device logs in with, unless --user-template or --provisioned.")
 @broker_password_option
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
+              help="With an mqtts:// --broker (required then): the CA certificate the devices verify the "
+                   "broker's with (device.mqtt.ca), and the clean-up of their retained messages too.")
 @click.option("--campaign", default="default", show_default=True, callback=checked(topic_level),
-              help=f"The devices publish under mss/v1/<campaign>/; {TOPIC_LEVEL}.")
+              help=f"The devices publish under mss/v1/<campaign>/; {TOPIC_LEVEL}. With --provisioned: the "
+                   "boards' own by default.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="Campaign config (mss plan --device-config); the devices date their reports by its "
                    "device.period_s and epoch_origin (default the firmware's 3600 and 0), as the aggregator does.")
-@click.option("-n", "--devices", type=click.IntRange(1, MAX_FLEET), required=True, help="How many devices to run.")
+@click.option("-n", "--devices", type=click.IntRange(1, MAX_FLEET),
+              help="How many devices to run (required, but with --provisioned: all its boards by default).")
 @click.option("--epochs", type=click.IntRange(1, 10**4), default=1, show_default=True,
               help="Each device reports once in each of this many consecutive epochs of the config's clock, "
                    "those ending with the current one (its clock set back a period at a time: dated reports, "
                    "as the firmware makes them); at most the aggregator's window, accept_past_epochs + 1.")
 @click.option("--user-template", metavar="TEMPLATE",
-              help="Log each device in as its own broker user: TEMPLATE with {i} its index (0 .. N-1), e.g. "
-                   "'dev{i}'; the user is also its device id and client id (the shipped ACL's %u patterns). "
+              help="Log each device in as its own broker user: TEMPLATE with {i} its index (0 .. N-1) or {n} "
+                   "its number (1 .. N), e.g. 'dev{n}'; the user is also its device id and client id (the "
+                   "shipped ACL's %u patterns). "
                    "Passwords: --password-file, else one shared one (--broker-password-file, "
                    "$MSS_BROKER_PASSWORD or mqtt://:PASSWORD@host).")
 @click.option("--password-file", type=click.Path(exists=True, dir_okay=False), metavar="PATH",
               help="With --user-template: each device's password, one 'user:password' a line (what "
                    "mosquitto_passwd -U hashes); '#' comments and blank lines are skipped.")
+@click.option("--provisioned", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Run the MQTT boards of mss provision --out DIR, each logging in as itself: its device id "
+                   "and password from DIR/boards/*.json (the first --devices of them, in name order).")
 @click.option("--store", "store_path", metavar="PATH|URL",
               help="Count what the aggregator stored in this store (its --store): the accepted reports of "
                    "these devices in these epochs, exact.")
@@ -77,8 +86,9 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
               help="Write the devices' values.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.pass_context
-def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices, epochs, user_template, password_file,
-              store_path, aggregator_url, wait_s, dist, seed, id_prefix, runtime, parallel, truth_path, as_json):
+def fleet_cmd(ctx, broker, broker_password_file, tls_ca, campaign, config_path, devices, epochs, user_template,
+              password_file, provisioned, store_path, aggregator_url, wait_s, dist, seed, id_prefix, runtime, parallel,
+              truth_path, as_json):
     """Start N (--devices) emulated devices running the firmware, each reporting once an epoch for --epochs
     epochs; count what the aggregator stored (--store or --aggregator-url), then delete the devices'
     retained status messages and sessions."""
@@ -86,17 +96,7 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
                                               run_fleet, status_topic)
     from mss_aggregator.devices.runtime import RuntimeUnavailable
 
-    logins = None
-    if user_template is None:
-        if password_file:
-            raise click.UsageError("--password-file needs --user-template (the users it has passwords for)")
-        broker = broker_url(broker, broker_password_file)
-    else:
-        if ctx.get_parameter_source("id_prefix") is not click.core.ParameterSource.DEFAULT:
-            raise click.UsageError("--id-prefix and --user-template: the template makes the device ids; give one")
-        logins = device_logins(user_template, devices, broker, broker_password_file=broker_password_file,
-                               password_file=password_file)
-    _check_broker(broker)
+    broker, logins, devices, campaign = _fleet_logins(ctx)
     if store_path and aggregator_url:
         raise click.UsageError("--store and --aggregator-url: give one, the place to count what was stored")
     try:
@@ -112,7 +112,7 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
         with progress(f"{devices} devices on {runtime}, {epochs} epoch(s) each", devices) as step:
             results = run_fleet(cfg, broker, campaign, values,
                                 clock=FleetClock(period_s=period, epoch_origin=origin, epochs=epochs),
-                                boards=Boards(id_prefix=id_prefix, logins=logins),
+                                boards=Boards(id_prefix=id_prefix, logins=logins, ca=tls_ca),
                                 run=BoardRun(runtime=runtime, parallel=parallel, on_done=step))
     except (ValueError, RuntimeUnavailable) as exc:
         fail(str(exc))
@@ -122,7 +122,7 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
     count = None if stored is None else stored(set(results), set(span), acked, wait_s)
     logins_of = dict(zip((l[0] for l in logins), logins)) if logins else {}
     left = clear_retained(broker, [(d, logins_of.get(d), [status_topic(campaign, d)]) for d in sorted(results)],
-                          parallel)
+                          parallel, ca=tls_ca)
     if truth_path:
         _write_truth(truth_path, cfg, campaign, results=results, values=values)
     _print_fleet({"devices": devices, "epochs": span, "sent": sent, "pubacked": acked, "stored": count,
@@ -139,14 +139,48 @@ def fleet_cmd(ctx, broker, broker_password_file, campaign, config_path, devices,
         sys.exit(FLEET_SHORT)
 
 
-def _check_broker(url):
-    """--broker: a usage error unless it parses."""
+def _fleet_logins(ctx):
+    """(broker URL, logins or None, devices, campaign) of mss fleet's options: one login for all (the URL's),
+    one a device from --user-template or --provisioned; the broker and --tls-ca checked before any device runs."""
     from mss_aggregator.collect.collectors import parse_broker
+    from mss_aggregator.provision import ProvisionError, board_logins
 
+    o, logins = ctx.params, None
+    broker, devices, campaign = o["broker"], o["devices"], o["campaign"]
+    if o["user_template"] and o["provisioned"]:
+        raise click.UsageError("--user-template and --provisioned both name the devices' logins: give one")
+    if (o["user_template"] or o["provisioned"]) and \
+            ctx.get_parameter_source("id_prefix") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--id-prefix names the devices of a shared login; their own logins are their ids")
+    if o["password_file"] and not o["user_template"]:
+        raise click.UsageError("--password-file needs --user-template (the users it has passwords for)")
+    if o["provisioned"]:
+        try:
+            boards_campaign, logins = board_logins(o["provisioned"])
+        except ProvisionError as exc:
+            fail(f"--provisioned: {exc}")
+        if devices is not None and devices > len(logins):
+            raise click.BadParameter(f"{devices} devices, and {o['provisioned']} has {len(logins)} MQTT boards",
+                                     param_hint="--devices")
+        devices = devices or len(logins)
+        logins = logins[:devices]
+        if ctx.get_parameter_source("campaign") is click.core.ParameterSource.DEFAULT:
+            campaign = boards_campaign
+    elif devices is None:
+        raise click.UsageError("Missing option '-n' / '--devices' (or give --provisioned DIR: all its boards)")
+    elif o["user_template"]:
+        logins = device_logins(o["user_template"], devices, broker, broker_password_file=o["broker_password_file"],
+                               password_file=o["password_file"])
+    else:
+        broker = broker_url(broker, o["broker_password_file"])
     try:
-        parse_broker(url)
+        tls = parse_broker(broker)[4]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--broker")
+    if tls != bool(o["tls_ca"]):
+        raise click.UsageError("an mqtts:// --broker needs --tls-ca: the devices verify the broker's certificate "
+                               "against it" if tls else "--tls-ca is for an mqtts:// --broker (TLS)")
+    return broker, logins, devices, campaign
 
 
 def _fleet_clock(campaign, epochs):
@@ -206,12 +240,13 @@ def device_logins(template, n, broker, broker_password_file, password_file):
     from mss_device.gateway import DEVICE_ID
 
     try:
-        users = [template.format(i=i) for i in range(n)]
+        users = [template.format(i=i, n=i + 1) for i in range(n)]
     except (KeyError, IndexError, ValueError) as exc:
-        raise click.BadParameter(f"{template!r}: {exc!r}; use {{i}} for the device's index",
+        raise click.BadParameter(f"{template!r}: {exc!r}; use {{i}} for the device's index (from 0), {{n}} for "
+                                 "its number (from 1)",
                                  param_hint="--user-template")
     if len(set(users)) < n:
-        raise click.BadParameter(f"{template!r} gives every device the same user; put {{i}} in it",
+        raise click.BadParameter(f"{template!r} gives every device the same user; put {{i}} or {{n}} in it",
                                  param_hint="--user-template")
     bad = next((u for u in users if not DEVICE_ID.match(u)), None)
     if bad is not None:

@@ -45,11 +45,13 @@ class FleetClock:
 class Boards:
     """Who the boards are: ids ``id_prefix`` + their index (None: the runner's own prefix), or with
     ``logins`` [(user, password)] a board, each MQTT board its own broker user (also its id);
-    ``privacy``: device fields every board gets (:func:`device_config`)."""
+    ``privacy``: device fields every board gets (:func:`device_config`); ``ca``: the CA certificate
+    file MQTT boards verify an mqtts:// broker with (device.mqtt.ca)."""
 
     id_prefix: str = None
     logins: list = None
     privacy: dict = None
+    ca: str = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,10 @@ def run_fleet(cfg, broker, campaign, values, network=None, clock=FleetClock(), b
                 device_id = login[0] if login else f"{id_prefix}{i}"
                 d = device_config(cfg=cfg, broker=broker, campaign=campaign, device_id=device_id, period_s=period_s,
                                   epoch_origin=epoch_origin, privacy=privacy, login=login)
+                if parse_broker(broker)[4]:  # mqtts://: the firmware's TLS, the broker checked against the CA
+                    if not boards.ca:
+                        raise ValueError("an mqtts:// broker needs the CA certificate the boards verify it with")
+                    d["device"]["mqtt"].update(tls=True, ca=str(Path(boards.ca).resolve()))
             else:
                 modem = emulator(DIALECTS[i % len(DIALECTS)], f"70b3d57ed0{i:06x}")
                 network.attach(modem)
@@ -162,18 +168,19 @@ def status_topic(campaign, device_id):
     return f"mss/v1/{campaign}/{device_id}/status"
 
 
-def clear_retained(broker, clients, parallel=8, timeout=10):
+def clear_retained(broker, clients, parallel=8, timeout=10, ca=None):
     """Publish an empty retained message (MQTT's delete) on each topic of ``clients``, [(client id
     or None, (user, password) or None for the URL's, [topics])], each logged in as itself (under
     the shipped ACL only a device may write its own status) with a clean session, which also
     ends the persistent session a board left (its subscription to the config).  Clients of one
     user go one after another (a broker that makes the user the client id would have them take
-    each other's connection over).  Returns ["topic: why"] of those not cleared."""
+    each other's connection over); ``ca``: the CA certificate file an mqtts:// broker is verified with
+    (default: the system's).  Returns ["topic: why"] of those not cleared."""
     import threading
 
     import paho.mqtt.client as mqtt
 
-    host, port, url_user, url_password, _ = parse_broker(broker)
+    host, port, url_user, url_password, tls = parse_broker(broker)
 
     def one(client_id, user, password, topics):
         answered, answer = threading.Event(), []
@@ -183,6 +190,8 @@ def clear_retained(broker, clients, parallel=8, timeout=10):
         if user:
             c.username_pw_set(user, password)
         try:
+            if tls:
+                c.tls_set(ca_certs=ca)
             c.connect(host, port, keepalive=30)
             c.loop_start()
             if not answered.wait(timeout):
