@@ -25,6 +25,10 @@ CITED_MODEMS = {
     "rn2483": (3.3, 57600, {14: 38.0}, 2.8 + 9.9, 2.8, 0.0018),
 }
 TX_DBM = {"eu868": 14, "us915": 20, "au915": 20, "au915-nodwell": 20}
+# docs/energy.md, "The battery": (nominal volts, self-discharge a year, shelf life in days)
+CITED_CELLS = {"li-ion": (3.6, 0.20, 365), "li-socl2": (3.6, 0.01, 15 * 365)}
+# how each board feeds its parts: a linear regulator draws their current from the cell
+REGULATOR = {"rp2040": "switching", "esp32": "linear", "esp32c3": "linear"}
 
 
 def handshake_text(modem, frame_bytes, period_s):
@@ -55,11 +59,16 @@ WINDOWS = {
 }
 
 
-def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah):
-    """The model's figures recomputed from the cited numbers (mA x V x s = mJ)."""
+def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah, cell="li-ion"):
+    """The model's figures recomputed from the cited numbers (mA x V x s = mJ), the energy at the
+    cell's terminals: through a linear regulator the cell delivers each part's current at its own
+    voltage; through a switching one each part's power."""
     link = lorawan.parse_link(spec)
     vb, i_act, i_idle, i_sleep, boot, scale = CITED_BOARDS[board]
     vm, baud, tx, i_rx, i_midle, i_msleep = CITED_MODEMS[modem]
+    v_cell, self_discharge, shelf_days = CITED_CELLS[cell]
+    if REGULATOR[board] == "linear":
+        vb = vm = v_cell
     air = reference_ms(frame_bytes, link.sf, link.bw_khz) / 1e3
     rx1, rx2 = (WINDOW_MS[w] / 1e3 for w in WINDOWS[(link.region, link.dr)])
     hs = len(handshake_text(modem, frame_bytes, period_s)) * 10 / baud
@@ -72,7 +81,10 @@ def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah):
          "sleep": vb * i_sleep * (period_s - mcu_awake) + vm * i_msleep * (period_s - modem_awake)}
     total = sum(e.values())
     per_day = total * 86400 / period_s
-    days = None if battery_mah is None else battery_mah * 3.6 * 3.3 * 1000 / per_day
+    days = None
+    if battery_mah is not None:  # self-discharge a year besides the load, capped at the shelf life
+        held = battery_mah * 3.6 * v_cell * 1000
+        days = min(1 / (per_day / held + self_discharge / 365), shelf_days)
     return e, total, per_day, days, air
 
 
@@ -101,9 +113,10 @@ def test_every_figure_is_its_formula_with_the_cited_numbers(spec, frame_bytes, r
     assert (got["battery_days"] is None) == (days is None)
     if days is not None:
         assert got["battery_days"] == pytest.approx(days, rel=1e-12)
-        # battery_days is the battery's energy over a day's: the same figure from the report's energy
-        assert got["battery_days"] * got["energy_mj_per_report"] * 86400 / period_s == pytest.approx(
-            battery * 3.6 * 3.3 * 1e3, rel=1e-12)
+        # the load alone: the battery's energy over a day's, the same figure from the report's energy
+        assert got["battery_load_days"] * got["energy_mj_per_report"] * 86400 / period_s == pytest.approx(
+            battery * 3.6 * 3.6 * 1e3, rel=1e-12)
+        assert got["battery_days"] <= got["battery_load_days"]
     assert got["times_s"]["air"] * 1e3 == pytest.approx(air * 1e3, abs=1e-9)
     link = lorawan.parse_link(spec)
     assert got["energy_model"]["airtime_ms"] == lorawan.airtime_ms(frame_bytes, link.sf, link.bw_khz)
@@ -122,6 +135,11 @@ def test_the_part_tables_hold_the_cited_numbers():
         assert m["idle_ma"][0] == pytest.approx(idle, rel=1e-12)
         assert {dbm: f[0] for dbm, f in m["tx_ma"].items()} == tx
     assert energy.REGION_TX_DBM == TX_DBM
+    assert {b: energy.BOARDS[b]["regulator"][0] for b in energy.BOARDS} == REGULATOR
+    for cell, figures in CITED_CELLS.items():
+        c = energy.CELLS[cell]
+        assert tuple(c[key][0] for key in ("volts", "self_discharge_per_year", "shelf_life_days")) == figures
+        assert all(len(c[key][1]) > 20 for key in ("volts", "self_discharge_per_year", "shelf_life_days"))
     figures = [f for b in energy.BOARDS.values() for f in b.values() if isinstance(f, tuple) and len(f) == 2]
     figures += [f for m in energy.MODEMS.values() for key, f in m.items() if key in ("volts", "baud", "rx_ma",
                                                                                      "idle_ma", "sleep_ma")]
@@ -192,7 +210,8 @@ def test_plan_prints_the_breakdown():
     text = " ".join(out.stdout.split())
     for words in ("MCU awake", "TX at 14 dBm", "RX1 window", "RX2 window", "sleep over the period",
                   f"energy per report: {d['energy_mj_per_report']:.4g} mJ",
-                  f"battery 2000 mAh (at 3.3 V): {d['battery_days']:.1f} days"):
+                  f"battery 2000 mAh li-ion (energy at the cell's terminals, 3.6 V): {d['battery_days']:.1f} days",
+                  "campaign 365 days", "warning: battery_days"):
         assert words in text, words
     text = " ".join(plan("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0").stdout.split())
     assert "energy per report" in text and "--battery MAH states the days" in text
@@ -203,6 +222,7 @@ def test_plan_prints_the_breakdown():
     (["--link", "lorawan:us915:0", "--modem", "rn2483"], "--modem"),
     (["--link", "lorawan:eu868:0", "--battery", 0], "--battery"),
     (["--link", "lorawan:eu868:0", "--board", "nrf52"], "--board"),
+    (["--cell", "li-ion"], "--cell"), (["--link", "lorawan:eu868:0", "--cell", "nimh"], "--cell"),
 ])
 def test_bad_energy_flags_exit_2_naming_the_flag(args, flag):
     out = plan("--k", 12, "--epsilon", 2, *args)
@@ -259,6 +279,68 @@ def test_the_worked_example_of_docs_energy_md():
     d = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", "rp2040", "--modem", "rak3172",
                   "--battery", 2000)
     assert (d["protocol"], d["frame_bytes"], d["period_s"]) == ("ss", 2, 3456)  # GRR ties; SS is the more robust
-    assert round(d["energy_mj_per_report"]) == 21447 and round(d["battery_days"], 1) == 44.3
-    text = (pathlib.Path(__file__).parents[1] / "docs" / "energy.md").read_text()
-    assert "**21 447**" in text and "**44.3 days**" in text
+    assert round(d["energy_mj_per_report"]) == 21447 and round(d["battery_days"], 1) == 47.1
+    assert round(d["battery_load_days"], 1) == 48.3 and d["battery_limit"] == "load"
+    warning = [w for w in d["warnings"] if w.startswith("battery_days")][0]
+    assert warning.startswith("battery_days 47.1 < campaign_days 365: the battery ends first (light sleep is 97 %")
+    assert "a 18875 mAh li-ion battery; or a 15253 mAh li-socl2 battery" in warning
+    text = " ".join((pathlib.Path(__file__).parents[1] / "docs" / "energy.md").read_text().split())
+    assert "**21 447**" in text and "**47.1 days**" in text and "18 875 mAh li-ion" in text and "15 253 mAh" in text
+    # the other boards' rows: energy at the cell, the load alone, li-ion (capped), li-socl2
+    for board, row in (("esp32", "964.0 mJ | 1075 days | 365 days (capped) | 1045 days"),
+                       ("esp32c3", "720.8 mJ | 1438 days | 365 days (capped) | 1384 days")):
+        ion = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", board, "--battery", 2000)
+        socl2 = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", board, "--battery", 2000,
+                          "--cell", "li-socl2")
+        assert ion["battery_limit"] == "shelf life" and socl2["battery_limit"] == "load"
+        assert (f"{ion['energy_mj_per_report']:.1f} mJ | {ion['battery_load_days']:.0f} days | "
+                f"{ion['battery_days']:.0f} days (capped) | {socl2['battery_days']:.0f} days") == row
+        assert row in text, row
+
+
+def test_the_battery_against_the_campaign():
+    """Issue 48 item 1: a battery that ends before the campaign is a warning naming battery_days and
+    campaign_days and what would make it last; each fix it names does, by the model itself."""
+    args = ("--k", 16, "--epsilon", 2, "--link", "lorawan:eu868:0", "--n", 300, "--battery", 2000)
+    d = plan_json(*args)
+    assert d["campaign_days"] == 365 and d["battery_days"] < 365
+    warning = [w for w in d["warnings"] if "battery_days" in w]
+    assert len(warning) == 1 and "campaign_days 365" in warning[0] and f"{d['battery_days']:.1f}" in warning[0]
+    # the Pico W's light sleep alone (6 mW) drains 2000 mAh in 50 days: no period, another board or cell
+    assert "no period on the rp2040" in warning[0] and "board esp32c3 (deep sleep)" in warning[0]
+    assert "mAh li-socl2 battery" in warning[0]
+    fix = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--battery", 2000, "--campaign-days", 5000)
+    hint = [w for w in fix["warnings"] if "battery_days" in w][0]
+    period = int(hint.split("a period of ")[1].split()[0])
+    longer = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--campaign-days", 5000,
+                       "--period", period)
+    assert longer["battery_days"] >= 5000 and not [w for w in longer["warnings"] if "battery_days" in w]
+    shorter = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--campaign-days", 5000,
+                        "--period", period - 60)
+    assert shorter["battery_days"] < 5000
+    mah = int(hint.split("; or a ")[-1].split()[0])  # the li-socl2 battery
+    bigger = plan_json(*args[:-2], "--battery", mah + 1, "--board", "esp32c3", "--cell", "li-socl2",
+                       "--campaign-days", 5000)
+    assert bigger["battery_days"] >= 5000 > plan_json(*args[:-2], "--battery", mah - 5, "--board", "esp32c3",
+                                                      "--cell", "li-socl2", "--campaign-days", 5000)["battery_days"]
+
+
+def test_shelf_life_caps_the_days_and_says_so():
+    link = lorawan.parse_link("lorawan:eu868:0")
+    for cell, (_, rate, shelf) in CITED_CELLS.items():
+        r = energy.report(link, 2, 0.3, board="esp32c3", period_s=86400, battery=energy.Battery(2000, cell))
+        assert r["battery_days"] == shelf < r["battery_load_days"] and r["battery_limit"] == "shelf life"
+        # self-discharge alone (no load) would last 365 / rate days: below the load's, above the cap
+        assert 365 / rate >= shelf
+    out = plan("--k", 16, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", "esp32c3", "--battery", 2000)
+    assert "capped at the cell's 365-day shelf life" in " ".join(out.stdout.split())
+
+
+def test_a_linear_regulator_board_lasts_its_charge_whatever_the_cell_voltage():
+    """One voltage convention (energy at the cell's terminals): through an LDO the cell delivers the
+    load's current, so the load alone lasts the capacity over the mean current at any cell voltage."""
+    link = lorawan.parse_link("lorawan:eu868:3")
+    r = energy.report(link, 4, 1.0, board="esp32", modem="wio-e5", period_s=900, battery=2600)
+    assert r["energy_model"]["rail_volts"] == r["energy_model"]["battery_volts"] == 3.6
+    mean_ma = r["energy_mj_per_day"] / 3.6 / 86400  # mJ / V / s
+    assert r["battery_load_days"] == pytest.approx(2600 / mean_ma / 24, rel=1e-12)

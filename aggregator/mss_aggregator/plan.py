@@ -121,6 +121,9 @@ class Hardware:
         With a link, the modem of the energy model (None: :data:`DEFAULT_MODEM`).
     battery_mah : float, optional
         The battery, in mAh (a link's energy model only).
+    cell : str, optional
+        The battery's cell, a key of :data:`mss_protocol.energy.CELLS` (its voltage, self-discharge
+        and shelf life; None: :data:`mss_protocol.energy.DEFAULT_CELL`).
     period_s : int, optional
         The reporting period, in seconds (None: with a link the shortest its budget allows, else
         the firmware's default).
@@ -130,6 +133,7 @@ class Hardware:
     modem: str = None
     battery_mah: float = None
     period_s: int = None
+    cell: str = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +309,7 @@ def check(request):
         raise RequestError("reporting.irr_epsilon", f"{r.protocol} has no instantaneous layer: only "
                                                     f"{', '.join(IRR_PROTOCOLS)} (one output a report) take one")
     if hw.link is None:
-        for name in ("modem", "battery_mah"):
+        for name in ("modem", "battery_mah", "cell"):
             if getattr(hw, name) is not None:
                 raise RequestError(f"hardware.{name}", "the energy model is of a LoRaWAN board",
                                    needs="hardware.link")
@@ -319,6 +323,8 @@ def check(request):
             energy.check(hw.link, board, modem)
         except ValueError as exc:
             raise RequestError("hardware.modem", str(exc)) from None
+        if hw.cell is not None and hw.cell not in energy.CELLS:
+            raise RequestError("hardware.cell", f"unknown cell {hw.cell!r} (docs/energy.md: {', '.join(energy.CELLS)})")
 
 
 def plan(request, progress=None):
@@ -472,11 +478,69 @@ def _link_figures(request, result, board, modem):
                                                         modem=modem, period_s=period,
                                                         board_ms=row["device_ms"])["energy_mj_per_report"]
     e = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board=board, modem=modem, period_s=period,
-                      battery_mah=hw.battery_mah, board_ms=result["device_ms"])
+                      battery=_battery(hw), board_ms=result["device_ms"])
     result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
-                  battery_days=e["battery_days"], energy_breakdown=e["energy_breakdown"],
+                  battery_days=e["battery_days"], battery_load_days=e["battery_load_days"],
+                  battery_limit=e["battery_limit"], energy_breakdown=e["energy_breakdown"],
                   energy_times_s=e["times_s"], energy_model=e["energy_model"])
+    campaign = request.reporting.campaign_days
+    result["campaign_days"] = campaign
+    if e["battery_days"] is not None and e["battery_days"] < campaign:
+        result["warnings"] = result["warnings"] + [battery_warning(request, result, e)]  # not the chooser's list
     return period
+
+
+def _battery(hw):
+    """The request's :class:`mss_protocol.energy.Battery` (its capacity, its cell or the default)."""
+    return energy.Battery(hw.battery_mah, hw.cell or energy.DEFAULT_CELL)
+
+
+def battery_warning(request, result, e):
+    """The plan's warning when the battery ends before the campaign: both figures by their JSON names,
+    and what would make it last (another board and its sleep mode, a longer period, a larger battery
+    of each cell), each computed with :func:`mss_protocol.energy.report` at the plan's other figures."""
+    hw, days, campaign = request.hardware, e["battery_days"], request.reporting.campaign_days
+    m = e["energy_model"]
+    board, modem = m["board"], m["modem"]
+    sleep_share = 100 * e["energy_breakdown"]["sleep"] / e["energy_mj_per_report"]
+    why = (f"the {m['cell']} cell's shelf life ({m['shelf_life_days']} days) caps it"
+           if e["battery_limit"] == "shelf life" else f"{m['sleep']} sleep is {sleep_share:.0f} % of the energy")
+    fixes = []
+    link, battery = hw.link, _battery(hw)
+    for other in energy.BOARDS:
+        if other != board:
+            alt = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board=other, modem=modem,
+                                period_s=e["period_s"], battery=battery)
+            if alt["battery_days"] >= campaign:
+                fixes.append(f"board {other} ({energy.BOARDS[other]['sleep']} sleep): {alt['battery_days']:.0f} days")
+    period = _period_for(request, result, e)
+    fixes.append(f"a period of {period} s or longer" if period else
+                 f"no period on the {board} (its {m['sleep']} sleep and the cell's self-discharge alone end "
+                 "the battery first)")
+    for cell in energy.CELLS:
+        mah = energy.capacity_for_days(e, campaign, cell)
+        if mah is not None and (cell != m["cell"] or mah > m["battery_mah"]):
+            fixes.append(f"a {mah:.0f} mAh {cell} battery")
+    return (f"battery_days {days:.1f} < campaign_days {campaign}: the battery ends first ({why}); it lasts the "
+            f"campaign with " + "; or ".join(fixes))
+
+
+def _period_for(request, result, e):
+    """The shortest whole period (s) at which the plan's battery lasts the campaign (checked with the
+    model itself), or None."""
+    campaign, board, modem = request.reporting.campaign_days, e["energy_model"]["board"], e["energy_model"]["modem"]
+    period = energy.period_for_days(e, campaign)
+    if period is None or period > 365 * lorawan.DAY_S:
+        return None
+    period = max(int(period) + 1, e["period_s"])
+    for _ in range(8):  # the sleep command's digits grow now and then with the period
+        days = energy.report(request.hardware.link, result["frame_bytes"], result["rp2040_ms"], board=board,
+                             modem=modem, period_s=period, battery=_battery(request.hardware),
+                             board_ms=result["device_ms"])["battery_days"]
+        if days >= campaign:
+            return period
+        period = int(period * 1.001) + 1
+    return None
 
 
 def budget_section(cfg, spec, default):

@@ -31,6 +31,7 @@ from mss_protocol.progress import Reporter
 FLAGS = {"epsilon": "--epsilon", "protocol": "--protocol", "question.target_se": "--target-se",
          "reporting.budget": "--budget", "reporting.irr_epsilon": "--irr-epsilon", "hardware.board": "--board",
          "hardware.modem": "--modem", "hardware.battery_mah": "--battery", "hardware.period_s": "--period",
+         "hardware.cell": "--cell",
          "hardware.link": "--link lorawan:REGION:DR", "question.detect": "--detect",
          "reporting.memoize": "--fresh-reports", "shuffle.central_epsilon": "--central-epsilon",
          "limits.max_shift": "--max-shift", "limits.compromised": "--compromised M"}
@@ -136,7 +137,11 @@ def _writable_in(ctx, param, value):
 @click.option("--modem", type=click.Choice(tuple(energy.MODEMS)), default=None,
               help=f"With --link: the LoRaWAN AT modem of the energy model (default {DEFAULT_MODEM}).")
 @click.option("--battery", type=FloatRange(0, 1e7, min_open=True), default=None, metavar="MAH",
-              help="With --link: battery capacity in mAh; the plan states the days it lasts (docs/energy.md).")
+              help="With --link: battery capacity in mAh; the plan states the days it lasts, and warns when that is "
+                   "shorter than --campaign-days (docs/energy.md).")
+@click.option("--cell", type=click.Choice(tuple(energy.CELLS)), default=None,
+              help=f"With --link: the battery's cell (default {energy.DEFAULT_CELL}): its voltage, self-discharge "
+                   "and shelf life, which caps the days (docs/energy.md).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
 @click.option("--campaign-days", type=click.IntRange(min=1, max=36500), default=CAMPAIGN_DAYS, show_default=True,
               metavar="D", help="The campaign's length: the privacy over time is stated at 1 day, 30 days and D days.")
@@ -208,7 +213,8 @@ def _request(ctx, o):
                       max_device_ms=o.max_device_ms, max_shift=o.max_shift, compromised=o.compromised),
         question=Question(n=o.n if given("n") else None, detect=o.detect, target_se=o.target_se,
                           prior=o.prior_spec, mse_slack=o.mse_slack),
-        hardware=Hardware(link=o.link, board=o.board, modem=o.modem, battery_mah=o.battery, period_s=o.period),
+        hardware=Hardware(link=o.link, board=o.board, modem=o.modem, battery_mah=o.battery, period_s=o.period,
+                          cell=o.cell),
         reporting=Reporting(memoize=not o.fresh_reports, budget=o.budget_spec, irr_epsilon=o.irr_epsilon,
                             campaign_days=o.campaign_days, change=change,
                             over_time=True if o.device_config else None))
@@ -380,7 +386,8 @@ def _print_resolution(out, k, result):
         out.print(f"devices needed for a per-item standard error of {result['target_se']:g}: "
                   f"{result['devices_needed']}")
     for warning in result["warnings"]:
-        out.print(f"[red]warning: {warning}[/red]", highlight=False)
+        if not warning.startswith("battery_days"):  # printed with the battery's figures
+            out.print(f"[red]warning: {warning}[/red]", highlight=False)
 
 
 def attacker_cell(m):
@@ -490,6 +497,13 @@ def _print_energy(out, result):
               f"({86400 / result['period_s']:.4g} reports)")
     if result["battery_days"] is None:
         out.print("battery: --battery MAH states the days it lasts")
-    else:
-        out.print(f"battery {m['battery_mah']:g} mAh (at {m['battery_volts']:g} V): {result['battery_days']:.1f} days "
-                  f"(no self-discharge, temperature or regulator losses: docs/energy.md)")
+        return
+    cap = (f"capped at the cell's {m['shelf_life_days']}-day shelf life (the load alone: "
+           f"{result['battery_load_days']:.0f} days)" if result["battery_limit"] == "shelf life" else
+           f"with {100 * m['self_discharge_per_year']:g} % self-discharge a year")
+    out.print(f"battery {m['battery_mah']:g} mAh {m['cell']} (energy at the cell's terminals, "
+              f"{m['battery_volts']:g} V): {result['battery_days']:.1f} days, {cap}; campaign {result['campaign_days']} days "
+              f"(no temperature or regulator losses: docs/energy.md)")
+    for warning in result["warnings"]:
+        if warning.startswith("battery_days"):
+            out.print(f"[red]warning: {warning}[/red]", highlight=False)

@@ -46,9 +46,26 @@ the MCU's awake time and :math:`t_{modem} = t_{hs} + t_{air} + D_2 + t_{rx2}`
 the modem's.  Between the end of the uplink and RX2 the modem is counted at
 its idle current (its MCU awake, radio off) outside the windows: stacks
 that enter Stop2 there draw less.  The energy of one report is the sum of
-the seven terms; a day holds 86 400 / T reports; a battery of C mAh holds
-C x 3.6 x V_BATTERY J (its charge counted at the 3.3 V rail: right for a
-linear regulator, conservative for a switching one from a 3.7 V cell).
+the seven terms; a day holds 86 400 / T reports.
+
+One voltage convention: energy at the cell's terminals
+------------------------------------------------------
+Every energy is what the battery (``CELLS``) delivers.  A cell of C mAh at its
+nominal voltage V_cell holds C x 3.6 x V_cell J.  A board that feeds its parts
+through a linear regulator (``regulator`` "linear": the ESP32 boards' LDO)
+draws each part's current from the cell, so each term's V is V_cell (the
+days are then C over the mean current, whatever V_cell).  A board with a
+switching regulator (the Pico W's buck-boost on VSYS) draws each part's
+power: V is the voltage the part's current was measured at (VSYS 5 V for
+the Pico W's own figures, which contain its regulator; 3.3 V for the modem
+on its 3V3 rail), the converter's losses not modelled.
+
+Battery life: self-discharge and shelf life
+-------------------------------------------
+A cell loses ``self_discharge_per_year`` of its capacity a year besides the
+load (linear in time, the datasheet's figure), so the days a battery lasts
+are 1 / (E_day / E_cell + s / 365), and never more than the cell's
+``shelf_life_days`` (the plan says so when that caps them).
 
 Receive windows
 ---------------
@@ -94,13 +111,13 @@ currents were found for a Pico 2 W.
 Not modelled: the join, downlinks (a received frame keeps the radio on for
 its airtime), retransmissions, the application's own work (sensor, writing
 ``state.json``), the modem's command latency, regulator losses and
-quiescent current, battery self-discharge and temperature.
+quiescent current, and temperature.
 """
 import math
+from collections import namedtuple
 
 from mss_protocol import device_cost, lorawan
 
-V_BATTERY = 3.3
 RECEIVE_DELAY1_S = 1.0  # RP002-1.0.x section 3.3 Default Settings (every region)
 RECEIVE_DELAY2_S = 2.0  # "SHALL be RECEIVE_DELAY1 + 1 s"
 MIN_RX_SYMBOLS = 6  # LoRaWAN-lib LoRaMac.h DEFAULT_MIN_RX_SYMBOLS
@@ -133,6 +150,8 @@ _BOOT_635 = ("635 ms: stock MicroPython v1.19.1, deep-sleep wake -> main.py -> d
              "(FeatherS3): glenn20/upy-esp32-experiments OptimisingMicropythonBootTime/README.md "
              + _COMMUNITY + "; no figure for this chip was found, used as an estimate")
 # ASSUMPTION (module docstring): Cortex-M3 count (0.65 x M0) at 1.3 CPI, 160 MHz, over the RP2040's 1.55 CPI at 125 MHz
+_LDO = ("the chip's figures are at its 3.3 V rail, which a development board makes from the cell with a linear "
+        "regulator (an LDO): the cell delivers the chip's and the modem's current")
 _M3_SCALE = (0.65 * 1.3 / 160e6) / (device_cost.CPI_RP2040 / device_cost.HZ_RP2040)
 
 # Each figure is (value, source).  Currents in mA, voltages in V, times in s.
@@ -140,6 +159,8 @@ BOARDS = {
     "rp2040": {
         "name": "Raspberry Pi Pico W (RP2040), MicroPython",
         "volts": (5.0, "VSYS, the supply the current below was measured at"),
+        "regulator": ("switching", "Pico W datasheet, power chain: VSYS (1.8-5.5 V) feeds the on-board buck-boost "
+                                   "SMPS that makes the 3.3 V rail (the modem's supply here)"),
         "active_ma": (21.0, _PICO_ACTIVE),
         "idle_ma": (21.0, _PICO_ACTIVE),
         "sleep": "light",
@@ -155,6 +176,7 @@ BOARDS = {
     "esp32": {
         "name": "ESP32 (Xtensa LX6), MicroPython at 160 MHz",
         "volts": (3.3, "the chip datasheet's supply"),
+        "regulator": ("linear", _LDO),
         "active_ma": (44.0, _ESP32_T42 + ": Modem-sleep (radio off), 160 MHz, dual-core, 27-44 mA; the top of "
                             "the range for the CPU computing"),
         "idle_ma": (27.0, _ESP32_T42 + ": the bottom of the same 27-44 mA range, for the CPU waiting on the UART"),
@@ -167,6 +189,7 @@ BOARDS = {
     "esp32c3": {
         "name": "ESP32-C3 (RISC-V RV32IMC), MicroPython at 160 MHz",
         "volts": (3.3, "the chip datasheet's supply"),
+        "regulator": ("linear", _LDO),
         "active_ma": (23.0, _C3_T66 + ", 160 MHz, CPU running: 23 mA (28 mA with all peripheral clocks)"),
         "idle_ma": (16.0, _C3_T66 + ", 160 MHz, CPU idle: 16 mA"),
         "sleep": "deep",
@@ -232,6 +255,32 @@ MODEMS = {
                       ("mac tx uncnf {port} {hex}", "ok"), ("sys sleep {ms}", "ok")),
     },
 }
+# The battery: nominal voltage, self-discharge a year (a fraction of the capacity) and shelf life, sourced.
+CELLS = {
+    "li-ion": {
+        "name": "Li-ion (Panasonic NCR18650B)",
+        "volts": (3.6, "Panasonic NCR18650B specification sheet: nominal voltage 3.6 V"),
+        "self_discharge_per_year": (0.20, "Panasonic NCR18650B specification sheet, Storing Conditions: 80 % "
+                                          "recoverable capacity after storage of less than 1 year at -20..+20 C "
+                                          "(as quoted by batterybro.com 'How to store 18650 batteries safely') "
+                                          "[secondary copy]: 20 % a year, an upper bound (it includes the "
+                                          "irreversible loss)"),
+        "shelf_life_days": (365, "the same table's longest storage (1 year): no retention figure beyond it, so the "
+                                 "model stops there (a rechargeable cell is recharged)"),
+    },
+    "li-socl2": {
+        "name": "Li-SOCl2 bobbin cell (Saft LS 26500 class)",
+        "volts": (3.6, "Saft LS 26500 datasheet: 3.6 V primary lithium-thionyl chloride cell"),
+        "self_discharge_per_year": (0.01, "Saft LS 26500 datasheet, Benefits: 'Low self-discharge rate (less than "
+                                          "1 % after 1 year of storage at + 20 C)': 1 % a year, the upper bound"),
+        "shelf_life_days": (15 * 365, "VARTA Microbattery, Primary Lithium Cylindrical Cells Li/SOCl2, Sales "
+                                      "Program and Technical Handbook: 'shelf life and operational life (up to "
+                                      "15 years and more)'; 15 years, the figure stated"),
+    },
+}
+DEFAULT_CELL = "li-ion"
+Battery = namedtuple("Battery", "mah cell", defaults=(DEFAULT_CELL,))
+Battery.__doc__ = "A battery: ``mah`` its capacity (None: no battery life), ``cell`` a key of ``CELLS``."
 COMPONENTS = ("mcu_awake", "mcu_wait", "tx", "rx1", "rx2", "modem_idle", "sleep")
 
 
@@ -292,7 +341,66 @@ def device_s(board, rp2040_ms, board_ms=None):
     return (rp2040_ms * _v(BOARDS[board]["device_scale"]) if board_ms is None else board_ms) / 1e3
 
 
-def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery_mah=None,
+def _battery(battery):
+    """``battery`` as a :class:`Battery`: None (no capacity, the default cell), a capacity in mAh, or a Battery."""
+    if battery is None or isinstance(battery, Battery):
+        return battery or Battery(None)
+    return Battery(battery)
+
+
+def check_cell(cell):
+    """Raise ValueError if ``cell`` is not a key of ``CELLS``."""
+    if cell not in CELLS:
+        raise ValueError(f"unknown cell {cell!r}; valid: {', '.join(CELLS)}")
+
+
+def lifetime_days(per_day_mj, battery):
+    """(days, load_days): the days a :class:`Battery` lasts at ``per_day_mj`` mJ a day, with its cell's
+    self-discharge and capped at its shelf life, and the days the load alone would take (no
+    self-discharge, no cap); (None, None) without a capacity."""
+    if battery.mah is None:
+        return None, None
+    cell = CELLS[battery.cell]
+    held = battery.mah * MJ_PER_MAH_V * _v(cell["volts"])
+    drained = 1 / (per_day_mj / held + _v(cell["self_discharge_per_year"]) / 365)
+    return min(drained, _v(cell["shelf_life_days"])), held / per_day_mj
+
+
+def period_for_days(result, days):
+    """The shortest period (s) at which the plan ``result`` (:func:`report`'s, with a battery) lasts
+    ``days``, the other figures unchanged; None when no period does (the sleep current and the
+    self-discharge alone drain it first, or the cell's shelf life is shorter).
+
+    The energy a day is 86 400 (A / T + P_sleep), A the report's energy less P_sleep x T: the
+    handshake's sleep command grows by a digit now and then with T, so the caller checks the result
+    with :func:`report`.
+    """
+    m = result["energy_model"]
+    cell = CELLS[m["cell"]]
+    if days > _v(cell["shelf_life_days"]):
+        return None
+    held = m["battery_mah"] * MJ_PER_MAH_V * _v(cell["volts"])
+    allowed = held * (1 / days - _v(cell["self_discharge_per_year"]) / 365)  # mJ a day
+    sleep = lorawan.DAY_S * result["sleep_mw"]
+    if allowed <= sleep:
+        return None
+    fixed = result["energy_mj_per_report"] - result["sleep_mw"] * result["period_s"]
+    return lorawan.DAY_S * fixed / (allowed - sleep)
+
+
+def capacity_for_days(result, days, cell):
+    """The capacity (mAh) of a ``cell`` battery that lasts ``days`` at the plan ``result``'s energy a day
+    (the same voltage convention: on a linear-regulator board the energy scales with the cell's
+    voltage); None when the cell's shelf life is shorter."""
+    c = CELLS[cell]
+    if days > _v(c["shelf_life_days"]):
+        return None
+    per_day = result["energy_mj_per_day"] * _v(c["volts"]) / result["energy_model"]["rail_volts"] \
+        if result["energy_model"]["regulator"] == "linear" else result["energy_mj_per_day"]
+    return per_day / (MJ_PER_MAH_V * _v(c["volts"]) * (1 / days - _v(c["self_discharge_per_year"]) / 365))
+
+
+def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period_s=None, battery=None,
            board_ms=None):
     """Energy of one report of ``frame_bytes`` on ``link`` (FPort 1, as :func:`handshake_bytes` counts it)
     every ``period_s`` seconds.
@@ -309,8 +417,10 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
         Keys of ``BOARDS`` and ``MODEMS``.
     period_s : float, optional
         The report period (s); default: the link budget's ``min_period_s``.
-    battery_mah : float, optional
-        Battery capacity (mAh); None: no ``battery_days``.
+    battery : Battery or float, optional
+        The battery (a capacity in mAh: the :data:`DEFAULT_CELL`); None: the default cell without a
+        capacity (no ``battery_days``).  Its cell's voltage is the one the energy is counted at on a
+        linear-regulator board (module docstring, the voltage convention).
     board_ms : float, optional
         The device time on ``board`` itself (ms, ``mss plan``'s ``device_ms``); None: ``rp2040_ms`` x
         the board's ``device_scale``.
@@ -319,16 +429,20 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     -------
     dict
         ``energy_mj_per_report`` (mJ), ``energy_mj_per_day`` (mJ), ``battery_days`` (None without a
-        battery), ``energy_breakdown`` (mJ per report for each of ``COMPONENTS``), ``times_s`` (the
+        capacity; with self-discharge, capped at the cell's shelf life), ``battery_load_days`` (the
+        load alone), ``battery_limit`` ("shelf life" when the cap holds, else "load"),
+        ``sleep_mw`` (the sleep power, mW at the cell), ``energy_breakdown`` (mJ per report for each of ``COMPONENTS``), ``times_s`` (the
         model's times, s) and ``energy_model`` (the parts, their figures and the TX power used).
 
     Raises
     ------
     ValueError
-        An unknown part, a modem without the link's region, or a period shorter than the board's
-        awake time.
+        An unknown part or cell, a modem without the link's region, or a period shorter than the
+        board's awake time.
     """
     check(link, board, modem)
+    battery = _battery(battery)
+    check_cell(battery.cell)
     b, m = BOARDS[board], MODEMS[modem]
     air_ms = lorawan.airtime_ms(frame_bytes, link.sf, link.bw_khz)
     if period_s is None:
@@ -343,7 +457,9 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     if period_s < t["mcu_awake"]:
         raise ValueError(f"a {period_s:g} s period is shorter than the {t['mcu_awake']:.3g} s a report keeps the "
                          f"{board} awake")
-    vb, vm = _v(b["volts"]), _v(m["volts"])
+    # energy at the cell's terminals: through a linear regulator the cell delivers each part's current
+    linear = _v(b["regulator"]) == "linear"
+    vb, vm = (_v(CELLS[battery.cell]["volts"]),) * 2 if linear else (_v(b["volts"]), _v(m["volts"]))
     e = {
         "mcu_awake": vb * _v(b["active_ma"]) * (t["boot"] + t["device"] + t["handshake"]),
         "mcu_wait": vb * _v(b["idle_ma"]) * t["wait"],
@@ -356,9 +472,18 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     }
     total = sum(e.values())
     per_day = total * lorawan.DAY_S / period_s
-    days = None if battery_mah is None else battery_mah * MJ_PER_MAH_V * V_BATTERY / per_day
+    days, load_days = lifetime_days(per_day, battery)
+    cell = CELLS[battery.cell]
     return {"energy_mj_per_report": total, "energy_mj_per_day": per_day, "battery_days": days,
+            "battery_load_days": load_days,
+            "battery_limit": None if days is None else "shelf life" if days < load_days and days == _v(
+                cell["shelf_life_days"]) else "load",
+            "sleep_mw": vb * _v(b["sleep_ma"]) + vm * _v(m["sleep_ma"]),
             "energy_breakdown": e, "times_s": t, "period_s": period_s,
             "energy_model": {"board": board, "modem": modem, "sleep": b["sleep"],
-                             "tx_dbm": REGION_TX_DBM[link.region], "battery_mah": battery_mah,
-                             "battery_volts": V_BATTERY, "airtime_ms": air_ms}}
+                             "tx_dbm": REGION_TX_DBM[link.region], "battery_mah": battery.mah,
+                             "cell": battery.cell, "battery_volts": _v(cell["volts"]),
+                             "self_discharge_per_year": _v(cell["self_discharge_per_year"]),
+                             "shelf_life_days": _v(cell["shelf_life_days"]),
+                             "regulator": _v(b["regulator"]), "rail_volts": vb,
+                             "voltage_convention": "energy at the cell's terminals", "airtime_ms": air_ms}}
