@@ -57,3 +57,27 @@ def test_nothing_in_the_current_epoch_reads_as_sentences(tmp_path):
                for current in (before, int(time.time() // 3600))), said
     assert "the fullest: 7 (20 devices). Choose one with --epoch E, or pool them all with --all-epochs" in said
     assert "((" not in said and "))" not in said and "\n" not in said
+
+
+def test_an_all_lorawan_fleet_gets_no_broker_accounts_and_a_summary(tmp_path):
+    """300 LoRaWAN rows: no mosquitto/ folder (their reports come through the network server),
+    and a line per transport, not a 300-row table."""
+    import json
+
+    from click.testing import CliRunner
+
+    from mss_cli.main import main
+    from mss_protocol.choose import choose
+
+    campaign = tmp_path / "campaign.json"
+    campaign.write_text(json.dumps(dict(choose(16, 2.0, "grr")["config"], device={"period_s": 3600})))
+    (tmp_path / "fleet.csv").write_text("dev_eui,transport,lorawan.uart\n"
+                                        + "".join(f"70b3d57ed0{i:06x},lorawan,1\n" for i in range(300)))
+    r = CliRunner().invoke(main, ["provision", str(tmp_path / "fleet.csv"), "--config", str(campaign),
+                                  "--campaign", "field", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert not (tmp_path / "out" / "mosquitto").exists() and len(list((tmp_path / "out" / "boards").iterdir())) == 300
+    assert "300 lorawan boards (AppKey: 300 generated)" in said and "70b3d57ed0000001" not in said
+    assert "aggregator account" not in said and "no MQTT board: no Mosquitto accounts written" in said
+    assert len(said.splitlines()) < 10, said

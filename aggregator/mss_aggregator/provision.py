@@ -388,24 +388,32 @@ def tts_devices(boards, campaign, frequency_plan=None, mac="MAC_V1_0_3", phy="PH
 def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, chirpstack=(None, None),
               frequency_plan=None, shuffle=ShuffleAccounts()):
     """Write every file of the fleet under ``out``; [(path, what)] of what was written, and the
-    host accounts' {user: how} ("kept" or "generated"): the aggregators', then ``shuffle``'s."""
+    host accounts' {user: how} ("kept" or "generated"): the aggregators', then ``shuffle``'s.
+    A fleet without MQTT boards and without ``shuffle`` accounts gets no ``mosquitto/`` files and
+    no host accounts: its reports reach the aggregator through the network server's broker."""
     out = Path(out)
-    mosquitto_passwd()  # missing: refused before anything is written
+    mqtt = [b for b in boards if b.transport == "mqtt"]
+    # no MQTT board and no shuffler: the devices report through the network server, no broker accounts here
+    own_broker = bool(mqtt or shuffle.roles())
+    if own_broker:
+        mosquitto_passwd()  # missing: refused before anything is written
     keep_secrets(boards, out, rotate)
     written = []
     for b in boards:
         path = out / "boards" / f"{b.name}.json"
         write(path, json.dumps(b.config, indent=1) + "\n", secret=True)  # passwords, Wi-Fi's, a fleet key
         written.append((path, f"{b.transport} board"))
-    mqtt = [b for b in boards if b.transport == "mqtt"]
     logins, how = {}, {}
+    if not own_broker:
+        aggregators = ()
     for user in [*aggregators, *(user for user, _ in shuffle.roles())]:
         logins[user], how[user] = aggregator_password(out, user, rotate)
     logins.update((b.device_id, b.password) for b in mqtt)
-    password_file(out / "mosquitto" / "passwd", logins)
-    written.append((out / "mosquitto" / "passwd", f"{len(logins)} logins"))
-    write(out / "mosquitto" / "acl", acl(campaign, [b.device_id for b in mqtt], aggregators, shuffle))
-    written.append((out / "mosquitto" / "acl", f"campaign {campaign}"))
+    if own_broker:
+        password_file(out / "mosquitto" / "passwd", logins)
+        written.append((out / "mosquitto" / "passwd", f"{len(logins)} logins"))
+        write(out / "mosquitto" / "acl", acl(campaign, [b.device_id for b in mqtt], aggregators, shuffle))
+        written.append((out / "mosquitto" / "acl", f"campaign {campaign}"))
     lorawan = [b for b in boards if b.transport == "lorawan"]
     if lorawan:
         for name, text in (("chirpstack-devices.json", chirpstack_devices(lorawan, campaign, *chirpstack)),

@@ -81,18 +81,35 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
     _summary(boards, written, accounts, dict(shuffle.roles()))
 
 
+TABLE_ROWS = 20  # above: one line per transport and secret origin, not a row a board
+
+
 def _summary(boards, written, accounts, roles):
+    from collections import Counter
+
     from rich.table import Table
 
-    table = Table(title=f"{len(boards)} boards")
-    for col in ("row", "board", "transport", "secret"):
-        table.add_column(col)
-    for b in boards:
-        what = {"mqtt": "password", "lorawan": "AppKey"}.get(b.transport)
-        table.add_row(str(b.row), b.name, b.transport, f"{what} {b.secret}" if what else "-")
-    console.print(table)
+    what = {"mqtt": "password", "lorawan": "AppKey"}
+    if len(boards) > TABLE_ROWS:
+        kinds = Counter((b.transport, b.secret) for b in boards)
+        for transport in dict.fromkeys(b.transport for b in boards):
+            secrets = ", ".join(f"{n} {how}" for (t, how), n in kinds.items() if t == transport and how)
+            console.print(f"{sum(n for (t, _), n in kinds.items() if t == transport)} {transport} boards"
+                          + (f" ({what[transport]}: {secrets})" if secrets else ""), highlight=False)
+    else:
+        table = Table(title=f"{len(boards)} boards")
+        for col in ("row", "board", "transport", "secret"):
+            table.add_column(col)
+        for b in boards:
+            kind = what.get(b.transport)
+            table.add_row(str(b.row), b.name, b.transport, f"{kind} {b.secret}" if kind else "-")
+        console.print(table)
     for user, how in accounts.items():
         console.print(f"{roles.get(user, 'aggregator')} account {user}: password {how}", highlight=False)
     click.echo(f"wrote {len(boards)} board configs to {written[0][0].parent}")
-    for path, what in written[len(boards):]:
-        click.echo(f"wrote {path} ({what})")
+    for path, kind in written[len(boards):]:
+        click.echo(f"wrote {path} ({kind})")
+    if not any(b.transport == "mqtt" for b in boards) and not roles:
+        click.echo("no MQTT board: no Mosquitto accounts written"
+                   + (" (LoRaWAN reports come through the network server's broker, where mss aggregate "
+                      "--lorawan logs in)" if any(b.transport == "lorawan" for b in boards) else ""))
