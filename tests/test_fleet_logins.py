@@ -1,12 +1,16 @@
-"""mss fleet's logins and TLS (issue 48's smaller findings): it runs the boards mss provision
-wrote (--provisioned DIR: their ids, passwords and campaign), counts {n} from 1 in
---user-template, and takes an mqtts:// broker with --tls-ca, refusing one without at once.
-The end-to-end run: 2 CPython boards of a provisioned fleet, over TLS, against a Mosquitto
-with provision's own password file and ACL (about 4 s); the rest is option checking (< 0.5 s)."""
+"""mss fleet's logins and TLS, and mss switch-config's TLS (issue 48's smaller findings): the
+fleet runs the boards mss provision wrote (--provisioned DIR: their ids, passwords and
+campaign), counts {n} from 1 in --user-template, and takes an mqtts:// broker with --tls-ca,
+refusing one without at once; switch-config hands its downlink over TLS with --tls-ca.
+The end-to-end runs: 2 CPython boards of a provisioned fleet, over TLS, against a Mosquitto
+with provision's own password file and ACL (about 2-4 s); one downlink over TLS (< 0.5 s); the
+rest is option checking (< 0.5 s)."""
 import json
 import subprocess
 import sys
+import threading
 
+import paho.mqtt.client as mqtt
 import pytest
 from click.testing import CliRunner
 
@@ -85,3 +89,28 @@ def test_a_provisioned_fleet_reports_over_tls(tmp_path, provisioned, campaign, p
     doc = json.loads(out.stdout)
     assert (doc["campaign"], doc["published"], doc["failed"], doc["retained_left"]) == (CAMPAIGN, 2, [], [])
     assert sorted(json.loads((tmp_path / "truth.json").read_text())["values"]) == ["gh-1", "gh-2"]  # not gh-10
+
+
+def test_switch_config_hands_its_downlink_over_tls(tmp_path, campaign, pki):  # noqa: F811
+    port, device = free_port(), "70b3d57ed0000001"
+    broker = Mosquitto(tmp_path, extra=tls_listener(port, pki)).start()
+    got, subscribed = threading.Event(), threading.Event()
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+    sub.on_subscribe = lambda *a: subscribed.set()
+    sub.on_message = lambda cl, u, m: got.set()
+    sub.connect("127.0.0.1", broker.port)  # the plain listener
+    sub.subscribe(f"application/app-1/device/{device}/command/down", qos=1)
+    sub.loop_start()
+    try:
+        assert subscribed.wait(5)
+        code, out, err = mss("switch-config", "--lorawan", "chirpstack:app-1", "--broker", f"mqtt://127.0.0.1:{port}",
+                             "--tls-ca", pki / "ca.pem", "--to-config", campaign, "--device", device)
+        assert code == 0, err
+        assert got.wait(5)
+        code, _, err = mss("switch-config", "--lorawan", "chirpstack:app-1", "--broker", f"mqtt://127.0.0.1:{port}",
+                           "--tls-ca", campaign, "--to-config", campaign, "--device", device)
+        assert code == 3 and f"CA certificate {campaign}" in err, err
+    finally:
+        sub.loop_stop()
+        sub.disconnect()
+        broker.stop()

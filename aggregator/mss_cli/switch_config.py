@@ -17,6 +17,9 @@ from mss_protocol.config_file import ConfigError
               help="The network server's MQTT broker, mqtt[s]://[user:pass@]host:port "
                    "(TTS: user APP@TENANT, password an API key).")
 @broker_password_option
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
+              help="CA certificate (PEM) the broker's certificate must be signed by (default: the system's CAs "
+                   "for mqtts://); implies TLS.")
 @click.option("--to-config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="The config to switch to (mss plan --device-config).")
 @click.option("--device", "devices", multiple=True, metavar="ID",
@@ -30,8 +33,8 @@ from mss_protocol.config_file import ConfigError
               help="The campaign's store (SQLite file or postgresql:// URL) --all-seen reads.")
 @click.option("--fport", type=click.IntRange(1, 223),
               help="Downlink FPort [default: the config's device.lorawan.config_fport, else 2].")
-def switch_config_cmd(lorawan, broker, broker_password_file, config_path, devices, devices_file, all_seen, store_path,
-                      fport):
+def switch_config_cmd(lorawan, broker, broker_password_file, tls_ca, config_path, devices, devices_file, all_seen,
+                      store_path, fport):
     """Schedule a downlink naming --to-config's id (2 bytes) to each device of --device, --devices-file
     and --all-seen (each once)."""
     from mss_aggregator.collect.collectors import parse_broker
@@ -53,7 +56,7 @@ def switch_config_cmd(lorawan, broker, broker_password_file, config_path, device
         ids += _seen(lorawan, store_path)
     ids = list(dict.fromkeys(ids))  # each device once, in the order given
     try:
-        endpoint = Broker(*parse_broker(broker))
+        endpoint = Broker(*parse_broker(broker), ca=tls_ca)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--broker")
     cfg, fport = _target(config_path, fport)

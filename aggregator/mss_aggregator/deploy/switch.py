@@ -17,12 +17,15 @@ class SwitchError(RuntimeError):
 
 @dataclass(frozen=True)
 class Broker:
-    """The network server's MQTT broker (:func:`mss_aggregator.collect.collectors.parse_broker`'s parts)."""
+    """The network server's MQTT broker (:func:`mss_aggregator.collect.collectors.parse_broker`'s parts);
+    ``ca``: the CA certificate file its certificate is verified with (default: the system's), which
+    implies TLS."""
     host: str
     port: int
     user: str = None
     password: str = None
     tls: bool = False
+    ca: str = None
 
 
 def switch_payload(cfg):
@@ -42,8 +45,11 @@ def send_switch(broker, lorawan, devices, payload, fport, sent=None):
     c.on_connect = lambda cl, u, f, reason, p: (answer.append(reason), answered.set())
     if broker.user:
         c.username_pw_set(broker.user, broker.password)
-    if broker.tls:
-        c.tls_set()
+    if broker.tls or broker.ca:
+        try:
+            c.tls_set(ca_certs=broker.ca)
+        except OSError as exc:  # ssl.SSLError: not a CA certificate
+            raise SwitchError(f"CA certificate {broker.ca}: {getattr(exc, 'strerror', None) or exc}") from None
     where = f"{broker.host}:{broker.port}"
     try:
         c.connect(broker.host, broker.port, keepalive=30)
