@@ -87,6 +87,14 @@ allow_list_option = click.option(
 @click.option("--lorawan", metavar=LORAWAN_SPEC, callback=lorawan_spec,
               help="Reports are the uplinks of this ChirpStack v4 or The Things Stack v3 application "
                    "(device id: the DevEUI; FPort: the config's device.lorawan.fport, default 1).")
+@click.option("--lorawan-webhook", type=click.Choice(["chirpstack", "tts"]),
+              help="Reports are the uplinks a network server POSTs to the --http server (no --broker): "
+                   "ChirpStack v4's HTTP integration (JSON or Protobuf) to /lorawan/chirpstack, The Things "
+                   "Stack's webhook (uplink messages) to /lorawan/tts, each with the header 'Authorization: "
+                   "Bearer <token>' (--webhook-token-file); others are refused (401) and counted.")
+@click.option("--webhook-token-file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="With --lorawan-webhook: the token the network server sends (visible ASCII, no spaces: "
+                   "openssl rand -hex 32), never in a URL.")
 @click.option("--campaign", callback=checked(topic_level),
               help=f"The campaign: its topics are mss/v1/<campaign>/...; {TOPIC_LEVEL}. The store records "
                    "it and refuses another; default: the store's, for a new store 'default'.")
@@ -150,7 +158,8 @@ allow_list_option = click.option(
               help="Seconds between dashboard decodes.")
 def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tls_cert, tls_key, share_group,
                   client_id, serial_ports, fleet_key_file, quiet, verbose, warn_idle, http_bind, http_token,
-                  http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file, allow_list):
+                  http_token_file, http_hosts, refresh, broker_password_file, shuffled, shuffle_key_file, allow_list,
+                  lorawan_webhook, webhook_token_file):
     """Collect reports from MQTT (or a LoRaWAN network server) and/or serial ports until SIGINT/SIGTERM.
 
     A thread that dies (a collector, the writer, the HTTP server, the dashboard's refresh) stops the
@@ -178,6 +187,7 @@ def aggregate_cmd(broker, lorawan, campaign, config_path, store_path, tls_ca, tl
             raise click.BadParameter(flag_message(exc), param_hint="--http")
     if shuffle_key_file and not shuffled:
         raise click.UsageError("--shuffle-key-file is for --shuffled, the shuffler's batches")
+    lorawan = webhook_link(lorawan_webhook, webhook_token_file, lorawan, http_bind)
     links = link_specs(broker=broker, tls=(tls_ca, tls_cert, tls_key), client_id=client_id,
                        share_group=share_group, lorawan=lorawan, serial=serial_ports, shuffled=shuffled,
                        allowed=allow_list)
@@ -218,6 +228,9 @@ LINK_FLAGS = {
                             "whose reports name their device (give them to mss shuffle)",
     "shuffled-without-broker": "--shuffled needs --broker, the broker the shuffler publishes its batches to",
     "forward-without-broker": "--forward-broker is needed without --broker: where the batches go",
+    "webhook-with-broker": "--lorawan-webhook takes the uplinks over HTTP: drop --broker (the network server's MQTT "
+                           "integration is --lorawan with --broker, the other way)",
+    "webhook-token": "--webhook-token-file: the token is visible ASCII characters, without spaces",
     "allowed-shuffled": "--allow-list is for device reports: a shuffler's batches name no device (give "
                         "--allow-list to mss shuffle)",
 }
@@ -230,6 +243,32 @@ def link_specs(**given):
 
     try:
         return Links.of(**given)
+    except LinkError as exc:
+        raise click.UsageError(LINK_FLAGS[exc.problem])
+
+
+def webhook_link(kind, token_file, lorawan, http_bind):
+    """--lorawan-webhook's :class:`~mss_aggregator.collect.links.Webhook` (``lorawan``, --lorawan's
+    value, without it), or a usage error: no token file, no --http, --lorawan too."""
+    from mss_aggregator.collect.links import LinkError, Webhook
+    from mss_aggregator.collect.lorawan import webhook_server
+    from mss_aggregator.credentials import SecretError, read_secret
+
+    if kind is None:
+        if token_file is not None:
+            raise click.UsageError("--webhook-token-file is for --lorawan-webhook")
+        return lorawan
+    if lorawan is not None:
+        raise click.UsageError("--lorawan-webhook and --lorawan are two ways to take one network server's "
+                               "uplinks: give one")
+    if http_bind is None:
+        raise click.UsageError("--lorawan-webhook needs --http, the server the network server POSTs to")
+    if token_file is None:
+        raise click.UsageError("--lorawan-webhook needs --webhook-token-file, the token the network server sends")
+    try:
+        return Webhook(webhook_server(kind), read_secret(token_file, "--webhook-token-file"))
+    except SecretError as exc:
+        raise click.UsageError(str(exc))
     except LinkError as exc:
         raise click.UsageError(LINK_FLAGS[exc.problem])
 
@@ -324,7 +363,7 @@ def serve(agg, how, stopped=None):
 
             view = LiveView(agg.store.location, interval=how.refresh, brokers=agg.brokers, no_clock=agg.no_clock,
                             device=agg.device, on_death=agg.failures.report)
-            web = WebServer(view, how.http, how.token, hosts=how.hosts, log=agg.log,
+            web = WebServer(view, how.http, how.token, hosts=how.hosts, log=agg.log, webhook=agg.webhook,
                             on_death=agg.failures.report).start()
             view.start()
             Console(stderr=True).print(f"dashboard: {web.url}  (API: {web.url}api/openapi.json, "

@@ -27,7 +27,7 @@ event is outside the window too; without ``period_s`` there is no clock, no
 window, and compact frames are quarantined as ``wire_epoch``.
 
 Classification has two steps: the link's (``receive_mqtt``, ``receive_lorawan``,
-``receive_serial``: topic, network-server event or serial line, length, device,
+``receive_webhook`` (a network server's authenticated POST: no topic), ``receive_serial``: topic, network-server event or serial line, length, device,
 link epoch and sequence) gives a final result or a :class:`Pending` frame, and
 the decoding step (:meth:`Ingest.decode_one`, or :meth:`Ingest.decode_batch`
 for many at once with ``codec.decode_many``: the same WireErrors) finishes it.
@@ -186,6 +186,23 @@ class Ingest:
             up = self.lorawan.uplink(text, document, self.fport, (self.time_fport,))
         except UplinkError as exc:
             return dict(item, reason=exc.reason, detail=exc.detail)
+        return self._uplink(item, up)
+
+    def receive_webhook(self, document, source="webhook"):
+        """The link's step for one uplink event POSTed by the network server (its HTTP
+        integration or webhook, authenticated by the caller: no topic): as
+        :meth:`receive_lorawan` without the topic's checks, the same quarantine reasons otherwise."""
+        document = bytes(document)
+        item = {"source": source, "topic": None, "payload": None}
+        try:
+            up = self.lorawan.event(document, self.fport, (self.time_fport,))
+        except UplinkError as exc:
+            return held(dict(item, reason=exc.reason, detail=exc.detail), document)
+        return self._held(self._uplink(item, up), document)
+
+    def _uplink(self, item, up):
+        """The result of the network server's :class:`~.lorawan.Uplink` ``up``: a skip, a time
+        probe, or its frame :class:`Pending`."""
         if up.fport == self.time_fport:  # no report: a skipped epoch (the byte 01), else a time probe
             if up.frame == SKIP_UPLINK:
                 return self.skip("lorawan", up.dev_eui, self._link_epoch(up.time), item["source"])

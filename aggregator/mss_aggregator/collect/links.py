@@ -7,7 +7,7 @@ LoRaWAN :class:`~.lorawan.Server` that network server's), serial ports, or a shu
 only.  Every combination that cannot work is refused in :meth:`Links.__post_init__`
 with a :class:`LinkError` in the library's own terms; its ``problem`` is a stable name a command
 line maps to its own flags."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mss_aggregator.collect.collectors import check_client_id, check_topic_level, parse_broker, parse_serial
 
@@ -33,6 +33,10 @@ PROBLEMS = {
                             "device reports, whose reports name their device",
     "shuffled-without-broker": "a shuffler's batches need a broker, the one the shuffler publishes them to",
     "forward-without-broker": "no broker to forward the batches to: give one, or collect from a broker",
+    "webhook-with-broker": "a network server's webhooks are its uplinks: no broker goes with them (its MQTT "
+                           "integration is the other way to take them, not both)",
+    "webhook-token": "a webhook token is one or more visible ASCII characters, without spaces (it travels in the "
+                     "Authorization header)",
     "allowed-shuffled": "an allow-list of device ids is for device reports: a shuffler's batches name no device "
                         "(the shuffler takes the allow-list)",
 }
@@ -105,6 +109,30 @@ class MqttEndpoint:
 
 
 @dataclass(frozen=True)
+class Webhook:
+    """A network server's uplinks POSTed to the aggregator's HTTP server (ChirpStack's HTTP
+    integration, The Things Stack's webhooks: :mod:`.webhook`), each with ``Authorization: Bearer
+    <token>``.
+
+    Parameters
+    ----------
+    server : mss_aggregator.collect.lorawan.Server
+        :func:`~.lorawan.webhook_server` of ``chirpstack`` or ``tts``.
+    token : str
+        The secret the network server sends (visible ASCII, no spaces: LinkError otherwise).
+    """
+
+    server: object
+    token: str = field(repr=False)  # never in a log or a traceback
+
+    def __post_init__(self):
+        if not isinstance(self.token, str) or not self.token or not all("!" <= c <= "~" for c in self.token):
+            refuse("webhook-token")
+
+    webhook = True  # Links.lorawan's kind: POSTed, not read from a broker
+
+
+@dataclass(frozen=True)
 class Links:
     """What a service collects from.
 
@@ -112,8 +140,9 @@ class Links:
     ----------
     mqtt : MqttEndpoint, optional
         The fleet's broker, or with ``lorawan`` the network server's.
-    lorawan : mss_aggregator.collect.lorawan.Server, optional
-        A LoRaWAN network server whose uplinks are the reports.
+    lorawan : mss_aggregator.collect.lorawan.Server or Webhook, optional
+        A LoRaWAN network server whose uplinks are the reports: read from its MQTT integration
+        (on ``mqtt``), or a :class:`Webhook`, POSTed to the aggregator's HTTP server (no broker).
     serial : tuple of str
         Serial ports, ``PORT[,BAUD]``.
     shuffled : bool
@@ -125,8 +154,8 @@ class Links:
         no device id: the shuffler checks it).
 
     Refused (:class:`LinkError`): a shuffler's batches with a device link or without a broker, no
-    link, LoRaWAN without a broker.  :meth:`of` builds one from loose values, as a command line
-    has them.
+    link, LoRaWAN's MQTT integration without a broker, webhooks with one.  :meth:`of` builds one
+    from loose values, as a command line has them.
     """
 
     mqtt: MqttEndpoint | None = None
@@ -146,16 +175,20 @@ class Links:
     @staticmethod
     def check(broker, lorawan, serial, shuffled):
         """LinkError for a combination that cannot work, in the order a reader fixes them: the
-        mode, a link at all, LoRaWAN's broker (``broker``: whether there is one)."""
+        mode, a link at all, LoRaWAN's broker (``broker``: whether there is one; none with a
+        :class:`Webhook`)."""
         if shuffled:
             if serial or lorawan:
                 refuse("shuffled-device-link")
             if not broker:
                 refuse("shuffled-without-broker")
-        if not broker and not serial:
+        webhook = isinstance(lorawan, Webhook)
+        if not broker and not serial and not webhook:
             refuse("no-link")
-        if lorawan and not broker:
+        if lorawan and not broker and not webhook:
             refuse("lorawan-without-broker")
+        if webhook and broker:
+            refuse("webhook-with-broker")
 
     @classmethod
     def of(cls, broker=None, tls=(), client_id=None, share_group=None, lorawan=None, serial=(), shuffled=False,
@@ -180,3 +213,11 @@ class Links:
         """Whether device reports come by a link other than a LoRaWAN network server (a serial
         port, the fleet's broker), whose arrival time dates nothing (SPEC.md section 4)."""
         return not self.shuffled and bool(self.serial or (self.mqtt and not self.lorawan))
+
+    def network_server(self):
+        """The :class:`~.lorawan.Server` whose uplinks are the reports (a webhook's too), or None."""
+        return self.lorawan.server if isinstance(self.lorawan, Webhook) else self.lorawan
+
+    def webhook(self):
+        """The :class:`Webhook` the reports are POSTed by, or None."""
+        return self.lorawan if isinstance(self.lorawan, Webhook) else None

@@ -14,6 +14,11 @@ marshalers: JSON or binary protobuf) and The Things Stack v3 (JSON).
   ``lorawan_field``, ``lorawan_base64``, ``lorawan_fport``;
 * ``downlink(device, fport, payload)``: (topic, JSON document).
 
+:func:`webhook_server` (``chirpstack`` or ``tts``) is the same server without application or
+topic, for the events it POSTs (ChirpStack's HTTP integration, TTS's webhooks: the same documents
+as on MQTT, :mod:`.webhook`): its ``event(document, fport)`` reads them as ``uplink`` does, less the
+topic's checks.
+
 A missing FPort, FCnt or payload is 0 or empty, never an error: TTS omits
 empty fields ("Empty fields are omitted"), proto3's binary encoding never
 writes a zero, and ChirpStack's JSON writes them (its api/rust/build.rs builds
@@ -164,23 +169,35 @@ class Server:
 
     def __init__(self, app, uplink_topic):
         self.app, self.uplink_topic = app, uplink_topic
-        self._levels = uplink_topic.split("/")
+        self._levels = uplink_topic.split("/") if uplink_topic else []
+
+    @property
+    def webhook(self):
+        """Whether this server's uplinks come POSTed to the aggregator (:func:`webhook_server`:
+        no application, no topic), not over its MQTT integration."""
+        return self.uplink_topic is None
 
     def uplink(self, topic, document, fport, also=()):
         """The :class:`Uplink` in ``document`` (bytes) received on ``topic`` (str)
         if it is one on ``fport`` (or a port of ``also``: the time probes' ``time_fport``,
         which the caller sets apart); else raise :class:`UplinkError`."""
         levels = topic.split("/")
-        if len(levels) != len(self._levels) or not levels[self.DEVICE_LEVEL] or any(
+        if self.webhook or len(levels) != len(self._levels) or not levels[self.DEVICE_LEVEL] or any(
                 want not in ("+", got) for want, got in zip(self._levels, levels)):
             raise UplinkError("topic", f"not an uplink topic of {self.name} application {self.app}")
+        up = self.event(document, fport, also)
+        self.check_device(levels[self.DEVICE_LEVEL], up.dev_eui)
+        return up
+
+    def event(self, document, fport, also=()):
+        """The :class:`Uplink` in ``document`` (bytes), whatever carried it (an MQTT topic,
+        checked by :meth:`uplink`, or an authenticated webhook POST), as :meth:`uplink` says."""
         if len(document) > MAX_DOCUMENT:  # not parsed: parsing time and memory grow with it
             raise UplinkError(self.marshaler_reason(document), f"{len(document)} bytes is too long for an "
                                                                "uplink event")
         eui, port, fcnt, frame, time = self.read(document)
         if port != fport and port not in also:
             raise UplinkError("lorawan_fport", f"FPort {port} is not the reports' FPort {fport}")
-        self.check_device(levels[self.DEVICE_LEVEL], eui)
         return Uplink(dev_eui=eui, fport=port, fcnt=fcnt, frame=frame, time=time)
 
     def marshaler_reason(self, document):
@@ -222,8 +239,8 @@ class ChirpStack(Server):
     DEV_EUI, FPORT, FCNT, DATA = ("deviceInfo", "devEui"), ("fPort",), ("fCnt",), ("data",)
     TIMES = (("time",),)
 
-    def __init__(self, app):
-        super().__init__(app, f"application/{app}/device/+/event/up")
+    def __init__(self, app=None):
+        super().__init__(app, app and f"application/{app}/device/+/event/up")
 
     def marshaler_reason(self, document):
         return "lorawan_json" if self.is_json(document) else "lorawan_protobuf"
@@ -269,9 +286,9 @@ class TheThingsStack(Server):
     FPORT, FCNT = ("uplink_message", "f_port"), ("uplink_message", "f_cnt")
     TIMES = (("uplink_message", "received_at"), ("received_at",))  # the network server's, else the app's
 
-    def __init__(self, app, tenant):
+    def __init__(self, app=None, tenant=None):
         self.tenant = tenant
-        super().__init__(app, f"v3/{app}@{tenant}/devices/+/up")
+        super().__init__(app, app and f"v3/{app}@{tenant}/devices/+/up")
 
     def device(self, value):
         if not isinstance(value, str) or not NAME.match(value):
@@ -294,3 +311,16 @@ def parse_spec(spec):
         return TheThingsStack(app, tenant)
     raise ValueError(f"expected chirpstack:<application id> or tts:<application id>@<tenant> "
                      f"(e.g. tts:my-app@ttn), got {spec!r}")
+
+
+WEBHOOKS = {"chirpstack": ChirpStack, "tts": TheThingsStack}
+
+
+def webhook_server(kind):
+    """The :class:`Server` whose uplinks its HTTP integration POSTs (``chirpstack``: either
+    marshaler) or its webhook (``tts``): the same events as on its MQTT integration, read by
+    :meth:`Server.event`; no application (the network server posts one application's events to
+    the URL configured in it), no topic, no downlinks."""
+    if kind not in WEBHOOKS:
+        raise ValueError(f"expected chirpstack or tts, got {kind!r}")
+    return WEBHOOKS[kind]()

@@ -12,6 +12,7 @@ from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.link_health import DeviceClocks
 from mss_aggregator.collect.shuffled import ShuffledIngest
 from mss_aggregator.collect.store import DEVICES, SHUFFLER, StoreError, open_store
+from mss_aggregator.collect.webhook import WebhookReceiver
 from mss_node.settings import DEVICE_DEFAULTS
 from mss_protocol import shuffled_batch
 from mss_protocol.sealed import seal
@@ -32,7 +33,9 @@ class Aggregator:
     store a report in each of 2^32 epochs.  ``links`` (a :class:`~.links.Links`): with ``lorawan``
     (a :class:`~mss_aggregator.collect.lorawan.Server`) the broker is that network server's and the
     reports are its uplinks on the campaign's FPort; no config is published, LoRaWAN devices do not
-    read it.  ``fleet_key`` (bytes) signs the published config; boards adopt nothing unsigned.
+    read it; with a :class:`~.links.Webhook` its POSTs come to the HTTP server instead
+    (:attr:`webhook`, a :class:`~.webhook.WebhookReceiver` the caller gives the
+    :class:`~mss_aggregator.web.server.WebServer`; None without).  ``fleet_key`` (bytes) signs the published config; boards adopt nothing unsigned.
     ``name``: the campaign's name, an MQTT topic level (ValueError).  The store is checked writable
     here, before anything subscribes.  The store records its campaign: another ``name`` is refused
     (StoreError naming both), None takes the recorded one (a new store: DEFAULT_CAMPAIGN, said in
@@ -82,13 +85,16 @@ class Aggregator:
         if links.shuffled:
             self.ingest = ShuffledIngest(self.cfg, name, shuffle_key)
         else:
-            self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"], lorawan=links.lorawan,
+            self.ingest = Ingest(self.cfg, name, clock["period_s"], clock["epoch_origin"],
+                                 lorawan=links.network_server(),
                                  past_epochs=clock["accept_past_epochs"],
                                  ports=campaign.lorawan_ports() if links.lorawan else (None, None))
             self.ingest.allowed = links.allowed  # the provisioned ids only, if given (allow_list)
         self.log, self.failures = log, Failures()
         self.clocks = DeviceClocks(log)  # boards that said they have no clock (link_health)
         self.writer = Writer(self.store, self.ingest, on_batch=self._reported, failures=self.failures)
+        # a network server's POSTs, taken by the HTTP server (mss_aggregator.web.server.WebServer's webhook)
+        self.webhook = WebhookReceiver(links.webhook(), self.writer) if links.webhook() else None
         self.collectors = []
         if links.mqtt:
             self.collectors.append(self._mqtt_collector(links, fleet_key))
@@ -151,8 +157,9 @@ class Aggregator:
 
     def listening(self):
         """What the collectors read: each subscription with its broker, each serial port."""
-        return [f"{c.topic} at {c.host}:{c.port}" if isinstance(c, MqttCollector) else f"serial {c.port}"
-                for c in self.collectors]
+        return ([f"{c.topic} at {c.host}:{c.port}" if isinstance(c, MqttCollector) else f"serial {c.port}"
+                 for c in self.collectors]
+                + ([f"{self.webhook.name} POSTs to {self.webhook.path}"] if self.webhook else []))
 
     def idle_warning(self, minutes):
         """The line saying that no report came in the first ``minutes`` of this run,

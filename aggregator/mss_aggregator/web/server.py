@@ -6,7 +6,12 @@ Routes (described by ``/api/openapi.json``):
   nothing is fetched from elsewhere, field deployments are often offline);
 * ``/api/estimates``, ``/api/counters``, ``/api/config`` -- JSON from the
   :class:`~mss_aggregator.web.live.LiveView` snapshot;
-* ``/metrics`` -- Prometheus text format (prometheus-client).
+* ``/metrics`` -- Prometheus text format (prometheus-client);
+* ``POST /lorawan/chirpstack`` or ``POST /lorawan/tts`` -- with a ``webhook``
+  (:class:`~mss_aggregator.collect.webhook.WebhookReceiver`), a network server's
+  uplinks, behind the webhook's own token (``Authorization: Bearer``), not the
+  dashboard's, and not under the Host check (a browser never holds that token, so
+  DNS rebinding gains nothing; a network server calls the name it was given).
 
 Served by the standard library's threading HTTP server: a handful of routes
 on loopback need no framework.  Loopback is the default; binding anywhere
@@ -39,6 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 
 from mss_aggregator import jsonout
 from mss_aggregator.collect.store import EXTRA_MAX
+from mss_aggregator.collect.webhook import MAX_BODY
 from mss_aggregator.remedies import with_remedy
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
@@ -189,10 +195,10 @@ class MetricsCollector:
 
 
 class HttpMetrics:
-    """The HTTP server's own counters (:meth:`WebServer.stats`)."""
+    """The HTTP server's own counters (:meth:`WebServer.stats`), and its webhook's (None: none)."""
 
-    def __init__(self, stats):
-        self.stats = stats
+    def __init__(self, stats, webhook=None):
+        self.stats, self.webhook = stats, webhook
 
     def collect(self):
         stats = self.stats()
@@ -200,6 +206,18 @@ class HttpMetrics:
                                   "broke or failed TLS on", value=stats["connection_resets"])
         yield CounterMetricFamily("mss_http_errors", "HTTP requests that failed otherwise (logged)",
                                   value=stats["errors"])
+        if self.webhook is not None:
+            hook = self.webhook.stats()
+            refused = CounterMetricFamily("mss_webhook_refused", "Network-server webhook POSTs refused (401): "
+                                          "no bearer token, or another one", labels=["reason"])
+            for reason, n in hook["refused"].items():
+                refused.add_metric([reason], n)
+            posts = CounterMetricFamily("mss_webhook_posts", "Authenticated webhook POSTs by outcome: stored "
+                                        "(answered after the commit), ignored (not an uplink), not_stored (503)",
+                                        labels=["outcome"])
+            for outcome, n in hook["posts"].items():
+                posts.add_metric([outcome], n)
+            yield from (refused, posts)
 
 
 def broker_metrics(brokers):
@@ -223,10 +241,34 @@ def query_names(method):
     return [name for name, p in inspect.signature(method).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
 
 
-def make_handler(live, token, registry, host_ok, stats):
+def webhook_answer(webhook, request):
+    """(status, JSON-able document, extra headers) of a POST ``request`` (the handler: its path,
+    headers and body) to ``webhook`` (a :class:`~mss_aggregator.collect.webhook.WebhookReceiver`,
+    or None): 404 elsewhere, 401 without its token, 411/413 without a Content-Length or over
+    MAX_BODY (these four with the body unread, the connection closed), else its answer."""
+    path, _, query = request.path.partition("?")
+    if webhook is None or path != webhook.path:
+        request.close_connection = True
+        return 404, {"error": f"no such resource {path}"}, ()
+    refused = webhook.refusal(request.headers.get("Authorization"))
+    if refused is not None:
+        request.close_connection = True
+        return 401, {"error": f"unauthorised ({refused})"}, [("WWW-Authenticate", 'Bearer realm="mss-iot"')]
+    length = request.headers.get("Content-Length", "")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        request.close_connection = True
+        return 411 if not length.isdigit() else 413, {"error": f"give a Content-Length of at most {MAX_BODY} "
+                                                               "bytes"}, ()
+    code, doc = webhook.receive(query, request.rfile.read(int(length)))
+    return code, doc, [("Retry-After", "10")] if code == 503 else ()
+
+
+def make_handler(live, token, registry, host_ok, stats, webhook=None):
+    more = {} if webhook is None else {"webhook": webhook.stats}
     api = {"/api/estimates": (live.estimates, query_names(live.estimates)),
            "/api/config": (live.config_doc, query_names(live.config_doc)),
-           "/api/counters": (lambda **query: dict(live.counters(**query), http=stats()),
+           "/api/counters": (lambda **query: dict(live.counters(**query), http=stats(),
+                                                  **{k: v() for k, v in more.items()}),
                              query_names(live.counters))}
 
     class Handler(BaseHTTPRequestHandler):
@@ -272,6 +314,11 @@ def make_handler(live, token, registry, host_ok, stats):
 
         def do_HEAD(self):
             self.do_GET()
+
+        def do_POST(self):
+            """A network server's webhook (its own token); nothing else is POSTed."""
+            code, doc, extra = webhook_answer(webhook, self)
+            self._send(code, jsonout.dumps(doc).encode(), "application/json", extra)
 
         def do_GET(self):
             path, _, query = self.path.partition("?")
@@ -337,17 +384,19 @@ def _stderr(msg):
 class WebServer:
     """The dashboard/API server in a background thread.  ``hosts``: more Host names to
     answer to (:func:`host_names`); ``log``: where a failed request's one line goes;
-    ``on_death(thread, exc)``: told if the serving thread ends on an exception."""
+    ``on_death(thread, exc)``: told if the serving thread ends on an exception; ``webhook``: a
+    :class:`~mss_aggregator.collect.webhook.WebhookReceiver` whose POSTs it takes (None: none)."""
 
-    def __init__(self, live, bind, token=None, hosts=(), log=_stderr, on_death=None):
+    def __init__(self, live, bind, token=None, hosts=(), log=_stderr, on_death=None, webhook=None):
         host, port = check_bind(bind, token)
         self.on_death = on_death
         registry = CollectorRegistry()
         registry.register(MetricsCollector(live))
-        registry.register(HttpMetrics(self.stats))
+        registry.register(HttpMetrics(self.stats, webhook))
+        handler = make_handler(live=live, token=token, registry=registry, host_ok=host_names(host, hosts),
+                               stats=self.stats, webhook=webhook)
         try:
-            self.httpd = Server((host, port), make_handler(live=live, token=token, registry=registry,
-                                                           host_ok=host_names(host, hosts), stats=self.stats), log)
+            self.httpd = Server((host, port), handler, log)
         except OSError as exc:  # the port is taken, the address is not ours, ...
             raise HttpError(f"{bind}: {exc.strerror or exc}") from None
         self.port = self.httpd.server_address[1]
