@@ -90,7 +90,7 @@ def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah, 
 
 CASES = [("lorawan:eu868:0", 4, 1.2, "rp2040", "rak3172", 3928, 2000),
          ("lorawan:eu868:5", 3, 1.2, "esp32", "wio-e5", 600, 2600),
-         ("lorawan:eu868:3", 11, 48.0, "esp32c3", "rn2483", 3600, None),
+         ("lorawan:eu868:3", 11, 48.0, "rp2040", "rn2483", 3600, None),  # deep sleep + RN2483: refused
          ("lorawan:us915:0", 11, 5.0, "rp2040", "wio-e5", 1000, 1200),
          ("lorawan:us915:3", 2, 0.3, "esp32c3", "rak3172", 300, 800),
          ("lorawan:us915:4", 8, 0.3, "esp32", "rak3172", 86400, 3000),
@@ -177,6 +177,9 @@ def test_refusals():
         energy.report(eu, 4, 1.0, board="nrf52", period_s=3600)
     with pytest.raises(ValueError, match="shorter than"):
         energy.report(eu, 4, 1.0, board="esp32", period_s=2)
+    for board in ("esp32", "esp32c3"):  # a boot a report, and the RN2483 dialect joins after each boot
+        with pytest.raises(ValueError, match=f"the {board} deep-sleeps.*mac join otaa.*rak3172, wio-e5.*rp2040"):
+            energy.report(eu, 4, 1.0, board=board, modem="rn2483", period_s=3600)
 
 
 def test_plan_json_fields_and_defaults():
@@ -222,6 +225,7 @@ def test_plan_prints_the_breakdown():
     (["--link", "lorawan:us915:0", "--modem", "rn2483"], "--modem"),
     (["--link", "lorawan:eu868:0", "--battery", 0], "--battery"),
     (["--link", "lorawan:eu868:0", "--board", "nrf52"], "--board"),
+    (["--link", "lorawan:eu868:0", "--board", "esp32", "--modem", "rn2483"], "--modem"),
     (["--cell", "li-ion"], "--cell"), (["--link", "lorawan:eu868:0", "--cell", "nimh"], "--cell"),
 ])
 def test_bad_energy_flags_exit_2_naming_the_flag(args, flag):

@@ -108,7 +108,8 @@ ratios (see there).  The RP2350 has a device time
 (``mss plan --board rp2350``) but no energy figures here: no sourced
 currents were found for a Pico 2 W.
 
-Not modelled: the join, downlinks (a received frame keeps the radio on for
+Not modelled: the join (once after a reset; a modem that rejoins after every boot is refused on a
+deep-sleeping board, ``REJOINS_AFTER_BOOT``), downlinks (a received frame keeps the radio on for
 its airtime), retransmissions, the application's own work (sensor, writing
 ``state.json``), the modem's command latency, regulator losses and
 quiescent current, and temperature.
@@ -288,8 +289,18 @@ def _v(figure):
     return figure[0]
 
 
+# Modems whose firmware dialect joins again after every boot of the board: on a board that deep-sleeps
+# (a boot a report) each report would carry a join (request airtime, JOIN_ACCEPT_DELAY1 of 5 s awake,
+# the accept's window) that neither the link budget nor this model counts, so the pair is refused.
+REJOINS_AFTER_BOOT = {
+    "rn2483": "the firmware's RN2483 dialect joins (mac join otaa) after every boot (docs/lorawan.md, "
+              "mss_node.modem.rn2483), while the RAK3172 and Wio-E5 keep their session",
+}
+
+
 def check(link, board, modem):
-    """Raise ValueError if ``board`` or ``modem`` is unknown, or the modem has no ``link.region``."""
+    """Raise ValueError if ``board`` or ``modem`` is unknown, the modem has no ``link.region``, or the
+    modem rejoins after a boot (``REJOINS_AFTER_BOOT``) and the board deep-sleeps (boots a report)."""
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}; valid: {', '.join(BOARDS)}")
     if modem not in MODEMS:
@@ -297,6 +308,13 @@ def check(link, board, modem):
     if link.region not in MODEMS[modem]["regions"]:
         raise ValueError(f"the {modem} has no {link.region} band (valid: {', '.join(MODEMS[modem]['regions'])}; "
                          f"the RN2903 is Microchip's US915 module)")
+    if modem in REJOINS_AFTER_BOOT and BOARDS[board]["sleep"] == "deep":
+        light = [b for b in BOARDS if BOARDS[b]["sleep"] != "deep"]
+        keep = [m for m in MODEMS if m not in REJOINS_AFTER_BOOT and link.region in MODEMS[m]["regions"]]
+        raise ValueError(f"the {board} deep-sleeps, booting before every report, and {REJOINS_AFTER_BOOT[modem]}: "
+                         f"every report would carry a join (its airtime against the duty cycle and fair use, "
+                         f"5 s awake for the accept) that the plan does not count; use a modem that keeps its "
+                         f"session ({', '.join(keep)}) or a light-sleeping board ({', '.join(light)})")
 
 
 def tx_ma(modem, region):
