@@ -143,7 +143,8 @@ allow_list_option = click.option(
               help="Warn once, naming the campaign and the topic subscribed, if no report has come "
                    "MIN minutes after the start (0: never).")
 @click.option("--http", "http_bind", metavar="HOST:PORT", callback=http_spec,
-              help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080).")
+              help="Serve the live dashboard, JSON API and /metrics here (e.g. 127.0.0.1:8080); with "
+                   "--lorawan-webhook also the network server's POSTs.")
 @click.option("--http-token", envvar="MSS_HTTP_TOKEN",
               help="Token the dashboard/API require (Bearer, or basic-auth password; visible ASCII, "
                    "no spaces); needed when --http is not on loopback. Default: $MSS_HTTP_TOKEN "
