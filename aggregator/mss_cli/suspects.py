@@ -6,6 +6,8 @@ from rich.table import Table
 from mss_cli.common import FloatRange, fail, make_console
 from mss_cli.quarantine import open_reader
 
+SHOWN_PAIRS = 10  # flagged item pairs printed (all in --json)
+
 
 @click.command("suspects")
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
@@ -16,7 +18,7 @@ from mss_cli.quarantine import open_reader
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: protocol, alpha, devices, memoized, tests, flagged, suspects "
                    "(device_id, evidence: test, statistic, threshold, p_value, alpha, items, reports) and "
-                   "population_pairs (items, devices, named, p_value).")
+                   "population_pairs (items, devices, p_value).")
 def suspects_cmd(store_path, alpha, as_json):
     """Test every device's reports over the campaign against the honest channel and list the devices
     flagged, with the evidence: which test, its statistic, the threshold it crossed and the p-value.
@@ -43,9 +45,11 @@ def suspects_cmd(store_path, alpha, as_json):
     memo = ", distinct reports of memoizers" if found.memoized else ""
     out.print(f"{found.devices} devices tested ({found.protocol}{memo}; tests: {', '.join(found.tests)}; "
               f"false-alarm rate {found.alpha:g} per honest device): {len(found.flagged)} flagged", highlight=False)
-    for pair in found.pairs:
+    for pair in found.pairs[:SHOWN_PAIRS]:
         out.print(f"population: items {pair['items'][0]} and {pair['items'][1]} co-supported by {pair['devices']} "
-                  f"devices (p = {pair['p_value']:.2g}), {pair['named']} named", highlight=False)
+                  f"devices (p = {pair['p_value']:.2g})", highlight=False)
+    if len(found.pairs) > SHOWN_PAIRS:
+        out.print(f"population: {len(found.pairs) - SHOWN_PAIRS} more pairs flagged (--json lists them)", highlight=False)
     if not found.flagged:
         return
     table = Table(title="suspect devices")

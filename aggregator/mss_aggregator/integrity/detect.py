@@ -47,8 +47,10 @@ tests that can fire on an honest device):
     N_vw >= s with probability at most pi_s = P[Binomial(E, rho_2) >= s] whatever its inputs, and
     devices are independent, so D_vw (the devices reaching s) is at most Binomial(D, pi_s) in law;
     a pair is flagged when C(k, 2) P[Binomial(D, pi_s) >= D_vw] <= alpha (family-wise, for the
-    fleet), and its devices with N_vw >= s are named.  s is the smallest count with
-    pi_s <= the per-device share of alpha, so naming costs an honest device no more than its share.
+    fleet; s is the smallest count with pi_s <= the per-device share of alpha).  A device is named
+    on a flagged pair when its own N_vw reaches the count whose tail, times the F pairs flagged
+    (Bonferroni over them), is within its share of alpha, so naming costs an honest device no more
+    than its share however many pairs are flagged; its evidence is its strongest flagged pair.
     It finds a group of devices each staying under its own thresholds but all pushing one pair.
 
 A device is flagged when a test's p-value (Bonferroni over the items or pairs it ranges over) is at
@@ -360,15 +362,23 @@ def flag_population(test, groups, by_pair, out):
         if p <= test.alpha:
             flagged.append((pair, members, p))
     # a device is named on a flagged pair when its own count is beyond chance for ANY of the F pairs
-    # flagged (Bonferroni over them: an honest device's share of alpha holds however many there are)
+    # flagged (Bonferroni over them: an honest device's share of alpha holds however many there are);
+    # its evidence is its strongest flagged pair (the largest count)
+    named = {}
     for pair, members, p in flagged:
-        named = [(device_id, e, count) for device_id, e, count in members
-                 if count >= tail_threshold(e, test.rho2, len(flagged), test.share)]
-        out.pairs.append({"items": list(pair), "devices": len(members), "named": len(named), "p_value": p})
-        for device_id, e, count in named:
-            ev = Evidence(device_id, "population", count, tail_threshold(e, test.rho2, len(flagged), test.share),
-                          p, test.share, pair, e)
-            out.flagged.setdefault(device_id, []).append(ev)
+        out.pairs.append({"items": list(pair), "devices": len(members), "p_value": p})
+        for device_id, e, count in members:
+            if count >= population_threshold(test, e, len(flagged)) and count > named.get(device_id, (0,))[0]:
+                named[device_id] = (count, pair, p, e)
+    for device_id, (count, pair, p, e) in named.items():
+        out.flagged.setdefault(device_id, []).append(
+            Evidence(device_id, "population", count, population_threshold(test, e, len(flagged)), p, test.share, pair, e))
+
+
+@lru_cache(maxsize=4096)
+def population_threshold(test, reports, pairs):
+    """The count at which a device of ``reports`` reports is named on one of ``pairs`` flagged pairs."""
+    return tail_threshold(reports, test.rho2, pairs, test.share)
 
 
 def store_devices(store, protocol):
