@@ -313,6 +313,9 @@ def test_the_battery_against_the_campaign():
     # the Pico W's light sleep alone (6 mW) drains 2000 mAh in 50 days: no period, another board or cell
     assert "no period on the rp2040" in warning[0] and "board esp32c3 (deep sleep)" in warning[0]
     assert "mAh li-socl2 battery" in warning[0]
+    # with the RN2483 no deep-sleeping board is proposed (the pair is refused)
+    rn = [w for w in plan_json(*args, "--modem", "rn2483")["warnings"] if "battery_days" in w][0]
+    assert "board esp32" not in rn and "no period on the rp2040" in rn
     fix = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--battery", 2000, "--campaign-days", 5000)
     hint = [w for w in fix["warnings"] if "battery_days" in w][0]
     period = int(hint.split("a period of ")[1].split()[0])
