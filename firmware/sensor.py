@@ -16,6 +16,11 @@
 #
 # Returning anything else (None, a float, an out-of-range int) is logged
 # and no report is sent for that period.
+#
+# Whole files to start from, for mss deploy --sensor FILE: firmware/examples/
+# (sensor_pico_w.py: the Pico W's temperature; sensor_soil_moisture.py: a
+# capacitive soil-moisture probe on an ADC pin).  This placeholder returns 0
+# for ever: mss deploy warns when it flashes it.
 
 
 def read_category():

@@ -47,6 +47,22 @@ def _ports(port, ports_file):
     return ports or ["auto"]
 
 
+def _placeholder_sensor():
+    """Whether firmware/sensor.py still is the placeholder: its read_category() only returns 0."""
+    from mss_aggregator.deploy.modules import FIRMWARE
+
+    tree = ast.parse((FIRMWARE / "sensor.py").read_text())
+    body = next((n.body for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "read_category"), [])
+    return (len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Constant)
+            and body[0].value.value == 0)
+
+
+def _warn_placeholder():
+    console.print("[yellow]warning:[/yellow] no --sensor: the boards get firmware/sensor.py, whose read_category() "
+                  "always returns 0 (every report says category 0); give --sensor FILE (firmware/examples/ has an "
+                  "ADC soil-moisture and a Pico W temperature one)", highlight=False)
+
+
 def _check_sensor(path):
     """--sensor must be Python defining read_category() at its top level (the app imports it)."""
     from mss_aggregator.deploy import CONFIG, DeployError
@@ -133,9 +149,14 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
     except DeployError as exc:
         _fail(exc, hidden)
 
+    placeholder = sensor is None and _placeholder_sensor()
+
     def write_back():
         """Once, before the first board is written to: a deploy that stops earlier leaves it as it was."""
-        nonlocal text
+        nonlocal text, placeholder
+        if placeholder:
+            placeholder = False
+            _warn_placeholder()
         if text is not None and not dry_run:
             merge.write_atomically(campaign_config, text)
             click.echo(f"# wrote device.{', device.'.join(written)} back to {campaign_config} (the aggregator reads "
