@@ -60,7 +60,7 @@ def board(out, name):
 
 def test_provision_writes_configs_the_firmware_loads(tmp_path, campaign):
     code, out, err = provision(tmp_path, campaign, FLEET, "--frequency-plan", "EU_863_870_TTN",
-                               "--chirpstack-app", "app-uuid")
+                               "--application", "app-uuid", "--device-profile", "profile-uuid")
     assert code == 0, err
     d = tmp_path / "out"
     assert sorted(p.name for p in (d / "boards").iterdir()) == [f"{EUI.lower()}.json", "gh-01.json",
@@ -84,7 +84,7 @@ def test_provision_writes_configs_the_firmware_loads(tmp_path, campaign):
     key = cs[0]["deviceKeys"]["nwkKey"]
     assert cs == [{"device": {"devEui": EUI.lower(), "name": f"eui-{EUI.lower()}", "joinEui": "0" * 16,
                               "description": f"mss-iot campaign {CAMPAIGN}", "tags": {"campaign": CAMPAIGN},
-                              "applicationId": "app-uuid"},
+                              "applicationId": "app-uuid", "deviceProfileId": "profile-uuid"},
                    "deviceKeys": {"nwkKey": key}}]
     tts = json.loads((d / "lorawan" / "tts-devices.json").read_text())
     assert tts["ids"] == {"device_id": f"eui-{EUI.lower()}", "dev_eui": EUI, "join_eui": "0" * 16}
@@ -102,7 +102,7 @@ def test_rerun_keeps_secrets_and_rotate_replaces_them(tmp_path, campaign):
     def secrets():
         return ([board(d, n)["device"]["mqtt"]["password"] for n in ("gh-01", "gh-02")]
                 + [(d / "mosquitto" / "aggregator.password").read_text()]
-                + [json.loads((d / "lorawan" / "chirpstack-devices.json").read_text())[0]["deviceKeys"]["nwkKey"]])
+                + [json.loads((d / "lorawan" / "tts-devices.json").read_text())["root_keys"]["app_key"]["key"]])
 
     first = secrets()
     code, _, err = provision(tmp_path, campaign)

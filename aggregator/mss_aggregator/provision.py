@@ -24,7 +24,9 @@ topic; the aggregator accounts read every report and status; a shuffled
 campaign's accounts, :class:`ShuffleAccounts`) and ``mosquitto/<account>.password``
 for each host account; with LoRaWAN rows,
 ``lorawan/chirpstack-devices.json`` (the bodies of ChirpStack v4's
-``POST /api/devices`` and ``POST /api/devices/{devEui}/keys``) and
+``POST /api/devices`` and ``POST /api/devices/{devEui}/keys``; only with the
+application and device-profile ids, without which ChirpStack refuses a device;
+:mod:`mss_aggregator.network_server` posts them through its gRPC API) and
 ``lorawan/tts-devices.json`` (The Things Stack's end-device JSON, one object
 after another, as ``ttn-lw-cli end-devices create`` and the Console's import
 read it).  Every file but the ACL is created mode 0600 (each holds a secret).
@@ -233,8 +235,7 @@ def read_fleet(path, campaign_cfg, campaign):
 def keep_secrets(boards, out, rotate):
     """Fill in each board's password (MQTT) or AppKey (LoRaWAN): given in the CSV, else kept from the
     files of an earlier run (unless ``rotate``), else generated; ``Board.secret`` says which."""
-    keys = {} if rotate else {d["device"]["devEui"]: d["deviceKeys"]["nwkKey"]
-                              for d in read_json(out / "lorawan" / "chirpstack-devices.json", [])}
+    keys = {} if rotate else earlier_app_keys(out)
     for b in boards:
         if b.transport == "mqtt":
             if b.password is not None:
@@ -355,17 +356,46 @@ def password_file(path, logins):
             os.unlink(tmp)
 
 
-def chirpstack_devices(boards, campaign, application=None, profile=None):
-    """ChirpStack v4 API bodies: ``device`` for POST /api/devices (CreateDeviceRequest) and
-    ``deviceKeys`` for POST /api/devices/{devEui}/keys (its ``nwkKey`` is a LoRaWAN 1.0.x AppKey)."""
+def chirpstack_bodies(boards, campaign, application, profile):
+    """ChirpStack v4 API bodies, one a LoRaWAN board: ``device`` for POST /api/devices
+    (CreateDeviceRequest) and ``deviceKeys`` for POST /api/devices/{devEui}/keys (its ``nwkKey``
+    is a LoRaWAN 1.0.x AppKey).  ChirpStack refuses a device without its application and device
+    profile: a ProvisionError where either id is missing."""
+    if not (application and profile):
+        raise ProvisionError("a ChirpStack device needs its application id and its device-profile id")
     out = []
     for b in boards:
         lw = b.lorawan
         device = {"devEui": lw["dev_eui"], "name": lw["tts_id"], "joinEui": lw["join_eui"],
-                  "description": f"mss-iot campaign {campaign}", "tags": {"campaign": campaign}}
-        device.update({k: v for k, v in (("applicationId", application), ("deviceProfileId", profile)) if v})
+                  "description": f"mss-iot campaign {campaign}", "tags": {"campaign": campaign},
+                  "applicationId": application, "deviceProfileId": profile}
         out.append({"device": device, "deviceKeys": {"nwkKey": lw["app_key"]}})
-    return json.dumps(out, indent=1) + "\n"
+    return out
+
+
+def chirpstack_devices(boards, campaign, application, profile):
+    """:func:`chirpstack_bodies` as the text of ``lorawan/chirpstack-devices.json``."""
+    return json.dumps(chirpstack_bodies(boards, campaign, application, profile), indent=1) + "\n"
+
+
+def earlier_app_keys(out):
+    """{DevEUI: AppKey} of an earlier run's LoRaWAN device lists under ``out`` (either one: the
+    ChirpStack list is written only with its ids)."""
+    keys = {}
+    try:
+        text = (out / "lorawan" / "tts-devices.json").read_text()
+    except OSError:
+        text = ""
+    decoder, at = json.JSONDecoder(), 0
+    try:
+        while text[at:].strip():  # a JSON stream: one object after another
+            doc, at = decoder.raw_decode(text, len(text) - len(text[at:].lstrip()))
+            keys[doc["ids"]["dev_eui"].lower()] = doc["root_keys"]["app_key"]["key"].lower()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    for d in read_json(out / "lorawan" / "chirpstack-devices.json", []):
+        keys[d["device"]["devEui"]] = d["deviceKeys"]["nwkKey"]
+    return keys
 
 
 def tts_devices(boards, campaign, frequency_plan=None, mac="MAC_V1_0_3", phy="PHY_V1_0_3_REV_A"):
@@ -392,6 +422,9 @@ def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, 
     A fleet without MQTT boards and without ``shuffle`` accounts gets no ``mosquitto/`` files and
     no host accounts: its reports reach the aggregator through the network server's broker."""
     out = Path(out)
+    if any(chirpstack) and not all(chirpstack):
+        raise ProvisionError("a ChirpStack device needs its application id and its device-profile id: "
+                             "one without the other makes a list ChirpStack refuses")
     mqtt = [b for b in boards if b.transport == "mqtt"]
     # no MQTT board and no shuffler: the devices report through the network server, no broker accounts here
     own_broker = bool(mqtt or shuffle.roles())
@@ -416,8 +449,12 @@ def provision(boards, out, campaign, aggregators=("aggregator",), rotate=False, 
         written.append((out / "mosquitto" / "acl", f"campaign {campaign}"))
     lorawan = [b for b in boards if b.transport == "lorawan"]
     if lorawan:
-        for name, text in (("chirpstack-devices.json", chirpstack_devices(lorawan, campaign, *chirpstack)),
-                           ("tts-devices.json", tts_devices(lorawan, campaign, frequency_plan))):
+        lists = [("tts-devices.json", tts_devices(lorawan, campaign, frequency_plan))]
+        if all(chirpstack):
+            lists.insert(0, ("chirpstack-devices.json", chirpstack_devices(lorawan, campaign, *chirpstack)))
+        else:  # ChirpStack refuses a device without both ids: no list it cannot take (an earlier one goes)
+            (out / "lorawan" / "chirpstack-devices.json").unlink(missing_ok=True)
+        for name, text in lists:
             write(out / "lorawan" / name, text, secret=True)
             written.append((out / "lorawan" / name, f"{len(lorawan)} LoRaWAN devices"))
     return written, how

@@ -1,7 +1,7 @@
 """``mss provision``: the per-board configs, broker credentials and network-server device lists of a fleet."""
 import click
 
-from mss_cli.common import checked, console, fail, topic_level
+from mss_cli.common import checked, console, fail, progress, topic_level
 
 HELP = {"help_option_names": ["-h", "--help"]}
 
@@ -26,14 +26,22 @@ HELP = {"help_option_names": ["-h", "--help"]}
 @click.option("--rotate", is_flag=True,
               help="New passwords and AppKeys for every board and aggregator account (default: an earlier "
                    "run's are kept, those given in the CSV always win).")
-@click.option("--chirpstack-app", metavar="UUID",
-              help="ChirpStack application id written into lorawan/chirpstack-devices.json.")
-@click.option("--chirpstack-profile", metavar="UUID",
-              help="ChirpStack device-profile id written into lorawan/chirpstack-devices.json.")
+@click.option("--application", "--chirpstack-app", "chirpstack_app", metavar="UUID",
+              help="ChirpStack application id of the LoRaWAN devices: lorawan/chirpstack-devices.json is "
+                   "written only with it and --device-profile (ChirpStack refuses a device without them).")
+@click.option("--device-profile", "--chirpstack-profile", "chirpstack_profile", metavar="UUID",
+              help="ChirpStack device-profile id of the LoRaWAN devices.")
+@click.option("--chirpstack", "chirpstack_url", metavar="URL",
+              help="Also register the LoRaWAN devices in ChirpStack v4 through its gRPC API at URL "
+                   "(http://host:8080, https://host): created, or updated where they differ, never twice; "
+                   "re-run after a failure to complete it. Needs --api-key-file, --application and "
+                   "--device-profile.")
+@click.option("--api-key-file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="The ChirpStack API key (sent as 'authorization: Bearer <key>'), read from FILE.")
 @click.option("--frequency-plan", metavar="ID",
               help="The Things Stack frequency plan of the LoRaWAN devices, e.g. EU_863_870_TTN.")
 def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user, shuffled_aggregators, rotate,
-                  chirpstack_app, chirpstack_profile, frequency_plan):
+                  chirpstack_app, chirpstack_profile, chirpstack_url, api_key_file, frequency_plan):
     """Write a fleet's board configs, Mosquitto password file and ACL, and LoRaWAN device lists.
 
     FLEET.csv has one row a board: device_id (or dev_eui for LoRaWAN), transport (mqtt, serial or
@@ -41,11 +49,13 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
     config's device section, dotted (wifi.ssid, mqtt.host, mqtt.password, period_s, lorawan.uart,
     ...).  Each board's config is checked with the firmware's own loader; the first bad row exits 3
     naming its row and column.  Passwords are never printed: they are in the 0600 files written.
+    With --chirpstack the LoRaWAN devices are also registered through ChirpStack's API.
     """
     from mss_aggregator.provision import ProvisionError, ShuffleAccounts, provision, read_fleet
     from mss_iot import Campaign
     from mss_protocol.config_file import ConfigError
 
+    api_key = _chirpstack_flags(chirpstack_app, chirpstack_profile, chirpstack_url, api_key_file)
     if " " in campaign:  # a Mosquitto ACL line ends its topic at a space
         raise click.BadParameter(f"{campaign!r}: a Mosquitto ACL topic cannot hold a space", param_hint="--campaign")
     shuffle = ShuffleAccounts(shuffler_user, shuffled_aggregators)
@@ -79,6 +89,47 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
     except OSError as exc:
         fail(f"--out {out}: cannot write it: {exc.strerror or exc}")
     _summary(boards, written, accounts, dict(shuffle.roles()))
+    lorawan = [b for b in boards if b.transport == "lorawan"]
+    if lorawan and not chirpstack_app:
+        click.echo("no ChirpStack device list written: it needs --application and --device-profile "
+                   "(ChirpStack refuses a device without them)")
+    if lorawan and chirpstack_url:
+        _register(lorawan, campaign, (chirpstack_app, chirpstack_profile), url=chirpstack_url, api_key=api_key)
+
+
+def _chirpstack_flags(application, profile, url, key_file):
+    """The API key of --api-key-file; a usage error where the ChirpStack flags do not go together."""
+    from mss_aggregator.credentials import SecretError, read_secret
+    from mss_aggregator.network_server import RegisterError, endpoint
+
+    if bool(application) != bool(profile):
+        raise click.UsageError("--application and --device-profile go together: ChirpStack refuses a device "
+                               "without either")
+    if url and not (application and key_file):
+        raise click.UsageError("--chirpstack needs --api-key-file, --application and --device-profile")
+    if key_file and not url:
+        raise click.UsageError("--api-key-file is the key of --chirpstack's API: give --chirpstack URL too")
+    try:
+        if url:
+            endpoint(url)
+        return read_secret(key_file, "--api-key-file") if key_file else None
+    except RegisterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--chirpstack")
+    except SecretError as exc:
+        raise click.UsageError(str(exc))
+
+
+def _register(lorawan, campaign, ids, url, api_key):
+    """Register the LoRaWAN boards in ChirpStack at ``url``, with progress; exit 1 when it stops."""
+    from mss_aggregator.network_server import RegisterError, register_chirpstack
+    from mss_aggregator.provision import chirpstack_bodies
+
+    try:
+        with progress(f"ChirpStack {url}", len(lorawan)) as step:
+            report = register_chirpstack(chirpstack_bodies(lorawan, campaign, *ids), url, api_key, on_device=step)
+    except RegisterError as exc:
+        fail(f"--chirpstack {url}: {exc}")
+    click.echo(f"ChirpStack {url}: {len(lorawan)} devices registered ({report.summary()})")
 
 
 TABLE_ROWS = 20  # above: one line per transport and secret origin, not a row a board
