@@ -290,8 +290,10 @@ class Demo:
 
 def device_rows(results, times):
     """--json's per_device: each device's outcome and, where measured (LoRaWAN boards), the
-    MCU's awake/asleep time (runtime.board_times: real run time / emulated sleeps, which
-    take no real time) and its modem's (ModemEmulator.stats, TX and RX from airtime)."""
+    MCU's awake/asleep time (runtime.board_times: real run time plus the radio's exchanges it
+    waits through, which the emulated modem answers in 50 ms / emulated sleeps, which take no
+    real time) and its modem's (ModemEmulator.stats: TX and RX from airtime, awake to the end
+    of each exchange's last receive window, as mss_protocol.energy counts a report)."""
     rows = []
     for device_id, (value, rc, _) in sorted(results.items()):
         row = {"device_id": device_id, "sent": rc == 0}

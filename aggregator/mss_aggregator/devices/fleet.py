@@ -147,7 +147,9 @@ def run_fleet(cfg, broker, campaign, values, network=None, clock=FleetClock(), b
                 if modem is not None:
                     modem.stop()
             if modem is not None and times is not None:
-                times[device_id] = {"modem": modem.dialect, "mcu": board_times(log, time.time() - start),
+                # the MCU waits awake for the modem's last answer: the radio's time the emulator compressed too
+                awake = time.time() - start + modem.stretch_s
+                times[device_id] = {"modem": modem.dialect, "mcu": board_times(log, awake),
                                     "radio": modem.stats()}
             results[device_id] = (int(values[i]), out.returncode, out.stdout + out.stderr)
             if on_done:

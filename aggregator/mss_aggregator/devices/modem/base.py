@@ -36,6 +36,18 @@ its radio transmitted (each uplink's and join request's airtime on
 receive windows, empty: :func:`mss_protocol.energy.rx_windows_s`, or the
 downlink's airtime in RX1): :meth:`ModemEmulator.stats`.
 
+The emulator answers a send or a join in ``delays_s`` (50 ms), but a real
+modem is awake from the uplink to the end of its last receive window: the
+uplink's airtime, then RX2 RECEIVE_DELAY2 = 2 s after it and its empty
+window (or RX1 at RECEIVE_DELAY1 = 1 s with the downlink in it), a join
+request's the same at JOIN_ACCEPT_DELAY1 = 5 s / JOIN_ACCEPT_DELAY2 = 6 s
+(RP002-1.0.x section 3.3, "Default Settings"): the exchange's physical
+time, :meth:`ModemEmulator.exchange_s`, as :func:`mss_protocol.energy.report`
+counts a report (``times_s["wait"]``).  The modem keeps its times on
+``clock`` plus what the emulator compressed (each exchange's physical time
+less the answer's delay, ``stretch_s``), so it is never awake less than its
+radio's exchanges took, and a sleep commanded after one starts at its end.
+
 Network time (LoRaWAN DeviceTimeReq/Ans): RAK3172 ``AT+TIMEREQ=1`` (not
 joined: ``AT_NO_NETWORK_JOINED``) and Wio-E5 ``AT+LW=DTR`` (``+LW: DTR``)
 put the request on the next uplink; the network answers with the GPS time
@@ -52,6 +64,12 @@ plus its uptime before any answer).  ``time_reply``: None (answers),
 stays unset) or ``"garbage"`` (the read-back is a line no parser reads).
 ``power_off()`` is a power cycle: no session, no time, no pending request.
 RN2483: no such commands (``invalid_param``).
+
+OTAA keys (``dev_eui``, ``join_eui``, ``app_key``, lowercase hex; a new modem's
+JoinEUI and AppKey are zeros) are written and read back with each dialect's
+commands (:mod:`mss_aggregator.deploy.keys` cites the manuals): the RAK3172
+reads back all three, the Wio-E5 and the RN2483 the two EUIs only; the RN2483
+keeps what ``mac save`` saved over a power cycle, the others write through.
 """
 import os
 import pty
@@ -68,6 +86,7 @@ GPS_UNIX_OFFSET = 315964800  # unix time of the GPS epoch, 1980-01-06 (LoRaMac-n
 LEAP_SECONDS = 18  # GPS - UTC since 2017-01-01 (RUI3 and ST's AT firmware hard-code it)
 _JOIN_REQUEST, _JOIN_ACCEPT = 23, 17  # PHYPayload bytes (LoRaWAN 1.0.x, no CFList)
 DELAYS_S = (0.05, 0.05)  # (join, send): how long the modem takes to answer a join and a send
+JOIN_ACCEPT_DELAY1_S, JOIN_ACCEPT_DELAY2_S = 5.0, 6.0  # RP002-1.0.x section 3.3 Default Settings (every region)
 
 
 class ModemEmulator(threading.Thread):
@@ -80,6 +99,7 @@ class ModemEmulator(threading.Thread):
                  link="lorawan:us915:0"):
         super().__init__(name=f"modem-{dev_eui}", daemon=True)
         self.dialect, self.dev_eui = dialect, dev_eui.lower()
+        self.join_eui, self.app_key = "0" * 16, "0" * 32  # OTAA keys as a new modem holds them
         self.on_uplink = on_uplink or (lambda *a: None)
         self.faults = {"join": [], "send": []}
         self.faults.update(faults or {})
@@ -110,6 +130,7 @@ class ModemEmulator(threading.Thread):
         self._first = None  # clock time of the first line
         self._asleep = None  # (since, until) while asleep; until may be inf
         self._asleep_s = self._tx_s = self._rx_s = 0.0
+        self.stretch_s = 0.0  # radio time the emulator did not spend on clock (the module docstring)
 
     # -- control -------------------------------------------------------------
     def power_off(self):
@@ -117,6 +138,14 @@ class ModemEmulator(threading.Thread):
         with self._lock:
             self.joined, self.fcnt, self.fport = False, 0, 1
             self._timereq, self._synced, self._booted = False, None, self.net_clock()
+
+    def _set_key(self, field, text):
+        """Set the OTAA key ``field`` from the hex ``text``: True, or False if it is not hex of its length."""
+        digits = text.strip().strip('"').lower()
+        if len(digits) != (32 if field == "app_key" else 16) or any(c not in "0123456789abcdef" for c in digits):
+            return False
+        setattr(self, field, digits)
+        return True
 
     def _device_time(self):
         """An uplink carrying DeviceTimeReq went on air: True if the network answered (the modem's
@@ -161,12 +190,17 @@ class ModemEmulator(threading.Thread):
             except OSError:
                 pass
 
+    def now(self):
+        """The modem's physical time: ``clock`` plus ``stretch_s`` (the module docstring)."""
+        return self.clock() + self.stretch_s
+
     def stats(self):
-        """Times (s, on ``clock``) since the first command: ``awake_s``, ``asleep_s`` (a sleep
-        still running counts to its end), ``tx_s``, ``rx_s`` (radio on, within the awake time),
-        with ``sleeps`` commands taken and ``uplinks`` on air."""
+        """Times (s, on :meth:`now`) since the first command: ``awake_s`` (never less than its
+        radio's exchanges, :meth:`exchange_s`), ``asleep_s`` (a sleep still running counts to its
+        end), ``tx_s``, ``rx_s`` (radio on, within the awake time), with ``sleeps`` commands taken,
+        ``uplinks`` on air and ``stretch_s``."""
         with self._lock:
-            now, asleep = self.clock(), self._asleep_s
+            now, asleep = self.now(), self._asleep_s
             end = now
             if self._asleep is not None:
                 since, until = self._asleep
@@ -174,16 +208,17 @@ class ModemEmulator(threading.Thread):
                 asleep += end - since
             span = 0.0 if self._first is None else end - self._first
             return {"awake_s": max(0.0, span - asleep), "asleep_s": asleep, "tx_s": self._tx_s,
-                    "rx_s": self._rx_s, "sleeps": len(self.sleeps), "uplinks": len(self.uplinks)}
+                    "rx_s": self._rx_s, "sleeps": len(self.sleeps), "uplinks": len(self.uplinks),
+                    "stretch_s": self.stretch_s}
 
     def poll(self):
         """End a timed sleep that is over (an RN2483 then says ``ok``); the serving loops call it."""
-        self._wake_due(self.clock())
+        self._wake_due(self.now())
 
     def _sleep(self, ms):
-        now = self.clock()
+        now = self.now()
         with self._lock:
-            self.sleeps.append((now, ms))
+            self.sleeps.append((now - self.stretch_s, ms))  # on clock, as the board saw it
             self._asleep = (now, now + ms / 1000 if ms is not None else float("inf"))
 
     def _woke(self, at):
@@ -202,21 +237,33 @@ class ModemEmulator(threading.Thread):
 
     def _join_radio(self, accepted):
         """A join request on air, then a join-accept in RX1 or two empty windows."""
-        self._radio(_JOIN_REQUEST, _JOIN_ACCEPT if accepted else None)
+        self._radio(_JOIN_REQUEST, _JOIN_ACCEPT if accepted else None, join=True)
 
     def _air(self, phy_bytes, sf, bw_khz):
         return lorawan.airtime_ms(phy_bytes - lorawan.OVERHEAD_BYTES, sf, bw_khz) / 1000
 
-    def _radio(self, up_bytes, down_bytes):
-        """An uplink of ``up_bytes`` (PHYPayload) on air, then RX1 and RX2 empty or RX1 with a
-        downlink of ``down_bytes``."""
+    def exchange_s(self, up_bytes, down_bytes=None, join=False):
+        """(TX, RX, awake) s of one exchange on ``link``: an uplink of ``up_bytes`` (PHYPayload) on
+        air, then RX1 and RX2 empty (awake to the end of RX2) or RX1 with a downlink of
+        ``down_bytes`` (awake to its end); ``join``: a join request, at the join-accept delays."""
         link, rx = self.link, energy.DOWNLINK_DRS[self.link.region]
+        delay1, delay2 = ((JOIN_ACCEPT_DELAY1_S, JOIN_ACCEPT_DELAY2_S) if join
+                          else (energy.RECEIVE_DELAY1_S, energy.RECEIVE_DELAY2_S))
+        tx = self._air(up_bytes, link.sf, link.bw_khz)
+        if down_bytes is None:
+            rx1, rx2 = energy.rx_windows_s(link)
+            return tx, rx1 + rx2, tx + delay2 + rx2
+        down = self._air(down_bytes, *rx[energy.RX1_DR[link.region][link.dr]])
+        return tx, down, tx + delay1 + down
+
+    def _radio(self, up_bytes, down_bytes, join=False):
+        """An exchange (:meth:`exchange_s`) took place: its radio time counted, and what the
+        emulator's answer (``delays_s``) did not spend of its physical time added to ``stretch_s``."""
+        tx, rx, awake = self.exchange_s(up_bytes, down_bytes, join)
         with self._lock:
-            self._tx_s += self._air(up_bytes, link.sf, link.bw_khz)
-            if down_bytes is None:
-                self._rx_s += sum(energy.rx_windows_s(link))
-            else:
-                self._rx_s += self._air(down_bytes, *rx[energy.RX1_DR[link.region][link.dr]])
+            self._tx_s += tx
+            self._rx_s += rx
+            self.stretch_s += max(0.0, awake - (self.join_delay_s if join else self.tx_delay_s))
 
     # -- the serial line -----------------------------------------------------
     def run(self):
@@ -240,7 +287,7 @@ class ModemEmulator(threading.Thread):
             text = line.strip().decode("ascii", "replace")
             if text:
                 self.commands.append(text)
-                now = self.clock()
+                now = self.now()
                 if self._first is None:
                     self._first = now
                 self._wake_due(now)
