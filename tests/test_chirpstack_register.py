@@ -200,3 +200,25 @@ def test_a_list_without_its_ids_is_refused_and_a_bad_key_said(fleet, chirpstack)
     (fleet / "api.key").write_text("not-the-key\n")
     code, said = registering(fleet, chirpstack.url)
     assert code == 3 and "UNAUTHENTICATED" in said and "the API key is not valid" in said and not chirpstack.devices
+
+
+def test_the_things_stack_bulk_import_file(fleet):
+    """lorawan/tts-devices.json is what ttn-lw-cli end-devices create and the Console's import read:
+    a JSON stream, one end device a board, with every field the JSON File Reference requires."""
+    code, said = provision(fleet, "--frequency-plan", "EU_863_870_TTN")
+    assert code == 0 and "no frequency_plan_id" not in said, said
+    text = (fleet / "out" / "lorawan" / "tts-devices.json").read_text()
+    decoder, at, docs = json.JSONDecoder(), 0, []
+    while text[at:].strip():
+        doc, at = decoder.raw_decode(text, len(text) - len(text[at:].lstrip()))
+        docs.append(doc)
+    assert len(docs) == N and len({d["ids"]["device_id"] for d in docs}) == N
+    for i, d in enumerate(docs):
+        eui = f"70b3d57ed0{i:06x}"
+        assert d["ids"] == {"device_id": f"eui-{eui}", "dev_eui": eui.upper(), "join_eui": "70B3D57ED00000FF"}
+        assert (d["lorawan_version"], d["lorawan_phy_version"], d["frequency_plan_id"], d["supports_join"]) == (
+            "MAC_V1_0_3", "PHY_V1_0_3_REV_A", "EU_863_870_TTN", True)
+        assert len(d["root_keys"]["app_key"]["key"]) == 32
+    code, said = provision(fleet)
+    assert code == 0 and "no frequency_plan_id: give --frequency-plan" in said
+    assert "frequency_plan_id" not in (fleet / "out" / "lorawan" / "tts-devices.json").read_text()

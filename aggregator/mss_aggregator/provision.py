@@ -399,7 +399,12 @@ def earlier_app_keys(out):
 
 
 def tts_devices(boards, campaign, frequency_plan=None, mac="MAC_V1_0_3", phy="PHY_V1_0_3_REV_A"):
-    """The Things Stack v3 end devices (its JSON import: one object after another), OTAA, class A."""
+    """The Things Stack v3 end devices, OTAA, class A, as its bulk import reads them: a JSON stream
+    (one object after another, format ``the-things-stack``), for ``ttn-lw-cli end-devices create
+    --application-id APP < tts-devices.json`` or the Console's *Import end devices*, with the
+    fields its JSON File Reference requires (ids.device_id, ids.dev_eui, ids.join_eui,
+    lorawan_version, lorawan_phy_version, frequency_plan_id, supports_join and, OTAA,
+    root_keys.app_key.key); without ``frequency_plan`` the Console's fallback value gives it."""
     docs = []
     for b in boards:
         lw = b.lorawan

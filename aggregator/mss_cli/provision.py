@@ -90,11 +90,19 @@ def provision_cmd(fleet, config_path, campaign, out, aggregators, shuffler_user,
         fail(f"--out {out}: cannot write it: {exc.strerror or exc}")
     _summary(boards, written, accounts, dict(shuffle.roles()))
     lorawan = [b for b in boards if b.transport == "lorawan"]
-    if lorawan and not chirpstack_app:
-        click.echo("no ChirpStack device list written: it needs --application and --device-profile "
-                   "(ChirpStack refuses a device without them)")
+    _lorawan_notes(lorawan, chirpstack_app, frequency_plan)
     if lorawan and chirpstack_url:
         _register(lorawan, campaign, (chirpstack_app, chirpstack_profile), url=chirpstack_url, api_key=api_key)
+
+
+def _lorawan_notes(lorawan, application, frequency_plan):
+    """What the network servers' lists lack, and how to give it."""
+    if lorawan and not application:
+        click.echo("no ChirpStack device list written: it needs --application and --device-profile "
+                   "(ChirpStack refuses a device without them)")
+    if lorawan and not frequency_plan:
+        click.echo("lorawan/tts-devices.json has no frequency_plan_id: give --frequency-plan (ttn-lw-cli "
+                   "end-devices create needs it; the Console's import takes it as a fallback value)")
 
 
 def _chirpstack_flags(application, profile, url, key_file):
