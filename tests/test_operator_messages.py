@@ -1,9 +1,13 @@
 """What an operator reads when something is off (issue 48's smaller findings): a refused MQTT login
-in words, and an estimate with nothing to decode said without nested parentheses.  Fast (< 2 s)."""
+in words, an estimate with nothing to decode said without nested parentheses, an all-LoRaWAN
+fleet provisioned without broker accounts and summarised, device-sim's frames dated as mss decode
+takes them.  Fast (about 1.5 s)."""
+import json
 import time
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store
@@ -62,10 +66,6 @@ def test_nothing_in_the_current_epoch_reads_as_sentences(tmp_path):
 def test_an_all_lorawan_fleet_gets_no_broker_accounts_and_a_summary(tmp_path):
     """300 LoRaWAN rows: no mosquitto/ folder (their reports come through the network server),
     and a line per transport, not a 300-row table."""
-    import json
-
-    from click.testing import CliRunner
-
     from mss_cli.main import main
     from mss_protocol.choose import choose
 
@@ -81,3 +81,18 @@ def test_an_all_lorawan_fleet_gets_no_broker_accounts_and_a_summary(tmp_path):
     assert "300 lorawan boards (AppKey: 300 generated)" in said and "70b3d57ed0000001" not in said
     assert "aggregator account" not in said and "no MQTT board: no Mosquitto accounts written" in said
     assert len(said.splitlines()) < 10, said
+
+
+def test_device_sim_frames_decode_as_the_aggregator_takes_them(tmp_path):
+    """device-sim dates its reports by the config's campaign clock (not epoch 0, outside the
+    aggregator's window), so mss decode accepts them with the same full-frame config."""
+    from mss_cli.main import main
+
+    cfg = tmp_path / "cfg.json"
+    CFG.save(cfg, {"device": {"period_s": 3600}})
+    sim = CliRunner().invoke(main, ["device-sim", "--config", str(cfg), "--value", "3", "--runtime", "cpython"])
+    assert sim.exit_code == 0, sim.stderr
+    out = CliRunner().invoke(main, ["decode", "--config", str(cfg), "--json", sim.stdout.strip()])
+    assert out.exit_code == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["accepted"] and doc["frame"]["kind"] == "full" and doc["frame"]["epoch"] >= int(time.time() // 3600) - 1

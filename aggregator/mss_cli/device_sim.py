@@ -25,8 +25,10 @@ from mss_protocol.limits import MAX_K
 @click.option("--runtime", type=click.Choice(["micropython", "cpython"]), default="micropython",
               show_default=True, help="Where the firmware runs.")
 @click.option("--seed-bytes", default="", help="Hex byte stream to use instead of os.urandom.")
-@click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1), default=0, show_default=True,
-              help="The epoch the reports are dated in.")
+@click.option("--epoch", type=click.IntRange(0, (1 << 30) - 1),
+              help="The epoch the reports are dated in [default: the config's campaign clock's current one, as a "
+                   "board with the time dates them (so mss decode and the aggregator accept them); 0 without a "
+                   "clock].")
 @click.option("--device-id", default="sim", show_default=True,
               help="The device id (olh derives its public hash seed from it; with --check-only, the "
                    "board's unique id where the config sets no device.device_id).")
@@ -40,10 +42,15 @@ def device_sim_cmd(config_path, value, check_only, count, runtime, seed_bytes, e
     if value is None:
         raise click.UsageError("--value is required (unless --check-only)")
     try:
-        cfg = Campaign.read(config_path).cfg
+        campaign = Campaign.read(config_path)
+        cfg = campaign.cfg
         bytes.fromhex(seed_bytes)
     except (ConfigError, ValueError) as exc:
         fail(f"{exc}")
+    if epoch is None:
+        from mss_aggregator.collect.scope import current_epoch
+
+        epoch = max(current_epoch(campaign.clock) or 0, 0)
     if not 0 <= value < cfg.k:
         fail(f"--value {value} is not a category in [0, {cfg.k})")
     try:
