@@ -96,3 +96,12 @@ def test_device_sim_frames_decode_as_the_aggregator_takes_them(tmp_path):
     assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["accepted"] and doc["frame"]["kind"] == "full" and doc["frame"]["epoch"] >= int(time.time() // 3600) - 1
+
+
+def test_plan_link_mqtt_says_why_there_is_none():
+    from mss_cli.main import main
+
+    r = CliRunner().invoke(main, ["plan", "--k", "16", "--epsilon", "2", "--link", "mqtt"])
+    said = " ".join(r.stderr.split())
+    assert r.exit_code == 2 and "an MQTT or serial board has no payload or airtime limit to plan" in said, said
+    assert "leave --link out" in said and "lorawan:<region>:<dr>" in said

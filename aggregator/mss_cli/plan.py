@@ -38,6 +38,10 @@ FLAGS = {"epsilon": "--epsilon", "protocol": "--protocol", "question.target_se":
 
 
 def _link(ctx, param, value):
+    if value is not None and value.strip().lower() in ("mqtt", "mqtts", "wifi", "serial"):
+        raise click.BadParameter(f"{value!r}: an MQTT or serial board has no payload or airtime limit to plan (its "
+                                 "reports go in full frames): leave --link out; --link plans a LoRaWAN link's "
+                                 f"payload, airtime and duty cycle: {lorawan.SPEC_FORM}")
     try:
         return None if value is None else lorawan.parse_link(value)
     except ValueError as exc:
