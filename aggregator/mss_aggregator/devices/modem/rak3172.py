@@ -3,6 +3,8 @@
 command runs."""
 from mss_aggregator.devices.modem.base import ModemEmulator
 
+KEYS = {"DEVEUI": "dev_eui", "APPEUI": "join_eui", "APPKEY": "app_key"}  # AT+<name>=<hex> / =?
+
 
 class Rak3172(ModemEmulator):
     SLEEP_COMMAND = "AT+SLEEP="
@@ -22,8 +24,13 @@ class Rak3172(ModemEmulator):
                 return
             self._sleep(int(ms) if ms else None)  # from now: the board may sleep on the answer
             self._say("OK")
-        elif text == "AT+DEVEUI=?":
-            self._say(self.dev_eui.upper() if old else f"AT+DEVEUI={self.dev_eui.upper()}", "OK")
+        elif text[3:].split("=")[0] in KEYS and "=" in text:
+            name, value = text[3:].split("=", 1)
+            if value == "?":  # RUI3 reads back all three, the AppKey too
+                held = getattr(self, KEYS[name]).upper()
+                self._say(held if old else f"AT+{name}={held}", "OK")
+            else:
+                self._say("OK" if self._set_key(KEYS[name], value) else "AT_PARAM_ERROR")
         elif text == "AT+NJS=?":
             self._say(str(int(self.joined)) if old else f"AT+NJS={int(self.joined)}", "OK")
         elif text.startswith("AT+TIMEREQ="):

@@ -6,8 +6,19 @@ from mss_aggregator.devices.modem.base import ModemEmulator
 RN_VERSION = "RN2483 1.0.5 Oct 31 2018 15:06:52"  # as field modules print it (sys get ver)
 
 
+KEYS = {"deveui": "dev_eui", "appeui": "join_eui", "appkey": "app_key"}  # mac set <name> <hex>
+
+
 class Rn2483(ModemEmulator):
     SLEEP_COMMAND = "sys sleep "
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._saved = (self.dev_eui, self.join_eui, self.app_key)  # what mac save keeps over a power cycle
+
+    def power_off(self):
+        super().power_off()
+        self.dev_eui, self.join_eui, self.app_key = self._saved
 
     def _timer_woke(self):
         self._say("ok")  # the answer to sys sleep
@@ -26,8 +37,14 @@ class Rn2483(ModemEmulator):
             text = text[1:] if text.startswith("U") else text
             if not text:
                 return
-        if text == "mac get deveui":
-            self._say(self.dev_eui.upper())
+        if text in ("mac get deveui", "mac get appeui"):  # no mac get appkey: invalid_param
+            self._say(getattr(self, KEYS[text[8:]]).upper())
+        elif text.startswith("mac set ") and text[8:].split(" ")[0] in KEYS:
+            name, _, value = text[8:].partition(" ")
+            self._say("ok" if self._set_key(KEYS[name], value) else "invalid_param")
+        elif text == "mac save":
+            self._saved = (self.dev_eui, self.join_eui, self.app_key)
+            self._say("ok")
         elif text == "sys get ver":
             self._say(RN_VERSION)
         elif text.startswith("sys sleep "):

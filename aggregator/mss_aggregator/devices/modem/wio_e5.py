@@ -2,6 +2,8 @@
 while it sleeps wakes it with ``+LOWPOWER: WAKEUP`` without being run."""
 from mss_aggregator.devices.modem.base import ModemEmulator
 
+IDS = {"DevEui": "dev_eui", "AppEui": "join_eui"}  # AT+ID=<name>[,"<hex>"]
+
 
 class WioE5(ModemEmulator):
     SLEEP_COMMAND = "AT+LOWPOWER="
@@ -21,9 +23,16 @@ class WioE5(ModemEmulator):
                 return
             self._sleep(int(ms) if ms else None)
             self._say("+LOWPOWER: SLEEP")
-        elif text == "AT+ID=DevEui":
-            eui = ":".join(self.dev_eui[i:i + 2].upper() for i in range(0, 16, 2))
-            self._say(f"+ID: DevEui, {eui}")
+        elif text.startswith("AT+ID=") and text[6:].split(",")[0] in IDS:
+            name, comma, value = text[6:].partition(",")
+            if comma and not self._set_key(IDS[name], value):
+                self._say("+ID: ERROR(-1)")
+                return
+            held = getattr(self, IDS[name])
+            self._say(f"+ID: {name}, {':'.join(held[i:i + 2].upper() for i in range(0, 16, 2))}")
+        elif text.startswith("AT+KEY=APPKEY,"):  # no command reads it back
+            self._say(f"+KEY: APPKEY {self.app_key.upper()}" if self._set_key("app_key", text[14:])
+                      else "+KEY: ERROR(-1)")
         elif text.startswith("AT+PORT="):
             self.fport = int(text[8:]) if text[8:].isdigit() else self.fport
             self._say(f"+PORT: {self.fport}")
