@@ -114,11 +114,19 @@ def _check_sensor(path):
                    "the board; none: a port without a native emitter.")
 @click.option("--no-native", is_flag=True,
               help="Remove the @micropython.viper/native decorators (automatic when the board's arch is none).")
+@click.option("--keys", "keys_path", type=click.Path(exists=True), metavar="PATH",
+              help="mss provision's output folder (or its lorawan/tts-devices.json or chirpstack-devices.json): "
+                   "write the OTAA keys (DevEUI, JoinEUI, AppKey) of the board of --config boards/<DevEUI>.json "
+                   "into its modem through the board, and read back what the modem allows. The AppKey is never "
+                   "printed.")
+@click.option("--overwrite-keys", is_flag=True,
+              help="With --keys: write them into a modem that holds another DevEUI, JoinEUI or AppKey (refused "
+                   "without it).")
 @click.option("-n", "--dry-run", is_flag=True,
               help="Print the steps, the modules and the board's config (secrets ***) without touching a board "
                    "or --config.")
 def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_back, sensor, hold, fleet_key_file,
-               max_epsilon, budget, no_budget, mpy, arch, no_native, dry_run):
+               max_epsilon, budget, no_budget, mpy, arch, no_native, keys_path, overwrite_keys, dry_run):
     """Flash the mss-iot firmware and a config onto MicroPython boards (mpremote).
 
     Without --set device_id each board's own id (machine.unique_id() in hex, read from it) is its
@@ -141,7 +149,7 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
         cfg = merge.merged_config(campaign.document, str(config_path), sets, held=held,
                                   fleet_key_file=fleet_key_file, max_epsilon=max_epsilon, budget=budget,
                                   require_budget=not no_budget)
-        hidden = merge.secrets(cfg)
+        hidden, modem_keys = _modem_keys(keys_path, overwrite_keys, config_path=config_path, cfg=cfg, boards=len(ports))
         campaign_config = campaign_config or config_path
         written, text = merge.write_back(aggregators.document, str(campaign_config), cfg,
                                          merge.shared_changes(sets, budget), refuse=no_write_back,
@@ -171,7 +179,7 @@ def deploy_cmd(config_path, campaign_config, port, ports_file, sets, no_write_ba
         for i, board_port in enumerate(ports):
             try:
                 _flash(Path(tmp) / str(i), board_port, cfg, sensor=sensor, held=hold, mpy=mpy, arch=arch,
-                       no_native=no_native, dry_run=dry_run, hidden=hidden, before_copying=write_back)
+                       no_native=no_native, dry_run=dry_run, hidden=hidden, before_copying=write_back, keys=modem_keys)
             except DeployError as exc:
                 _error(f"{board_port}: {worded(exc)}", hidden)
                 status = status or exc.status
@@ -210,9 +218,44 @@ def _parsed(sets):
         _fail(exc, [])
 
 
-def _flash(tmp, port, cfg, sensor, held, mpy, arch, no_native, dry_run, hidden, before_copying):
+def _modem_keys(keys_path, overwrite, config_path, cfg, boards):
+    """(the secrets of ``cfg`` and the keys, to mask in every line printed; (the board's OTAA keys
+    from --keys, overwrite) or None without --keys); a usage error where the deploy cannot take
+    them, DeployError where the file has none for the board."""
+    from mss_aggregator.deploy import merge
+
+    if keys_path is None:
+        if overwrite:
+            raise click.UsageError("--overwrite-keys without --keys: give the keys to write")
+        return merge.secrets(cfg), None
+    if cfg["device"].get("transport") != "lorawan":
+        raise click.BadParameter("only a LoRaWAN board's modem takes OTAA keys (device.transport is "
+                                 f"{cfg['device'].get('transport')!r})", param_hint="--keys")
+    if boards > 1:
+        raise click.BadParameter(f"one board's keys for {boards} boards: deploy each board with its own "
+                                 "boards/<DevEUI>.json", param_hint="--keys")
+    from mss_aggregator.deploy.keys import read_keys
+
+    keys = read_keys(keys_path, Path(config_path).stem)
+    return merge.secrets(cfg) + keys.secrets(), (keys, overwrite)
+
+
+def _write_modem_keys(tmp, port, lorawan, modem_keys, dry_run, say):
+    """Write (keys, overwrite) into the board's modem through the board, or say how (dry run)."""
+    from mss_aggregator.deploy import keys
+
+    if dry_run:
+        for line in keys.dry_run_lines(modem_keys[0], lorawan):
+            say(f"# modem keys, {line} (mpremote connect {port} run: a script opening device.lorawan's UART)")
+        return
+    for line in keys.write_keys(modem_keys[0], lorawan, keys.mpremote_runner(port, tmp), overwrite=modem_keys[1]):
+        say(f"{port}: modem keys: {line}")
+
+
+def _flash(tmp, port, cfg, sensor, held, mpy, arch, no_native, dry_run, hidden, before_copying, keys=None):
     """Probe, stage and flash one board (DeployError on a failed step); ``before_copying``
-    runs once the board is probed and its config checked."""
+    runs once the board is probed and its config checked; ``keys`` (OTAA keys, overwrite) are
+    written into its modem once the firmware is on it, before its reset."""
     from mss_aggregator.deploy import flash, merge
     from mss_aggregator.deploy.modules import FIRMWARE, OPT, external, modules
 
@@ -252,8 +295,11 @@ def _flash(tmp, port, cfg, sensor, held, mpy, arch, no_native, dry_run, hidden, 
     config_file = tmp / "config.json"
     config_file.write_text(json.dumps(board, indent=1))
     before_copying()
-    for cmd in flash.commands(port, lib, config_file, sensor=sensor or FIRMWARE / "sensor.py", extras=external(board),
-                              held=held):
+    cmds = flash.commands(port, lib, config_file, sensor=sensor or FIRMWARE / "sensor.py", extras=external(board),
+                          held=held)
+    for cmd in cmds:
+        if cmd is cmds[-1] and keys:  # the reset: the modem script needs the firmware's modules
+            _write_modem_keys(tmp, port, board["device"].get("lorawan") or {}, keys, dry_run=dry_run, say=say)
         say(shlex.join(cmd))
         if not dry_run:
             flash.run(cmd, " ".join(cmd[3:5]))
@@ -272,7 +318,7 @@ def _error(message, hidden):
 
 
 FLAGS = {"sets": "--set", "budget": "--budget", "fleet_key_file": "--fleet-key-file", "max_epsilon": "--max-epsilon",
-         "mpy": "--mpy", "arch": "--arch"}
+         "mpy": "--mpy", "arch": "--arch", "overwrite_keys": "--overwrite-keys"}
 NO_BUDGET_ADVICE = ("write the config with mss plan --device-config (it adds device.memoize and a budget, 4 x epsilon "
                     "per 30 days unless --budget EPS/DAYS), or give --budget EPS/DAYS here (e.g. --budget 4/30), or "
                     "--no-budget to deploy without one")
