@@ -16,13 +16,16 @@ from click.testing import CliRunner
 
 from mss_aggregator.devices.field import account
 from mss_cli.main import main
+from mss_protocol import lorawan
 
 EUIS = [f"70b3d57ed0{i:06x}" for i in range(24)]
 
 
-CAMPAIGNS = {  # both run at once (module fixture): each keeps a core mostly idle, real time
+CAMPAIGNS = {  # all run at once (module fixture): each keeps a core mostly idle, real time
     "issue": ("--devices", "24", "--epochs", "5", "--period-s", "4", "--no-clock", "--resets", "2"),
     "clocked": ("--devices", "8", "--epochs", "3", "--period-s", "4", "--resets", "2"),
+    # issue 48 item 5: the EU868 field demo, tiny (3 boards, 1 epoch), beside the others
+    "eu868": ("--devices", "3", "--epochs", "1", "--period-s", "4", "--no-clock", "--region", "eu868"),
 }
 
 
@@ -143,3 +146,38 @@ def test_field_flags_need_a_field_campaign():
                        (["--epochs", "3"], "--epochs runs LoRaWAN boards: add --lorawan chirpstack")):
         r = CliRunner().invoke(main, ["demo", *args])
         assert r.exit_code == 2 and says in r.output, r.output
+
+
+def test_the_eu868_field_demo_shows_airtime_duty_cycle_and_time_probes(campaigns):
+    """Issue 48 item 5: ``mss demo --lorawan chirpstack --region eu868``: the boards' modems on
+    EU868 DR0 (SF12), the airtime each uplink and join took (the link budget's), the duty cycle
+    the demo's accelerated period uses against EU868's 1 % per sub-band and the field period
+    that keeps within it, and the DeviceTimeReq probes of the clockless boards, printed and in
+    --json.  A tiny campaign run beside the module's others (no time of its own)."""
+    out, doc, _ = campaigns["eu868"]
+    assert doc is not None and out.returncode == 0 and doc["ok"], out.stderr
+    assert doc["link"] == "lorawan:eu868:0" and doc["per_epoch"] == [{"epoch": 1, "devices": 3, "accepted": 3}]
+    x, rows = doc["radio"], doc["per_device"]
+    link = lorawan.parse_link("lorawan:eu868:0")
+    frame = x["frame_bytes"]
+    air = lorawan.budget(link, frame)
+    assert (x["sf"], x["bw_khz"], x["airtime_ms"]) == (12, 125, air["airtime_ms"])
+    join_s = lorawan.airtime_ms(23 - lorawan.OVERHEAD_BYTES, 12, 125) / 1000
+    for r in rows:  # each modem's TX: its uplinks' and join requests' airtime on EU868 DR0
+        assert r["tx_s"] == pytest.approx(r["uplinks"] * air["airtime_ms"] / 1000 + r["joins"] * join_s), r
+        assert r["modem_awake_s"] >= r["tx_s"] + r["uplinks"] * 2.0, r  # physical: to RX2 at least
+    assert x["uplinks"] == sum(r["uplinks"] for r in rows) >= 6 and x["joins"] >= 3
+    assert x["duty_cycle_limit"] == 0.01 and x["duty_cycle_at_period"] == pytest.approx(air["airtime_ms"] / 4000)
+    assert x["duty_cycle_off_s"] == pytest.approx(air["airtime_ms"] / 1000 * 99)
+    assert x["min_period_s"] == air["min_period_s"] and x["time_requests"] == sum(r["time_requests"] for r in rows) > 0
+    text = " ".join(out.stderr.split())
+    assert f"link lorawan:eu868:0 (SF12, 125 kHz): {air['airtime_ms']:.0f} ms on air per report" in text
+    assert "duty cycle: EU868's 1% per sub-band keeps a device off its sub-band" in text
+    assert (f"duty cycle: {100 * x['duty_cycle_at_period']:.2f} % of each 4 s period on air, against 1 % per "
+            f"sub-band") in text and f"in the field a period of at least {air['min_period_s']} s" in text
+    assert f"{x['time_requests']} DeviceTimeReq probes" in text
+
+
+def test_region_needs_lorawan():
+    r = CliRunner().invoke(main, ["demo", "--region", "eu868"])
+    assert r.exit_code == 2 and "--region is the LoRaWAN region: add --lorawan chirpstack" in r.output, r.output

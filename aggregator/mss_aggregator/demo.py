@@ -4,7 +4,9 @@ emulated fleet reporting once a device (or, with ``epochs``, a field campaign in
 
 The fleet reports as ``mss plan --device-config`` configures boards by default: memoized and
 budgeted (so OLH hashes with one seed a device, and may use compact frames); with LoRaWAN through
-emulated modems and a ChirpStack v4 network-server emulator, planned for US915 DR0's 11 bytes.
+emulated modems and a ChirpStack v4 network-server emulator, planned for the region's DR0: US915's
+11 bytes, or EU868's 51 (``region``), with the radio's airtime, EU868's duty cycle and the
+DeviceTimeReq probes accounted (:func:`radio_summary`).
 :class:`Demo` runs it and keeps what outlives the run (the dashboard, the embedded broker, the
 temporary store) until it is left; :class:`DemoResult` is what it found, for a caller to render.
 
@@ -39,9 +41,11 @@ from mss_protocol import registry
 from mss_protocol.budget import default_device, describe
 from mss_protocol.choose import Limits, Reporting, choose
 from mss_protocol.configs import load_dict
-from mss_protocol.lorawan import budget, parse_link
+from mss_protocol.lorawan import EU868_DUTY_CYCLE, budget, parse_link
 
-LINK = "lorawan:us915:0"  # the tightest common link: 11 bytes
+LINKS = {"us915": "lorawan:us915:0", "eu868": "lorawan:eu868:0"}  # the region's DR0: the longest range
+LINK = LINKS["us915"]  # the default: the tightest common link, 11 bytes
+REGIONS = tuple(LINKS)
 PERIOD_S = DEVICE_DEFAULTS["period_s"]  # an MQTT fleet's period: the boards' own default
 FIELD_PERIOD_S = 4  # with epochs: the default period (real seconds)
 ID_PREFIX = "dev"  # the MQTT fleet's device ids: dev0, dev1, ...
@@ -57,6 +61,7 @@ class DemoError(RuntimeError):
 class DemoRequest:
     """What to run: ``devices`` boards, values from ``dist`` (``seed``), a config planned for ``k``
     categories and ``epsilon`` by ``protocol``; ``lorawan`` through emulated modems and ChirpStack;
+    ``region`` the LoRaWAN region (:data:`LINKS`: its DR0);
     ``epochs`` a field campaign (LoRaWAN) of that many epochs of ``period_s`` (default
     :data:`FIELD_PERIOD_S`; an MQTT fleet: :data:`PERIOD_S`), boards without a clock
     (``no_clock``), each reset ``resets`` times; ``broker`` a URL (None: an embedded one);
@@ -68,6 +73,7 @@ class DemoRequest:
     dist: str = "zipf:1.1"
     seed: int = 1
     lorawan: bool = False
+    region: str = "us915"
     epochs: int | None = None
     period_s: int | None = None
     no_clock: bool = False
@@ -173,12 +179,14 @@ class Demo:
         if not r.epochs:
             result.document.update(per_device=device_rows(results, times),
                                    awake_fraction={d: t["mcu"]["awake_fraction"] for d, t in times.items()})
+        if link:
+            result.document["radio"] = radio_summary(link, plan["frame_bytes"], r.period, result.document["per_device"])
         return result
 
     def _plan(self):
         """The config the fleet runs, saved as a campaign file with its device section."""
         r = self.request
-        link = parse_link(LINK) if r.lorawan else None
+        link = parse_link(LINKS[r.region]) if r.lorawan else None
         result = choose(r.k, r.epsilon, r.protocol,
                         limits=Limits(max_bytes=link and link.max_payload, frame="compact" if link else "full"),
                         reporting=Reporting(olh_seed="device"))
@@ -202,15 +210,14 @@ class Demo:
         """(the aggregator's LoRaWAN spec, the ChirpStack emulator), or (None, None) over MQTT."""
         if not link:
             return None, None
-        air = budget(link, frame_bytes)
-        self.log(f"link {link.spec}: {air['airtime_ms']:.0f} ms on air per report, "
-                 f"{air['reports_per_day']} reports a day in 30 s of airtime")
+        for line in link_lines(link, frame_bytes, self.request.period):
+            self.log(line)
         from mss_aggregator.devices.network_server import ChirpStackEmulator
 
         server = parse_spec(f"chirpstack:{self.campaign}")
         host, port, user, password, _ = parse_broker(self.url)
         try:
-            network = ChirpStackEmulator(host, port, self.campaign, user=user, password=password)
+            network = ChirpStackEmulator(host, port, self.campaign, user=user, password=password, link=link)
         except RuntimeError as exc:  # chirpstack-api missing: the emulator builds official events
             raise DemoError(str(exc)) from None
         self.log(f"network server: ChirpStack v4 JSON on {server.uplink_topic}")
@@ -303,9 +310,52 @@ def device_rows(results, times):
             row.update(modem=t["modem"], awake_s=mcu["awake_s"], asleep_s=mcu["asleep_s"],
                        awake_fraction=mcu["awake_fraction"], sleeps=mcu["light"] + mcu["deep"],
                        modem_awake_s=radio["awake_s"], modem_asleep_s=radio["asleep_s"],
-                       modem_sleeps=radio["sleeps"], tx_s=radio["tx_s"], rx_s=radio["rx_s"])
+                       modem_sleeps=radio["sleeps"], tx_s=radio["tx_s"], rx_s=radio["rx_s"],
+                       uplinks=radio["uplinks"], joins=radio["joins"], time_requests=radio["time_requests"])
         rows.append(row)
     return rows
+
+
+def link_lines(link, frame_bytes, period_s):
+    """What the fleet's link allows one report of ``frame_bytes`` (:func:`mss_protocol.lorawan.budget`),
+    as lines: its airtime, TTN's fair use, EU868's duty cycle, and the field period they need
+    beside the demo's ``period_s`` (the demo's time is accelerated)."""
+    air = budget(link, frame_bytes)
+    lines = [f"link {link.spec} (SF{link.sf}, {link.bw_khz} kHz): {air['airtime_ms']:.0f} ms on air per report "
+             f"of {frame_bytes} bytes; TTN's fair use (30 s of airtime a day): {air['fair_use_reports_per_day']} "
+             f"reports a day"]
+    if air["duty_cycle_gap_s"] is not None:
+        lines.append(f"duty cycle: EU868's {EU868_DUTY_CYCLE:.0%} per sub-band keeps a device off its sub-band "
+                     f"{air['duty_cycle_gap_s'] - air['airtime_ms'] / 1000:.1f} s after each uplink "
+                     f"({air['duty_cycle_reports_per_day']} reports a day at most)")
+    if period_s < air["min_period_s"]:
+        lines.append(f"the demo's {period_s} s periods are accelerated: in the field a period of at least "
+                     f"{air['min_period_s']} s keeps within "
+                     + ("the duty cycle and the fair use" if air["duty_cycle_gap_s"] is not None else "the fair use"))
+    return lines
+
+
+def radio_summary(link, frame_bytes, period_s, rows):
+    """What the fleet's radios did (``rows``: --json's per_device, each with ``uplinks``, ``joins``,
+    ``tx_s``, ``time_requests``): uplinks and joins, airtime in all (``tx_s``: the uplinks' at the
+    budget's ``airtime_ms`` each and the join requests'), the most a device spent on air, and
+    against the link's limits at the demo's period: the duty
+    cycle a device used (its airtime over the period, EU868: against 1 % per sub-band) and the
+    field period (``min_period_s``) that keeps within the duty cycle and TTN's fair use;
+    ``time_requests``: the DeviceTimeReq probes the modems carried."""
+    air = budget(link, frame_bytes)
+    rows = [r for r in rows if "tx_s" in r]
+    uplinks, joins, tx = (sum(r[key] for r in rows) for key in ("uplinks", "joins", "tx_s"))
+    used = air["airtime_ms"] / 1000 / period_s
+    return {"link": link.spec, "sf": link.sf, "bw_khz": link.bw_khz, "frame_bytes": frame_bytes,
+            "airtime_ms": air["airtime_ms"], "uplinks": uplinks, "joins": joins, "tx_s": tx,
+            "max_device_tx_s": max((r["tx_s"] for r in rows), default=0.0),
+            "duty_cycle_limit": EU868_DUTY_CYCLE if air["duty_cycle_gap_s"] is not None else None,
+            "duty_cycle_off_s": (air["duty_cycle_gap_s"] - air["airtime_ms"] / 1000
+                                 if air["duty_cycle_gap_s"] is not None else None),
+            "duty_cycle_at_period": used, "period_s": period_s, "min_period_s": air["min_period_s"],
+            "fair_use_reports_per_day": air["fair_use_reports_per_day"],
+            "time_requests": sum(r.get("time_requests") or 0 for r in rows)}
 
 
 def decoded_scope(store, epochs):

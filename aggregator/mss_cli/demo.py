@@ -8,7 +8,7 @@ import threading
 
 import click
 
-from mss_aggregator.demo import FIELD_PERIOD_S, LINK, PERIOD_S
+from mss_aggregator.demo import FIELD_PERIOD_S, LINKS, PERIOD_S, REGIONS
 from mss_cli.aggregate import broker_spec, http_spec
 from mss_cli.common import (EPSILON, SEED, YEAR_S, broker_password_option, broker_url, checked, counters_table,
                             fail, make_console, output_file, progress, top_table, writing)
@@ -43,7 +43,7 @@ def print_field(out, s, period, no_clock, resets):
                     "R machine.reset())", box=box.SIMPLE_HEAD, pad_edge=False)
     required = [r["epoch"] for r in s["per_epoch"]]
     for col in ("device", "modem", "resets", "uplinks", f"counted in {required[0]}..{required[-1]}", "MCU awake",
-                "modem awake"):
+                "modem awake", "TX s", "time req"):
         t.add_column(col, justify="left" if col in ("device", "modem", "resets") else "right",
                      no_wrap=col in ("device", "modem"))
     for r in s["per_device"]:
@@ -51,7 +51,8 @@ def print_field(out, s, period, no_clock, resets):
         t.add_row(r["device_id"], r["modem"], " ".join(f"{CODES[x['kind']]}{x['t']:.1f}" for x in r["resets"]) or "-",
                   str(r["uplinks"]), str(len(set(r["epochs"]) & set(required))),
                   "-" if r["awake_fraction"] is None else f"{100 * r['awake_fraction']:.1f} %",
-                  f"{100 * r['modem_awake_s'] / modem:.1f} %" if modem else "-")
+                  f"{100 * r['modem_awake_s'] / modem:.1f} %" if modem else "-", f"{r['tx_s']:.2f}",
+                  "-" if r["time_requests"] is None else str(r["time_requests"]))
     out.print(t)
     out.print(f"lost {s['lost']}, duplicates {s['duplicates']}, quarantined {s['quarantined']}")
     if s["ok"]:
@@ -62,6 +63,19 @@ def print_field(out, s, period, no_clock, resets):
         out.print(f"[red]FAIL[/red]: {escape('; '.join(s['failed']))}", highlight=False)
         for line in s["why"]:
             out.print(f"  {escape(line)}", highlight=False)
+
+
+def print_radio(out, x):
+    """The fleet's radio (``radio_summary``'s ``x``): airtime, duty cycle, time probes."""
+    out.print(f"radio ({x['link']}, SF{x['sf']} {x['bw_khz']} kHz): {x['uplinks']} uplinks of {x['airtime_ms']:.0f} ms "
+              f"and {x['joins']} joins, {x['tx_s']:.1f} s on air (the most for a device {x['max_device_tx_s']:.1f} s); "
+              f"{x['time_requests']} DeviceTimeReq probes", highlight=False)
+    if x["duty_cycle_limit"] is not None:
+        over = x["duty_cycle_at_period"] > x["duty_cycle_limit"]
+        out.print(f"duty cycle: {100 * x['duty_cycle_at_period']:.2f} % of each {x['period_s']} s period on air, "
+                  f"against {100 * x['duty_cycle_limit']:.0f} % per sub-band ({x['duty_cycle_off_s']:.1f} s off after "
+                  f"each uplink)" + (f": over it, as the demo's time is accelerated; in the field a period of at "
+                                     f"least {x['min_period_s']} s" if over else ": within it"), highlight=False)
 
 
 @click.command("demo")
@@ -84,8 +98,11 @@ def print_field(out, s, period, no_clock, resets):
               help="Show the live dashboard here while the fleet reports, and keep it up until Ctrl-C.")
 @click.option("--lorawan", type=click.Choice(["chirpstack"]),
               help="Report over LoRaWAN: emulated modems on ptys (RAK3172, Wio-E5, RN2483 in turn), uplinks "
-                   "published in ChirpStack v4's JSON, reports planned for US915 DR0's 11 bytes; the boards "
-                   "sleep light between reports (device.sleep).")
+                   "published in ChirpStack v4's JSON, reports planned for the --region's DR0 (US915: 11 bytes); "
+                   "the boards sleep light between reports (device.sleep).")
+@click.option("--region", type=click.Choice(REGIONS), default="us915", show_default=True,
+              help="With --lorawan: the region, at its DR0 (eu868: SF12, 51 bytes, 1 % duty cycle per sub-band); "
+                   "the demo prints the airtime, the duty cycle and the DeviceTimeReq probes.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the outcome as JSON on stdout (the rest goes to stderr); with --lorawan, per device "
                    "the MCU's and the modem's time awake and asleep and the radio's TX and RX time; with "
@@ -104,7 +121,7 @@ def print_field(out, s, period, no_clock, resets):
               help="With --epochs: reset each board this many times at random moments (--seed): power "
                    "cycles (also mid-uplink), watchdog resets, machine.reset().")
 def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, seed, plot, http_bind, lorawan,
-             as_json, epochs, period_s, no_clock, resets):
+             region, as_json, epochs, period_s, no_clock, resets):
     """The main job end to end: broker, aggregator, an emulated fleet, estimates."""
     from mss_aggregator.demo import Demo, DemoError, DemoRequest
     from mss_aggregator.web.server import HttpError, check_bind
@@ -113,13 +130,15 @@ def demo_cmd(broker, broker_password_file, devices, k, protocol, epsilon, dist, 
         raise click.UsageError(f"{'--no-clock' if no_clock else '--resets'} needs --epochs (a field campaign)")
     if epochs is not None and not lorawan:
         raise click.UsageError("--epochs runs LoRaWAN boards: add --lorawan chirpstack")
+    if region != "us915" and not lorawan:
+        raise click.UsageError("--region is the LoRaWAN region: add --lorawan chirpstack")
     if http_bind:
         try:
             check_bind(http_bind, None)
         except HttpError as exc:
             raise click.BadParameter(str(exc), param_hint="--http")
     request = DemoRequest(devices=devices, k=k, protocol=protocol, epsilon=epsilon, dist=dist, seed=seed,
-                          lorawan=bool(lorawan), epochs=epochs, period_s=period_s, no_clock=no_clock, resets=resets,
+                          lorawan=bool(lorawan), region=region, epochs=epochs, period_s=period_s, no_clock=no_clock, resets=resets,
                           broker=broker_url(broker, broker_password_file), http=http_bind)
     out = make_console(stderr=as_json)
 
@@ -155,8 +174,11 @@ def render(out, r, result, plot, as_json):
     out.print(counters_table(result.counters, "counters"))
     with writing("--plot", plot):
         plot_estimates(views.make(result.estimate, top=40), plot, f"demo: {r.devices} devices, k={r.k}, "
-                       f"epsilon={r.epsilon}" + (f", LoRaWAN {LINK[8:]} via ChirpStack" if r.lorawan else ""), truth)
+                       f"epsilon={r.epsilon}" + (f", LoRaWAN {LINKS[r.region][8:]} via ChirpStack" if r.lorawan else ""),
+                       truth)
     out.print(f"plot: {plot}")
+    if "radio" in result.document:
+        print_radio(out, result.document["radio"])
     if result.summary is not None:
         print_field(out, result.summary, r.period, no_clock=r.no_clock, resets=r.resets)
     if as_json:

@@ -333,7 +333,8 @@ def summarize(boards, rows, counters, required, period_s, epoch_origin, resets):
             "awake_s": mcu["awake_s"], "asleep_s": mcu["asleep_s"], "off_s": mcu["off_s"],
             "awake_fraction": mcu["awake_fraction"], "sleeps": mcu["sleeps"],
             "modem_awake_s": radio["awake_s"], "modem_asleep_s": radio["asleep_s"], "modem_sleeps": radio["sleeps"],
-            "tx_s": radio["tx_s"], "rx_s": radio["rx_s"], "time_requests": getattr(b.modem, "time_requests", None)})
+            "tx_s": radio["tx_s"], "rx_s": radio["rx_s"], "time_requests": getattr(b.modem, "time_requests", None),
+            "joins": radio["joins"]})
     short = [(b.modem.dev_eui, len(b.done)) for b in boards if len(b.done) < resets]
     errors = [(b.modem.dev_eui, b.error) for b in boards if b.error is not None]
     in_required = [x for x in s["extra"] if x[0] in required]

@@ -33,30 +33,41 @@ def omit_empty(value):
 
 
 MARSHALERS = ("json", "protobuf")  # ChirpStack's [integration.mqtt] json = true / false
+# region -> (ChirpStack's region config id, common name, an uplink channel in Hz): chirpstack's
+# configuration/region_*.toml ids and the regions' first default channels (RP002: EU868 868.1 MHz,
+# US915 sub-band 1 902.3 MHz, AU915 sub-band 1 915.2 MHz)
+REGION_EVENT = {"eu868": ("eu868", "EU868", 868100000), "us915": ("us915_0", "US915", 902300000),
+                "au915": ("au915_0", "AU915", 915200000), "au915-nodwell": ("au915_0", "AU915", 915200000)}
 
 
-def chirpstack_event(app, dev_eui, fport, fcnt, data, t, gateway=0):
+def chirpstack_event(app, dev_eui, fport, fcnt, data, t, gateway=0, link=None):
     """(topic, ``integration.UplinkEvent``) of an uplink as ChirpStack v4 publishes it, built
     with ChirpStack's own protobuf messages (the ``chirpstack-api`` package); ``t`` None leaves
-    the time unset, ``gateway`` numbers the receiver."""
+    the time unset, ``gateway`` numbers the receiver, ``link`` (a :class:`mss_protocol.lorawan.Link`,
+    default US915 DR0) gives the region, data rate and modulation."""
     from chirpstack_api import common, gw, integration
+
+    from mss_protocol.lorawan import parse_link
+
+    link = link or parse_link("lorawan:us915:0")
+    region_id, region_name, hz = REGION_EVENT[link.region]
 
     event = integration.UplinkEvent(
         deduplication_id=f"{fcnt:08x}-6f6a-4a1f-9a1b-{dev_eui[4:]}",
         device_info=integration.DeviceInfo(
             tenant_id="52f14cd4-c6f1-4fbd-8f87-4025e1d49242", tenant_name="ChirpStack", application_id=app,
             application_name="mss", device_profile_id="0b1a8f2e-0d9c-4a52-9b7e-2f5f3c6a1d10",
-            device_profile_name="US915 class A", device_name=f"node-{dev_eui[-4:]}", dev_eui=dev_eui,
+            device_profile_name=f"{region_name} class A", device_name=f"node-{dev_eui[-4:]}", dev_eui=dev_eui,
             device_class_enabled=common.DeviceClass.CLASS_A),
-        dev_addr=dev_eui[-8:], adr=True, dr=0, f_cnt=fcnt, f_port=fport, confirmed=False, data=data,
+        dev_addr=dev_eui[-8:], adr=True, dr=link.dr, f_cnt=fcnt, f_port=fport, confirmed=False, data=data,
         rx_info=[gw.UplinkRxInfo(gateway_id=f"0080000000a0{gateway:04x}", uplink_id=4242 + gateway,
                                  rssi=-70 - 9 * gateway, snr=9.5 - 4 * gateway, channel=gateway,
                                  context=bytes([gateway, 7, 7, 7]),
-                                 metadata={"region_config_id": "us915_0", "region_common_name": "US915"},
+                                 metadata={"region_config_id": region_id, "region_common_name": region_name},
                                  crc_status=gw.CRCStatus.CRC_OK)],
-        tx_info=gw.UplinkTxInfo(frequency=902300000, modulation=gw.Modulation(lora=gw.LoraModulationInfo(
-            bandwidth=125000, spreading_factor=10, code_rate=gw.CodeRate.CR_4_5))),
-        region_config_id="us915_0")
+        tx_info=gw.UplinkTxInfo(frequency=hz, modulation=gw.Modulation(lora=gw.LoraModulationInfo(
+            bandwidth=link.bw_khz * 1000, spreading_factor=link.sf, code_rate=gw.CodeRate.CR_4_5))),
+        region_config_id=region_id)
     if t is not None:
         event.time.FromNanoseconds(int(round(t * 1e6)) * 1000)
     return f"application/{app}/device/{dev_eui}/event/up", event
@@ -165,8 +176,12 @@ class NetworkServerEmulator:
         self.client = c
 
     def attach(self, modem):
+        """Serve ``modem``: its uplinks published, its downlinks delivered; with a ``link`` (the
+        network's region and data rate) the modem's radio time is counted on it."""
         self.modems[modem.dev_eui] = modem
         modem.on_uplink = self.uplink
+        if getattr(self, "link", None) is not None:
+            modem.link = self.link
 
     def uplink(self, modem, fport, fcnt, data):
         topic, document = self.event(dev_eui=modem.dev_eui, fport=fport, fcnt=fcnt, data=data, t=time.time())
@@ -186,9 +201,10 @@ class NetworkServerEmulator:
 
 class ChirpStackEmulator(NetworkServerEmulator):
     """ChirpStack v4: ``event/up`` at QoS 1 with the ``marshaler`` chosen (:data:`MARSHALERS`);
-    ``command/down`` (JSON) names the DevEUI."""
+    ``command/down`` (JSON) names the DevEUI.  ``link`` (a :class:`mss_protocol.lorawan.Link`; None:
+    US915 DR0): the region and data rate of its events and of the modems it serves."""
 
-    def __init__(self, host, port, app, user=None, password=None, marshaler="json"):
+    def __init__(self, host, port, app, user=None, password=None, marshaler="json", link=None):
         if marshaler not in MARSHALERS:
             raise ValueError(f"marshaler must be one of {', '.join(MARSHALERS)}, got {marshaler!r}")
         try:  # here, not at the first uplink in a modem's thread
@@ -196,12 +212,13 @@ class ChirpStackEmulator(NetworkServerEmulator):
         except ImportError:
             raise RuntimeError("the ChirpStack emulator builds its events with ChirpStack's own messages: "
                                "pip install chirpstack-api") from None
-        self.app, self.marshaler = app, marshaler
+        self.app, self.marshaler, self.link = app, marshaler, link
         super().__init__(host=host, port=port, down_filter=f"application/{app}/device/+/command/down", user=user,
                          password=password)
 
     def event(self, dev_eui, fport, fcnt, data, t):
-        topic, event = chirpstack_event(app=self.app, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=data, t=t)
+        topic, event = chirpstack_event(app=self.app, dev_eui=dev_eui, fport=fport, fcnt=fcnt, data=data, t=t,
+                                        link=self.link)
         return topic, marshal(event, self.marshaler)
 
     def addressed(self, topic, doc):

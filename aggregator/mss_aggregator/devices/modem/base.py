@@ -198,7 +198,7 @@ class ModemEmulator(threading.Thread):
         """Times (s, on :meth:`now`) since the first command: ``awake_s`` (never less than its
         radio's exchanges, :meth:`exchange_s`), ``asleep_s`` (a sleep still running counts to its
         end), ``tx_s``, ``rx_s`` (radio on, within the awake time), with ``sleeps`` commands taken,
-        ``uplinks`` on air and ``stretch_s``."""
+        ``uplinks`` on air, ``joins`` accepted, ``stretch_s`` and ``time_requests`` (DeviceTimeReq carried)."""
         with self._lock:
             now, asleep = self.now(), self._asleep_s
             end = now
@@ -209,7 +209,7 @@ class ModemEmulator(threading.Thread):
             span = 0.0 if self._first is None else end - self._first
             return {"awake_s": max(0.0, span - asleep), "asleep_s": asleep, "tx_s": self._tx_s,
                     "rx_s": self._rx_s, "sleeps": len(self.sleeps), "uplinks": len(self.uplinks),
-                    "stretch_s": self.stretch_s}
+                    "stretch_s": self.stretch_s, "time_requests": self.time_requests, "joins": self.joins}
 
     def poll(self):
         """End a timed sleep that is over (an RN2483 then says ``ok``); the serving loops call it."""
