@@ -47,7 +47,7 @@ from mss_aggregator.deploy.modules import tool
 from mss_node.lorawan_link import DEFAULTS as LORAWAN_DEFAULTS
 
 PROVISIONED = ("lorawan/tts-devices.json", "lorawan/chirpstack-devices.json")  # under mss provision's output
-UNSET = "0" * 16  # a JoinEUI (or DevEUI) of all zeros: none set
+DIGITS = {"dev_eui": 16, "join_eui": 16, "app_key": 32}  # hex digits of each key
 TIMEOUT_MS = 3000  # per answer
 RUN_TIMEOUT_S = 60
 MARK = "mss-keys"  # the prefix of the script's lines
@@ -84,7 +84,7 @@ class Dialect:
         """The hex value of ``field`` in the answer ``lines`` to its read command, or None."""
         for line in lines:
             digits = line.split("=")[-1].split(",")[-1].replace(":", "").replace('"', "").strip().lower()
-            if len(digits) == {"app_key": 32}.get(field, 16) and all(c in "0123456789abcdef" for c in digits):
+            if hex_text(digits, DIGITS[field]):
                 return digits
         return None
 
@@ -169,7 +169,7 @@ def read_keys(path, name):
         raise DeployError(f"the keys file {path}: {exc}", CONFIG) from None
     for names, written in filter(None, map(provisioned, docs)):
         if name in names or name.lower() == names[1]:
-            keys = [hex_text(value, n) for value, n in zip(written, (16, 16, 32))]
+            keys = [hex_text(value, n) for value, n in zip(written, DIGITS.values())]
             if None in keys:
                 raise DeployError(f"the keys file {path}: {name}'s DevEUI, JoinEUI or AppKey is not hex of "
                                   "16, 16 and 32 digits", CONFIG)
