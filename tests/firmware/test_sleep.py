@@ -150,8 +150,9 @@ def check_modem_awake(m, least, why):
 
 @pytest.mark.parametrize("sleep", ["light", "deep"])
 def test_sleeping_boards_are_mostly_asleep_and_report_once_an_epoch(tmp_path, compact, sleep):
-    """Each dialect, EPOCHS ten-minute periods: the MCU and the modem awake less than
-    MAX_AWAKE of the time, the modem's sleep command once between any two uplinks, and
+    """Each dialect, EPOCHS ten-minute periods: the MCU awake less than MAX_AWAKE of the time,
+    the modem its radio's exchanges and less than MAX_AWAKE beyond them (check_modem_awake),
+    the modem's sleep command once between any two uplinks, and
     every epoch reported exactly once (with deep, across a restart every period)."""
     boards = run_all([Board(tmp_path / d, compact, d, sleep, eui=i) for i, d in enumerate(DIALECTS)])
     for b in boards:
