@@ -30,8 +30,17 @@ realised / input_lie (Cheu et al.'s measure of manipulation) is not a ratio of t
 certified bound is ``M * shift_per_report(1) / (n + M)``
 (:class:`mss_aggregator.estimates.Integrity` over the n + M reports).
 
-Not measured: the attacker who knows the anomaly detector of issue 47 item 4 (no detector exists
-yet).
+- ``detector_aware`` (issue 47 item 4, ``tools/bench_detect.py``): an attacker who knows the
+  detector (:mod:`mss_aggregator.integrity.detect`) and its thresholds at the default alpha and stays
+  just under them over a 30-epoch campaign: it sends its MGA report in the epochs it can afford and
+  the input lie in the others.  Its gain is the campaign's (the pooled estimate moves by the mean of
+  the epochs' moves): M x share crafted reports of the MGA and the rest the input lie, the share
+  measured by simulating 30 such devices against the tests (:func:`bench_detect.detector_aware_share`).
+
+``--detect`` also measures the detector itself (``tools/bench_detect.py``: true- and false-positive
+rates of the MGA, the input lie and the detector-aware attacker at 5% over 30 epochs of fresh reports,
+and of the MGA in a memoized fleet), written to the ``detection`` list; without ``--detect`` a
+written file keeps the ``detection`` list it had.
 
 Resistance (issue 47 item 5, :func:`resist`): every cell decoded again, and once with no attack,
 the plain decoder's errors beside the robust estimate's (:mod:`mss_protocol.robust`), written to
@@ -40,14 +49,20 @@ the ``resistance`` list beside ``rows``.
     .venv/bin/python tools/bench_poison.py            # the full grid (about 45 s on 2 cores)
     .venv/bin/python tools/bench_poison.py --quick    # k 16, eps 2, 1% and 5%
     .venv/bin/python tools/bench_poison.py --write docs/bench-poison.json
+    .venv/bin/python tools/bench_poison.py --detect --write docs/bench-poison.json  # + detection (~30 min)
 """
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from mss_protocol import postprocess, registry, robust
 from mss_protocol.counts import Counts
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_detect  # noqa: E402  (tools/bench_detect.py, beside this file)
 
 N = 10_000
 R = 3
@@ -57,6 +72,7 @@ EPSILONS = (1.0, 2.0, 4.0)
 SHARES = (0.005, 0.01, 0.02, 0.05)
 ATTACKS = ("mga", "random-item", "random-output", "input-lie")
 QUICK = {"ks": (16,), "epsilons": (2.0,), "shares": (0.01, 0.05)}
+MEASURED = ATTACKS + ("detector_aware",)  # the rows' attacks (resistance: ATTACKS)
 
 
 def population(k, seed=11):
@@ -79,6 +95,15 @@ def crafted(proto, attack, targets, m, rng):
         return proto.sample_counts(claims, rng)
     if attack == "mga":
         return proto.crafted_counts(targets, m, rng)
+    if attack == "detector_aware":  # its share of MGA reports, the input lie in the other epochs
+        share = bench_detect.detector_aware_share(proto.name, proto.k, proto.epsilon, tuple(int(t) for t in targets))
+        mga = int(round(share * m))
+        parts = ([proto.crafted_counts(targets, mga, rng)] if mga else []) \
+            + ([proto.sample_counts(targets[np.arange(mga, m) % R], rng)] if mga < m else [])
+        out = parts[0]
+        for part in parts[1:]:
+            out = add(out, part)
+        return out
     return proto.random_output_counts(m, rng)
 
 
@@ -97,7 +122,7 @@ def cell(name, k, eps, shares, seed=47):
     for share in shares:
         m = int(round(share * N))
         lie = float(np.max((m / R - m * f) / (N + m)))  # the input lie's expected gain
-        for a, attack in enumerate(ATTACKS):
+        for a, attack in enumerate(MEASURED):
             rng = np.random.default_rng([seed, k, int(eps * 10), m, a])
             est = estimate(proto, add(honest, crafted(proto, attack, targets, m, rng)), N + m)[targets]
             gain = float(np.max(est - base))
@@ -173,6 +198,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="k 16, eps 2, 1%% and 5%% compromised")
     ap.add_argument("--write", help="write {\"rows\": [...], \"resistance\": [...]} to this JSON file")
+    ap.add_argument("--detect", action="store_true",
+                    help="also measure detection (tools/bench_detect.py; several minutes): the \"detection\" list")
     args = ap.parse_args()
     rows = run(**QUICK) if args.quick else run()
     print("| protocol | k | worst gain / input-lie | realised <= certified |")
@@ -184,9 +211,20 @@ def main():
     print("|---|---|---|---|---|")
     for (name, attack, share), (err, mae) in resistance_summary(resisted).items():
         print(f"| {name} | {attack} | {share:.1%} | {err:.2f} | {mae:.2f} |")
+    detection = None
+    if args.detect:
+        grid = QUICK if args.quick else {"ks": KS, "epsilons": EPSILONS}
+        print("\n| protocol | k | eps | attack | reports | tpr | fpr |")
+        print("|---|---|---|---|---|---|---|")
+        detection = bench_detect.run(PROTOCOLS, grid["ks"], grid["epsilons"], progress=lambda rows: [print(
+            f"| {r['protocol']} | {r['k']} | {r['epsilon']:g} | {r['attack']} | {r['reports']} | {r['tpr']:.3f} | "
+            f"{r['fpr']:.4f} |", flush=True) for r in rows])
+    elif args.write and Path(args.write).exists():
+        detection = json.loads(Path(args.write).read_text()).get("detection")
     if args.write:
         with open(args.write, "w") as fh:
-            json.dump({"rows": rows, "resistance": resisted}, fh, indent=1)
+            json.dump({"rows": rows, "resistance": resisted, **({} if detection is None else {"detection": detection})},
+                      fh, indent=1)
             fh.write("\n")
 
 
