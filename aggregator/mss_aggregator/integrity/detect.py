@@ -262,18 +262,20 @@ class DeviceTest:
         n1 = int(stat["one-item"][i])
         p1 = float(self.one_item(reports)[n1])
         if p1 <= a:
-            out.append(Evidence(device_id, "one-item", n1, th["one-item"], p1, a,
-                                (int(stat["one-item-item"][i]),), reports))
+            out.append(Evidence(device_id=device_id, test="one-item", statistic=n1, threshold=th["one-item"],
+                                p_value=p1, alpha=a, items=(int(stat["one-item-item"][i]),), reports=reports))
         n2 = int(stat["two-items"][i])
         p2 = tail_p(n2, reports, self.rho2, self.pairs)
         if n2 >= th["two-items"] and p2 <= a:
-            out.append(Evidence(device_id, "two-items", n2, th["two-items"], p2, a,
-                                tuple(int(v) for v in stat["two-items-pair"][i]), reports))
+            out.append(Evidence(device_id=device_id, test="two-items", statistic=n2, threshold=th["two-items"],
+                                p_value=p2, alpha=a, items=tuple(int(v) for v in stat["two-items-pair"][i]),
+                                reports=reports))
         if self.law is not None:
             total = int(stat["total"][i])
             ps = self.size_p(total, reports)
             if ps <= a:
-                out.append(Evidence(device_id, "support-size", total, list(th["support-size"]), ps, a, (), reports))
+                out.append(Evidence(device_id=device_id, test="support-size", statistic=total,
+                                    threshold=list(th["support-size"]), p_value=ps, alpha=a, reports=reports))
         return out
 
 
@@ -372,7 +374,9 @@ def flag_population(test, groups, by_pair, out):
                 named[device_id] = (count, pair, p, e)
     for device_id, (count, pair, p, e) in named.items():
         out.flagged.setdefault(device_id, []).append(
-            Evidence(device_id, "population", count, population_threshold(test, e, len(flagged)), p, test.share, pair, e))
+            Evidence(device_id=device_id, test="population", statistic=count,
+                     threshold=population_threshold(test, e, len(flagged)), p_value=p, alpha=test.share, items=pair,
+                     reports=e))
 
 
 @lru_cache(maxsize=4096)
