@@ -9,6 +9,7 @@ import threading
 import time
 
 import paho.mqtt.client as mqtt
+import pytest
 
 from brokers import mosquitto  # noqa: F401 (a fixture)
 from collect_helpers import AggregatorProcess, clocked, wait_for
@@ -185,7 +186,12 @@ def test_demo_over_lorawan_json_says_how_long_each_board_slept(tmp_path):
         # here) plus the board's phase (< 6 min), so two slices when the report left within the
         # phase of the hour's start (this test failed run in the first minutes of an hour)
         assert r["sent"] and 1 <= r["modem_sleeps"] <= r["sleeps"] <= 2 * r["modem_sleeps"], r
-        assert 0 < r["awake_s"] < 30 and r["asleep_s"] > 0 and r["awake_fraction"] < 0.01, r
+        # awake: the modem's exchanges (a join and an uplink at SF10, physical times since 4fb2630: ~7.9 s)
+        # and the MCU's own work around them (well under a second); its share of the rest depends on how
+        # far the next UTC hour is, so it is checked as a ratio, not against a fixed bound
+        assert 0 < r["awake_s"] < 30 and r["asleep_s"] > 0, r
+        assert r["modem_awake_s"] - 0.5 <= r["awake_s"] <= r["modem_awake_s"] + 1.0, r
+        assert r["awake_fraction"] == pytest.approx(r["awake_s"] / (r["awake_s"] + r["asleep_s"]), rel=1e-3), r
         assert 0 < r["modem_awake_s"] < 30 and r["modem_asleep_s"] > 0 and r["tx_s"] > 0 and r["rx_s"] > 0, r
         assert doc["awake_fraction"][r["device_id"]] == r["awake_fraction"]
     assert "4 reports from 4 of 4 devices" in out.stderr
