@@ -139,7 +139,13 @@ class Integrity:
         return f"{line}; excluded {self.excluded_suspects} suspect devices' reports (mss suspects)"
 
     def bound_line(self):
-        """The headline's bound alone."""
+        """The headline's bound alone (the text ``mss estimate`` and the dashboard print).
+
+        Returns
+        -------
+        str
+            How far the compromised boards can move any item, and what the certified interval does.
+        """
         boards = "1 compromised board" if self.compromised == 1 else f"{self.compromised} compromised boards"
         each = "" if self.reports_each == 1 else f" ({self.reports_each} reports each, one an epoch)"
         return (f"{boards}{each} can move any item by at most +-{self.max_shift:.4f}: the certified interval "
