@@ -346,12 +346,7 @@ class MssProtocol(Protocol):
         neither = np.where(m > 2, (p * (w - 1) * (w - 2) + (1 - p) * w * (w - 1))
                            / np.maximum((m - 1) * (m - 2), 1), 0.0)
         apart = np.maximum(one, neither)
-        best = float(apart.mean())
-        for mask in range(1, 1 << cfg.l):
-            J = [b for b in range(cfg.l) if mask >> b & 1]
-            if math.lcm(*(int(cfg.moduli[b]) for b in J)) <= cfg.k - 1:
-                best = max(best, float(np.where([mask >> b & 1 for b in range(cfg.l)], p, apart).mean()))
-        return best
+        return max([float(apart.mean())] + [float(np.where(J, p, apart).mean()) for J in self._congruent_blocks()])
 
     def other_item_rate(self):
         """The largest chance one report supports an item v that is not the input x: q_j in a block
@@ -359,12 +354,17 @@ class MssProtocol(Protocol):
         are congruent (lcm(m_J) <= k - 1), averaged over the uniform block (:meth:`support_rate`)."""
         cfg = self.cfg
         p, q = np.asarray(cfg.p, float), np.asarray(cfg.q, float)
-        best = float(q.mean())
+        return max([float(q.mean())] + [float(np.where(J, p, q).mean()) for J in self._congruent_blocks()])
+
+    def _congruent_blocks(self):
+        """Boolean masks (l,) of the non-empty sets J of blocks in which two distinct items of [k]
+        can agree: lcm(m_J) <= k - 1 (two items congruent modulo every m_j, j in J, differ by a
+        multiple of their lcm)."""
+        cfg = self.cfg
         for mask in range(1, 1 << cfg.l):
-            J = [b for b in range(cfg.l) if mask >> b & 1]
-            if math.lcm(*(int(cfg.moduli[b]) for b in J)) <= cfg.k - 1:
-                best = max(best, float(np.where([mask >> b & 1 for b in range(cfg.l)], p, q).mean()))
-        return best
+            J = np.array([mask >> b & 1 for b in range(cfg.l)], dtype=bool)
+            if math.lcm(*(int(m) for m in np.asarray(cfg.moduli)[J])) <= cfg.k - 1:
+                yield J
 
     def shuffle_channel(self):
         """Subset selection of w out of k when the config is one block over all k items; MSS over
