@@ -7,6 +7,7 @@ machinery: ``mss_aggregator.devices.field``.  Real time (24 boards, 4 s epochs, 
 in a second campaign at the same time): the module runs alone under pytest-xdist
 (tests/conftest.py EXCLUSIVE_MODULES)."""
 import json
+import re
 import subprocess
 import sys
 import time
@@ -115,8 +116,11 @@ def test_the_field_demo_s_printed_intervals_cover_the_truth(campaigns):
         assert doc["reports"] == doc["counters"]["accepted"] > devices  # every epoch's copies stored, one decoded
         assert est["selection"].startswith("the campaign's last epoch, each device once")
         text = " ".join(out.stderr.split())
-        assert (f"decoded {decoded}; the campaign's last epoch, each device once (the store's {doc['reports']} "
-                f"reports in {epochs + 1} epochs are memoized copies of the same draws: not pooled)") in text
+        # epochs 0..N, and N + 1 when a board's next report arrives before the demo stops (seen in CI)
+        said = re.search(f"decoded {decoded}; the campaign's last epoch, each device once \\(the store's "
+                         f"{doc['reports']} reports in (\\d+) epochs are memoized copies of the same draws: "
+                         f"not pooled\\)", text)
+        assert said and int(said.group(1)) in (epochs + 1, epochs + 2), text
         items = est["items"]
         assert [r["item"] for r in items] == list(range(16))
         assert sum(r["true"] for r in items) == pytest.approx(1.0)
