@@ -10,7 +10,8 @@ import click
 from click.core import ParameterSource
 
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, tls_options,
+                            topic_level)
 from rich.markup import escape
 
 from mss_node.settings import DEVICE_DEFAULTS
@@ -106,12 +107,7 @@ allow_list_option = click.option(
 @click.option("--store", "store_path", required=True, metavar="PATH|URL",
               help="The campaign's store: an SQLite file (one worker) or "
                    "postgresql://user[:password]@host[:port]/db (shared by several workers).")
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False),
-              help="CA certificate (PEM) the broker's certificate must be signed by; implies TLS.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
-              help="Client certificate (PEM) for a broker that requires one; implies TLS.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
-              help="The client certificate's key (PEM; default: in the --tls-cert file).")
+@tls_options("the --broker connection")
 @click.option("--share-group", callback=checked(topic_level),
               help=f"Share the stream with other workers ($share/<group>/...); {TOPIC_LEVEL}.")
 @click.option("--client-id", callback=checked(check_id),

@@ -280,6 +280,37 @@ def broker_password_option(command):
              "local user.")(command)
 
 
+# When a command takes --tls-ca (tls_options' ``ca_rule``): the collectors, the forwarder and the downlink
+# sender take it as "TLS" (mqtts:// alone checks against the system's CAs); a device's TLS needs its CA file
+# (device.mqtt.ca), so mss fleet needs --tls-ca exactly with mqtts:// (the command checks that)
+TLS_CA_RULES = {
+    "implies-tls": "implies TLS (mqtts:// without it: the system's CAs)",
+    "with-mqtts": "required by an mqtts:// --broker, refused with mqtt://",
+}
+
+
+def tls_options(purpose, client_cert=True, ca_rule="implies-tls"):
+    """--tls-ca (and, with ``client_cert``, --tls-cert and --tls-key) for a command that connects to
+    --broker: one declaration and one help each, ``purpose`` naming what the CA is checked on
+    (e.g. "the --broker connection"), ``ca_rule`` a key of :data:`TLS_CA_RULES`.  The command's
+    parameters are ``tls_ca``, ``tls_cert``, ``tls_key``; the files must exist (click checks)."""
+    pem = click.Path(exists=True, dir_okay=False)
+    options = [click.option("--tls-ca", type=pem, metavar="PEM",
+                            help=f"CA certificate (PEM) the broker's certificate must be signed by, on {purpose}; "
+                                 f"{TLS_CA_RULES[ca_rule]}.")]
+    if client_cert:
+        options += [click.option("--tls-cert", type=pem, metavar="PEM",
+                                 help="Client certificate (PEM) for a --broker that requires one; implies TLS."),
+                    click.option("--tls-key", type=pem, metavar="PEM",
+                                 help="The client certificate's key (PEM; default: in the --tls-cert file).")]
+
+    def declare(command):
+        for option in reversed(options):  # as if stacked in this order above the command
+            command = option(command)
+        return command
+    return declare
+
+
 def broker_url(broker, password_file, flag="--broker", environ=None):
     """The ``flag`` URL with the password of its password file / $MSS_BROKER_PASSWORD filled in
     (a usage error if it is given twice, or without a user); ``environ={}``: no variable."""

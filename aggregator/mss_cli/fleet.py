@@ -10,7 +10,7 @@ from mss_aggregator import jsonout
 from mss_aggregator.distributions import DistributionError, parse
 from mss_cli.aggregate import broker_spec
 from mss_cli.common import (SEED, TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            error_line, fail, output_file, progress, topic_level, writing)
+                            error_line, fail, output_file, progress, tls_options, topic_level, writing)
 from mss_iot import Campaign
 from mss_protocol.config_file import ConfigError
 
@@ -36,9 +36,8 @@ FLEET_SHORT = 1  # mss fleet: the aggregator stored fewer reports than the fleet
               help="The broker the devices report to: mqtt[s]://[user[:password]@]host[:port]; the user and "
                    "password every device logs in with, unless --user-template or --provisioned.")
 @broker_password_option
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
-              help="With an mqtts:// --broker (required then): the CA certificate the devices verify the "
-                   "broker's with (device.mqtt.ca), and the clean-up of their retained messages too.")
+@tls_options("the devices' connections (their device.mqtt.ca) and the clean-up of their retained messages",
+             client_cert=False, ca_rule="with-mqtts")
 @click.option("--campaign", default="default", show_default=True, callback=checked(topic_level),
               help=f"The devices publish under mss/v1/<campaign>/; {TOPIC_LEVEL}. With --provisioned: the "
                    "boards' own by default.")

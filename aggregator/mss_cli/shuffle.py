@@ -4,7 +4,8 @@ import click
 from mss_cli.aggregate import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, allow_list_option, broker_spec, check_id,
                              link_specs, lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, flag_message, run_until_stopped, topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, tls_options,
+                            topic_level)
 from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
@@ -50,12 +51,7 @@ from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 @click.option("--grace", type=FloatRange(0, 604800),  # a week
               default=60.0, show_default=True, metavar="S",
               help="Seconds after an epoch's end before it is closed (reports in flight still join its batch).")
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False),
-              help="CA certificate (PEM) the brokers' certificates must be signed by; implies TLS.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
-              help="Client certificate (PEM) for a --broker that requires one.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
-              help="The client certificate's key (PEM; default: in the --tls-cert file).")
+@tls_options("the --broker and the --forward-broker connections")
 @click.option("--client-id", callback=checked(check_id),
               help="MQTT client id at --broker (default mss-shuf-<campaign>-<random hex>, kept in the queue; "
                    "the forwarder's is it with -fwd).")

@@ -7,7 +7,7 @@ config's id, which names one of the configs the device already holds.
 import click
 
 from mss_cli.aggregate import LORAWAN_SPEC, broker_spec, lorawan_spec
-from mss_cli.common import broker_password_option, broker_url, checked, console, fail
+from mss_cli.common import broker_password_option, broker_url, checked, console, fail, tls_options
 from mss_protocol.config_file import ConfigError
 
 @click.command("switch-config", context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,9 +17,7 @@ from mss_protocol.config_file import ConfigError
               help="The network server's MQTT broker, mqtt[s]://[user:pass@]host:port "
                    "(TTS: user APP@TENANT, password an API key).")
 @broker_password_option
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), metavar="PEM",
-              help="CA certificate (PEM) the broker's certificate must be signed by (default: the system's CAs "
-                   "for mqtts://); implies TLS.")
+@tls_options("the --broker connection", client_cert=False)
 @click.option("--to-config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True,
               help="The config to switch to (mss plan --device-config).")
 @click.option("--device", "devices", multiple=True, metavar="ID",
