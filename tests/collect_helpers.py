@@ -1,7 +1,7 @@
 """Run the aggregator as a real process and wait on its store; build the collection services as
 ``mss aggregate`` and ``mss shuffle`` build them (:func:`build_aggregator`, :func:`build_shuffler`: from a
 campaign file's path and the links as loose values, so that a test reads as the command line it
-stands for)."""
+stands for); run ``mss ...`` in-process (:func:`mss`)."""
 import json
 import os
 import signal
@@ -9,13 +9,22 @@ import subprocess
 import sys
 import time
 
+from click.testing import CliRunner
+
 from mss_aggregator.campaign import Campaign
 from mss_aggregator.collect.links import Links, MqttEndpoint, TlsFiles
 from mss_aggregator.collect.service import Aggregator
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.shuffle.service import Batching, Shuffler
+from mss_cli.main import main
 
 PERIOD = 3600
+
+
+def mss(*args):
+    """(exit code, stdout, stderr with its line wrapping undone) of ``mss ...``, run in-process."""
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    return r.exit_code, r.stdout, " ".join(r.stderr.split())
 
 
 def clocked(last_epoch=0, period=PERIOD):

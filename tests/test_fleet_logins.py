@@ -12,11 +12,10 @@ import threading
 
 import paho.mqtt.client as mqtt
 import pytest
-from click.testing import CliRunner
 
 from brokers import Mosquitto
+from collect_helpers import mss
 from mss_cli.fleet import device_logins
-from mss_cli.main import main
 from mss_protocol.choose import choose
 from test_hostile_tls import pki, tls_listener  # noqa: F401 (a fixture)
 from mss_aggregator.ports import free_port
@@ -24,11 +23,6 @@ from mss_aggregator.ports import free_port
 CAMPAIGN = "gh-2026"
 FLEET = ("device_id,transport,wifi.ssid,wifi.password,mqtt.host\n"
          + "".join(f"gh-{i},mqtt,greenhouse,12345678,127.0.0.1\n" for i in (1, 2, 10)))
-
-
-def mss(*args):
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    return r.exit_code, r.stdout, " ".join(r.stderr.split())
 
 
 @pytest.fixture

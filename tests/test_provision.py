@@ -10,14 +10,13 @@ import time
 
 import paho.mqtt.client as mqtt
 import pytest
-from click.testing import CliRunner
 
 from brokers import Mosquitto, mosquitto, mqtt_client  # noqa: F401 (fixture)
+from collect_helpers import mss
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink
-from mss_cli.main import main
 from mss_node.settings import Settings
 from mss_protocol.choose import Limits, choose
 from mss_protocol.codec import codec
@@ -32,12 +31,6 @@ FLEET = (f"device_id,dev_eui,transport,{WIFI},period_s,lorawan.uart\n"
          "\n"  # a blank line is no board
          "gh-03,,mqtt,greenhouse,12345678,127.0.0.1,,\n"
          f",{EUI},lorawan,,,,,1\n")
-
-
-def mss(*args):
-    """(exit code, stdout, stderr with its line wrapping undone) of ``mss ...``, run in-process."""
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    return r.exit_code, r.stdout, " ".join(r.stderr.split())
 
 
 @pytest.fixture
