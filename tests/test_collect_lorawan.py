@@ -12,15 +12,13 @@ import time
 import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
-from click.testing import CliRunner
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, wait_for
+from collect_helpers import AggregatorProcess, mss, wait_for
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec, unix_time
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.devices.network_server import chirpstack_uplink, rfc3339, tts_uplink
-from mss_cli.main import main
 from mss_device.olh import seed
 from mss_device.rng import ByteRng
 from mss_protocol.choose import Limits, choose
@@ -380,12 +378,6 @@ def test_specs_and_downlink_documents():
 
 
 # -- mss switch-config -------------------------------------------------------------
-
-def mss(*args):
-    """(exit code, stdout, stderr with its line wrapping undone) of ``mss ...``, run in-process."""
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    return r.exit_code, r.stdout, " ".join(r.stderr.split())
-
 
 def test_switch_config_publishes_the_downlinks(tmp_path, mosquitto):
     got = []
