@@ -63,7 +63,7 @@ def _from_csv(path, k):
         if not 0 <= value < np.inf:
             raise DistributionError(f"{path}: row {line}: a count must be a non-negative finite "
                                     f"number, got {row[-1].strip()!r}")
-        counts[item] += value
+        counts[item] = float(counts[item]) + value  # a Python float: beyond the largest, inf without a warning
         if counts[item] == np.inf:
             raise DistributionError(f"{path}: row {line}: the counts of item {item} add up beyond "
                                     f"the largest float")
