@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
+from collections import namedtuple
 
 from click.testing import CliRunner
 
@@ -19,12 +21,21 @@ from mss_aggregator.shuffle.service import Batching, Shuffler
 from mss_cli.main import main
 
 PERIOD = 3600
+Ran = namedtuple("Ran", "returncode stdout stderr")  # as subprocess.run names them
 
 
-def mss(*args):
-    """(exit code, stdout, stderr with its line wrapping undone) of ``mss ...``, run in-process."""
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    return r.exit_code, r.stdout, " ".join(r.stderr.split())
+def mss(*args, unwrap=True):
+    """(exit code, stdout, stderr) of ``mss ...``, run in-process, as a :data:`Ran`: what the
+    command line gives, without the cost of a new interpreter.  An exception the command lets
+    through ends it as the interpreter would, with exit code 1 and its traceback on stderr
+    (CliRunner keeps it aside), so that a test's "no traceback" check holds in-process too.
+    ``unwrap``: the stderr's line wrapping undone (its whitespace runs made one space); False
+    for its lines as printed."""
+    r = CliRunner().invoke(main, [str(a) for a in args], prog_name="mss")  # as python -m mss_cli names it
+    err = r.stderr
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        err += "".join(traceback.format_exception(*r.exc_info))
+    return Ran(r.exit_code, r.stdout, " ".join(err.split()) if unwrap else err)
 
 
 def clocked(last_epoch=0, period=PERIOD):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, clocked, counters, wait_for
+from collect_helpers import AggregatorProcess, clocked, counters, mss, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.collectors import Writer
 from mss_aggregator.collect.ingest import Ingest
@@ -48,7 +48,10 @@ def config(tmp_path):
     return path
 
 
-def mss(*args):
+def mss_process(*args):
+    """``mss ...`` as its own process, for the services (aggregate, demo): their refusals at
+    start are those of the process users run.  The one-shot commands run in-process
+    (:func:`collect_helpers.mss`)."""
     return subprocess.run([sys.executable, "-m", "mss_cli", *map(str, args)],
                           capture_output=True, text=True, timeout=300)
 
@@ -91,7 +94,7 @@ def test_plan_refuses_epsilon_that_is_not_a_budget(eps):
     (["demo", "--epsilon", 50], "--epsilon"),
 ])
 def test_every_command_refuses_epsilon_above_the_largest(args, flag):
-    refused(mss(*args), 2, flag, "above 20.7944")
+    refused((mss_process if args[0] == "demo" else mss)(*args), 2, flag, "above 20.7944")
 
 
 def test_the_largest_epsilon_plans_and_one_above_does_not():
@@ -186,7 +189,7 @@ ORIGIN = "device.epoch_origin must be a unix time in whole seconds >= 0, got "
 def test_device_clock_fields_are_checked_at_start(tmp_path, device, message):
     path = with_fields(tmp_path, device=device)
     store = tmp_path / "s.sqlite"
-    refused(mss("aggregate", "--config", path, "--store", store, "--broker", NO_BROKER, "--quiet"),
+    refused(mss_process("aggregate", "--config", path, "--store", store, "--broker", NO_BROKER, "--quiet"),
             3, f"{path}: {message}")
     assert not store.exists()  # refused before the store was touched
 
@@ -201,16 +204,16 @@ def test_device_clock_fields_are_checked_at_start(tmp_path, device, message):
 ])
 def test_config_fields_of_the_wrong_type_are_refused(tmp_path, fields, message):
     path = with_fields(tmp_path, **fields)
-    refused(mss("aggregate", "--config", path, "--store", tmp_path / "s.sqlite", "--broker", NO_BROKER,
-                "--quiet"), 3, f"{path}: {message}")
+    refused(mss_process("aggregate", "--config", path, "--store", tmp_path / "s.sqlite", "--broker", NO_BROKER,
+                        "--quiet"), 3, f"{path}: {message}")
     refused(mss("simulate", "--config", path, "--n", 10), 3, f"{path}: {message}")
 
 
 # -- stores and ports ---------------------------------------------------------------
 
 def test_store_in_a_missing_directory(config):
-    refused(mss("aggregate", "--config", config, "--store", "/nonexistent/dir/x.sqlite", "--broker", NO_BROKER,
-                "--quiet"), 3, "/nonexistent/dir/x.sqlite: no such directory /nonexistent/dir")
+    refused(mss_process("aggregate", "--config", config, "--store", "/nonexistent/dir/x.sqlite", "--broker",
+                        NO_BROKER, "--quiet"), 3, "/nonexistent/dir/x.sqlite: no such directory /nonexistent/dir")
 
 
 @pytest.mark.parametrize("content", [b'{"not": "a store"}\n', b"hello\n" * 200])
@@ -226,8 +229,8 @@ def test_http_port_already_taken(tmp_path, config):
     taken.listen()
     port = taken.getsockname()[1]
     try:
-        out = mss("aggregate", "--config", config, "--store", tmp_path / "s.sqlite", "--broker", NO_BROKER,
-                  "--quiet", "--http", f"127.0.0.1:{port}")
+        out = mss_process("aggregate", "--config", config, "--store", tmp_path / "s.sqlite", "--broker", NO_BROKER,
+                          "--quiet", "--http", f"127.0.0.1:{port}")
     finally:
         taken.close()
     refused(out, 3, f"--http 127.0.0.1:{port}: Address already in use")
@@ -255,8 +258,8 @@ def test_read_only_store_is_refused_before_subscribing(tmp_path, mosquitto, conf
     open_store(store, CFG).close()
     _make_read_only([store])
     try:
-        out = mss("aggregate", "--config", config, "--store", store, "--campaign", "t", "--quiet",
-                  "--broker", f"mqtt://127.0.0.1:{mosquitto.port}")
+        out = mss_process("aggregate", "--config", config, "--store", store, "--campaign", "t", "--quiet",
+                          "--broker", f"mqtt://127.0.0.1:{mosquitto.port}")
         refused(out, 3, f"{store}: the store is not writable: attempt to write a readonly database")
         assert "subscribed" not in out.stderr
         assert b"mss-agg-t" not in (tmp_path / "mosquitto.log").read_bytes()  # never connected

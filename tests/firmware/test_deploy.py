@@ -7,10 +7,10 @@ unix port's REPL: it has no raw REPL), and its output is parsed as mpremote retu
 mpremote is run against ports with no board behind them."""
 import json
 import subprocess
-import sys
 
 import pytest
 
+from collect_helpers import mss
 from micropython_runner import FIRMWARE, require_micropython
 from mss_aggregator.campaign import Campaign
 from mss_aggregator.deploy import BOARD, CONFIG, WRITE_BACK, DeployError, flash, merge
@@ -18,7 +18,6 @@ from mss_protocol.budget import budget_section
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.sealed import load_key
 
-DEPLOY = [sys.executable, "-m", "mss_cli", "deploy"]
 BUDGET = budget_section(4.0, 30)
 WIFI = ["--set", "wifi.ssid=greenhouse-net"]
 PICO_W = FIRMWARE / "examples" / "sensor_pico_w.py"
@@ -33,7 +32,8 @@ def _config(tmp_path, device=None, **extra):
 
 
 def deploy(*args):
-    return subprocess.run(DEPLOY + [str(a) for a in args], capture_output=True, text=True)
+    """``mss deploy ...`` run in-process: its exit code, stdout and stderr line by line as printed."""
+    return mss("deploy", *args, unwrap=False)
 
 
 def _steps(out):
