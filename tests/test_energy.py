@@ -59,10 +59,28 @@ WINDOWS = {
 }
 
 
-def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah, cell="li-ion"):
+def expected_join(spec, board, modem, cell="li-ion", accept_bytes=33):
+    """(request s, accept s, awake s, mJ) of one OTAA join from the cited numbers: the 23-byte
+    join-request (LoRaWAN 1.0.x section 6.2.4: MHDR 1 + JoinEUI 8 + DevEUI 8 + DevNonce 2 + MIC 4)
+    on air at the link's DR, JOIN_ACCEPT_DELAY1 = 5 s (RP002 section 3.3) with the modem idle, the
+    join-accept (section 6.2.5: 17 bytes, 33 with a CFList) in RX1 at the RX1 DR, counted with an
+    uplink's formula as the emulated modem counts it; the MCU waits awake at its idle current."""
+    link = lorawan.parse_link(spec)
+    vb, _, i_idle, _, _, _ = CITED_BOARDS[board]
+    vm, _, tx, i_rx, i_midle, _ = CITED_MODEMS[modem]
+    if REGULATOR[board] == "linear":
+        vb = vm = CITED_CELLS[cell][0]
+    req = reference_ms(23 - 13, link.sf, link.bw_khz) / 1e3
+    acc = reference_ms(accept_bytes - 13, *WINDOWS[(link.region, link.dr)][0]) / 1e3
+    awake = req + 5.0 + acc
+    return req, acc, awake, vb * i_idle * awake + vm * (tx[TX_DBM[link.region]] * req + i_rx * acc + i_midle * 5.0)
+
+
+def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah, cell="li-ion", joins_per_day=0.0):
     """The model's figures recomputed from the cited numbers (mA x V x s = mJ), the energy at the
     cell's terminals: through a linear regulator the cell delivers each part's current at its own
-    voltage; through a switching one each part's power."""
+    voltage; through a switching one each part's power.  ``joins_per_day``: the joins a day whose
+    energy (:func:`expected_join`) the days a battery lasts count (the per-report figures do not)."""
     link = lorawan.parse_link(spec)
     vb, i_act, i_idle, i_sleep, boot, scale = CITED_BOARDS[board]
     vm, baud, tx, i_rx, i_midle, i_msleep = CITED_MODEMS[modem]
@@ -80,7 +98,7 @@ def expected(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery_mah, 
          "modem_idle": vm * i_midle * (hs + 2.0 - rx1),
          "sleep": vb * i_sleep * (period_s - mcu_awake) + vm * i_msleep * (period_s - modem_awake)}
     total = sum(e.values())
-    per_day = total * 86400 / period_s
+    per_day = total * 86400 / period_s + (joins_per_day and joins_per_day * expected_join(spec, board, modem, cell)[3])
     days = None
     if battery_mah is not None:  # self-discharge a year besides the load, capped at the shelf life
         held = battery_mah * 3.6 * v_cell * 1000
@@ -169,6 +187,23 @@ def test_a_longer_frame_never_costs_less():
     assert costs == sorted(costs) and costs[-1] > costs[0]
 
 
+@pytest.mark.parametrize("spec,frame_bytes,rp2040_ms,board,modem,period_s,battery",
+                         [c for c in CASES if not (c[4] == "rn2483" and c[3] != "rp2040")])
+def test_a_join_is_its_formula_with_the_cited_numbers(spec, frame_bytes, rp2040_ms, board, modem, period_s, battery):
+    """Issue 48 item 1: one OTAA join's airtime, awake time and energy (energy.join), with and
+    without the join-accept's CFList, from the cited numbers; and a reset a month over a year."""
+    link = lorawan.parse_link(spec)
+    for cflist, accept_bytes in ((True, 33), (False, 17)):
+        req, acc, awake, mj = expected_join(spec, board, modem, accept_bytes=accept_bytes)
+        got = energy.join(link, board, modem, cflist=cflist)
+        assert got["airtime_ms"] == pytest.approx(req * 1e3, abs=1e-9) == lorawan.join_airtime_ms(link)
+        assert got["accept_airtime_ms"] == pytest.approx(acc * 1e3, abs=1e-9)
+        assert got["awake_s"] == pytest.approx(awake, rel=1e-12) and got["energy_mj"] == pytest.approx(mj, rel=1e-12)
+        assert got["energy_mj"] == pytest.approx(sum(got["energy_breakdown"].values()), rel=1e-12)
+    assert energy.joins_per_day(365) == pytest.approx(13 / 365) and energy.RESETS_PER_YEAR == 12
+    assert energy.joins_per_day(730, 0) == pytest.approx(1 / 730)
+
+
 def test_refusals():
     eu, us = lorawan.parse_link("lorawan:eu868:0"), lorawan.parse_link("lorawan:us915:0")
     with pytest.raises(ValueError, match="rn2483 has no us915"):
@@ -187,13 +222,24 @@ def test_plan_json_fields_and_defaults():
     assert {"energy_mj_per_report", "battery_days", "energy_breakdown"} <= set(d)
     assert set(d["energy_breakdown"]) == set(energy.COMPONENTS)
     assert (d["energy_model"]["board"], d["energy_model"]["modem"]) == ("rp2040", "rak3172")
-    e, total, _, days, air = expected("lorawan:eu868:0", d["frame_bytes"], d["device_ms"], "rp2040", "rak3172",
-                                      d["period_s"], 2000)
+    # the campaign's joins: the first and one after each of the default 12 resets a year (an assumption)
+    assert (d["joins_per_year"], d["joins_over_campaign"], d["campaign_days"]) == (12, 13, 365)
+    e, total, per_day, days, air = expected("lorawan:eu868:0", d["frame_bytes"], d["device_ms"], "rp2040", "rak3172",
+                                            d["period_s"], 2000, joins_per_day=13 / 365)
     assert d["energy_mj_per_report"] == pytest.approx(total, rel=1e-12)
+    assert d["energy_mj_per_day"] == pytest.approx(per_day, rel=1e-12)
     assert d["battery_days"] == pytest.approx(days, rel=1e-12)
+    req, acc, awake, join_mj = expected_join("lorawan:eu868:0", "rp2040", "rak3172")
+    assert (d["join"]["airtime_ms"], d["join"]["awake_s"]) == (pytest.approx(req * 1e3), pytest.approx(awake))
+    assert d["join"]["energy_mj"] == pytest.approx(join_mj, rel=1e-12)
+    assert d["join_mj_per_day"] == pytest.approx(13 / 365 * join_mj, rel=1e-12)
+    more = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--battery", 2000, "--resets-per-year",
+                     365, "--period", d["period_s"])
+    assert more["joins_over_campaign"] == pytest.approx(366) and more["battery_days"] < d["battery_days"]
+    assert more["energy_mj_per_day"] - d["energy_mj_per_day"] == pytest.approx((366 - 13) / 365 * join_mj, rel=1e-9)
     # the airtime of the energy model is the one mss plan --link states and test_plan_link verifies
     assert d["energy_model"]["airtime_ms"] == d["airtime_ms"] == pytest.approx(air * 1e3, abs=1e-9)
-    assert d["period_s"] == d["link_budget"]["min_period_s"]
+    assert d["period_s"] == 86400 > d["link_budget"]["min_period_s"]  # one estimate a day (--estimate-every)
     chosen = [c for c in d["candidates"] if c["protocol"] == d["protocol"]][0]
     assert chosen["energy_mj_per_report"] == pytest.approx(d["energy_mj_per_report"], rel=1e-12)
     no_battery = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:us915:1", "--board", "esp32",
@@ -282,23 +328,29 @@ def test_the_worked_example_of_docs_energy_md():
 
     d = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", "rp2040", "--modem", "rak3172",
                   "--battery", 2000)
-    assert (d["protocol"], d["frame_bytes"], d["period_s"]) == ("ss", 2, 3456)  # GRR ties; SS is the more robust
-    assert round(d["energy_mj_per_report"]) == 21447 and round(d["battery_days"], 1) == 47.1
-    assert round(d["battery_load_days"], 1) == 48.3 and d["battery_limit"] == "load"
+    # the default period since issue 48 item 1: one estimate a day (--estimate-every), not the link's shortest
+    assert (d["protocol"], d["frame_bytes"], d["period_s"]) == ("ss", 2, 86400)  # GRR ties; SS is the more robust
+    assert d["period_basis"]["min_period_s"] == 3600  # 24 reports on a day with a join
+    assert round(d["energy_mj_per_report"]) == 519573 and round(d["battery_days"], 1) == 48.6
+    assert round(d["battery_load_days"], 1) == 49.9 and d["battery_limit"] == "load"
+    assert round(d["join"]["energy_mj"], 1) == 1384.7 and round(d["join_mj_per_day"], 1) == 49.3
+    assert round(d["period_basis"]["energy_mj_per_day_at_min_period"] / 1e3, 1) == 535.5
     warning = [w for w in d["warnings"] if w.startswith("battery_days")][0]
-    assert warning.startswith("battery_days 47.1 < campaign_days 365: the battery ends first (light sleep is 97 %")
-    assert "a 18875 mAh li-ion battery; or a 15253 mAh li-socl2 battery" in warning
+    assert warning.startswith("battery_days 48.6 < campaign_days 365: the battery ends first (light sleep is 100 %")
+    assert "a 18293 mAh li-ion battery; or a 14782 mAh li-socl2 battery" in warning
     text = " ".join((pathlib.Path(__file__).parents[1] / "docs" / "energy.md").read_text().split())
-    assert "**21 447**" in text and "**47.1 days**" in text and "18 875 mAh li-ion" in text and "15 253 mAh" in text
+    assert "**519 573**" in text and "**48.6 days**" in text and "18 293 mAh li-ion" in text and "14 782 mAh" in text
+    assert "= 1384.7 mJ, so 13 × 1384.7 / 365 = 49.3 mJ a day" in text and "535.5 J a day against 519.6 J" in text
     # the other boards' rows: energy at the cell, the load alone, li-ion (capped), li-socl2
-    for board, row in (("esp32", "964.0 mJ | 1075 days | 365 days (capped) | 1045 days"),
-                       ("esp32c3", "720.8 mJ | 1438 days | 365 days (capped) | 1384 days")):
+    for board, row in (("esp32", "4454.6 mJ | 5756 days | 365 days (capped) | 4972 days"),
+                       ("esp32c3", "2718.4 mJ | 9407 days | 365 days (capped) | 5475 days (capped)")):
         ion = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", board, "--battery", 2000)
         socl2 = plan_json("--k", 12, "--epsilon", 2, "--link", "lorawan:eu868:0", "--board", board, "--battery", 2000,
                           "--cell", "li-socl2")
-        assert ion["battery_limit"] == "shelf life" and socl2["battery_limit"] == "load"
+        assert ion["battery_limit"] == "shelf life"
+        capped = " (capped)" if socl2["battery_limit"] == "shelf life" else ""
         assert (f"{ion['energy_mj_per_report']:.1f} mJ | {ion['battery_load_days']:.0f} days | "
-                f"{ion['battery_days']:.0f} days (capped) | {socl2['battery_days']:.0f} days") == row
+                f"{ion['battery_days']:.0f} days (capped) | {socl2['battery_days']:.0f} days{capped}") == row
         assert row in text, row
 
 
@@ -316,7 +368,10 @@ def test_the_battery_against_the_campaign():
     # with the RN2483 no deep-sleeping board is proposed (the pair is refused)
     rn = [w for w in plan_json(*args, "--modem", "rn2483")["warnings"] if "battery_days" in w][0]
     assert "board esp32" not in rn and "no period on the rp2040" in rn
-    fix = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--battery", 2000, "--campaign-days", 5000)
+    # at the link's shortest period (at the default, an estimate a day, this board lasts the 5000 days)
+    least = d["link_budget"]["min_period_s"]
+    fix = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--battery", 2000, "--campaign-days", 5000,
+                    "--period", least)
     hint = [w for w in fix["warnings"] if "battery_days" in w][0]
     period = int(hint.split("a period of ")[1].split()[0])
     longer = plan_json(*args, "--board", "esp32c3", "--cell", "li-socl2", "--campaign-days", 5000,
@@ -327,9 +382,10 @@ def test_the_battery_against_the_campaign():
     assert shorter["battery_days"] < 5000
     mah = int(hint.split("; or a ")[-1].split()[0])  # the li-socl2 battery
     bigger = plan_json(*args[:-2], "--battery", mah + 1, "--board", "esp32c3", "--cell", "li-socl2",
-                       "--campaign-days", 5000)
+                       "--campaign-days", 5000, "--period", least)
     assert bigger["battery_days"] >= 5000 > plan_json(*args[:-2], "--battery", mah - 5, "--board", "esp32c3",
-                                                      "--cell", "li-socl2", "--campaign-days", 5000)["battery_days"]
+                                                      "--cell", "li-socl2", "--campaign-days", 5000,
+                                                      "--period", least)["battery_days"]
 
 
 def test_shelf_life_caps_the_days_and_says_so():

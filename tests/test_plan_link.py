@@ -92,7 +92,8 @@ def test_plan_us915_dr0_json():
     assert d["link"] == "lorawan:us915:0"
     air = reference_ms(d["frame_bytes"], 10, 125)
     assert d["airtime_ms"] == pytest.approx(air, abs=1e-9)
-    assert d["reports_per_day"] == math.floor(30000 / air)
+    # the day a board rejoins: its uplinks and one 23-byte join-request within TTN's 30 s (issue 48 item 1)
+    assert d["reports_per_day"] == math.floor((30000 - reference_ms(23 - 13, 10, 125)) / air)
     b = d["link_budget"]
     assert (b["region"], b["dr"], b["sf"], b["bw_khz"], b["max_payload_bytes"]) == ("us915", 0, 10, 125, 11)
     assert b["duty_cycle_gap_s"] is None and b["duty_cycle_reports_per_day"] is None and b["dwell_ok"] is True
@@ -112,10 +113,12 @@ def test_plan_olh_on_a_link_sends_the_epoch():
 def test_plan_eu868_dr5_binding_limit():
     d = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:eu868:5")
     air = reference_ms(d["frame_bytes"], 7, 125)
-    fair, duty = math.floor(30000 / air), math.floor(86400 / (air / 1000 / 0.01))
+    join = reference_ms(23 - 13, 7, 125)  # a join-request's 23-byte PHYPayload, on the day a board rejoins
+    fair, duty = math.floor((30000 - join) / air), math.floor((86400 - join / 10) / (air / 1000 / 0.01))
     b = d["link_budget"]
     assert (b["fair_use_reports_per_day"], b["duty_cycle_reports_per_day"]) == (fair, duty)
     assert b["duty_cycle_gap_s"] == pytest.approx(air / 10) and b["dwell_ok"] is None
+    assert b["join_airtime_ms"] == pytest.approx(join, abs=1e-9) and b["join_duty_cycle_off_s"] == pytest.approx(join / 10)
     assert d["reports_per_day"] == min(fair, duty)
 
 
@@ -173,7 +176,9 @@ def test_device_config_gets_the_budget_period(tmp_path):
     d = json.loads(out.stdout)
     assert configs.load(path).config_id_hex == d["config_id"]
     period = json.loads(path.read_text())["device"]["period_s"]
-    assert period == math.ceil(86400 / d["reports_per_day"]) == d["link_budget"]["min_period_s"]
+    # the default period (issue 48 item 1): one estimate a day, longer than the link's shortest
+    assert d["link_budget"]["min_period_s"] == math.ceil(86400 / d["reports_per_day"]) < 86400
+    assert period == d["period_s"] == 86400 and d["period_basis"]["source"] == "estimate_every"
     assert 86400 / period <= d["reports_per_day"]
 
 
@@ -212,7 +217,7 @@ def test_device_config_always_carries_the_campaign_clock(tmp_path):
     assert period(tmp_path / "p.json") == d["period_s"] == 600
     linked = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--device-config", tmp_path / "l.json")
     least = linked["link_budget"]["min_period_s"]
-    assert period(tmp_path / "l.json") == linked["period_s"] == least
+    assert period(tmp_path / "l.json") == linked["period_s"] == max(least, 86400)  # --estimate-every's default
     longer = plan_json("--k", 64, "--epsilon", 2, "--link", "lorawan:us915:1", "--period", least + 1,
                        "--device-config", tmp_path / "l2.json")
     assert period(tmp_path / "l2.json") == longer["period_s"] == least + 1
@@ -241,3 +246,40 @@ def test_bad_plan_arguments_exit_2_in_one_line(tmp_path, args, named):
     assert named in out.stderr and "Traceback" not in out.stderr
     if "missing" in args[-1]:
         assert str(tmp_path / "missing") in " ".join(out.stderr.split())
+
+
+def test_link_proposes_the_period_that_serves_the_question_at_the_least_energy():
+    """Issue 48 item 1: with --link and no --period, the period is the longer of --estimate-every
+    (default a day) and the link's shortest: each estimate takes one report from every device and
+    memoized re-sends add nothing, so a shorter period only costs energy; the plan says why, and
+    whether the n devices meet the devices-needed figure."""
+    base = ("--k", 16, "--epsilon", 2, "--link", "lorawan:eu868:0", "--n", 300)
+    d = plan_json(*base, "--board", "esp32c3", "--battery", 2000, "--detect", 0.05)
+    pb, least = d["period_basis"], d["link_budget"]["min_period_s"]
+    assert d["period_s"] == pb["period_s"] == 86400 > least == pb["min_period_s"]
+    assert (pb["source"], pb["estimate_every_s"], pb["estimate_every_given"]) == ("estimate_every", 86400, False)
+    shortest = plan_json(*base, "--board", "esp32c3", "--battery", 2000, "--detect", 0.05, "--period", least)
+    assert pb["energy_mj_per_day_at_min_period"] == pytest.approx(shortest["energy_mj_per_day"], rel=1e-12)
+    assert pb["energy_mj_per_day"] == d["energy_mj_per_day"] < shortest["energy_mj_per_day"] / 6  # 2.76 J, 17.4 J
+    assert d["battery_load_days"] > shortest["battery_load_days"]  # both capped at the li-ion shelf life
+    assert (pb["n"], pb["devices_needed"], pb["served"]) == (300, d["devices_needed"], 300 >= d["devices_needed"])
+    assert pb["served"] is False  # 300 devices cannot detect 5 % at k = 16, eps 2: no period helps
+    text = " ".join(plan(*base, "--detect", 0.05).stdout.split())
+    assert "period: 86400 s, one estimate every 86400 s (--estimate-every)" in text
+    assert f"n=300 < {d['devices_needed']} devices needed: no period serves the question" in text
+    served = plan_json(*base[:-2], "--detect", 0.05)  # n is then the devices needed
+    assert served["period_basis"]["served"] is True
+    # an estimate every 2 h: that period; every 10 min: the link's shortest, said so
+    assert plan_json(*base, "--estimate-every", 7200)["period_s"] == 7200
+    fast = plan_json(*base, "--estimate-every", 600)
+    assert fast["period_s"] == least and fast["period_basis"]["source"] == "min_period"
+    assert any(w.startswith(f"period_s {least} > estimate_every_s 600") for w in fast["warnings"])
+    # --period longer than --estimate-every: warned; --period alone: used, no warning
+    slow = plan_json(*base, "--period", 7200, "--estimate-every", 3600)
+    assert slow["period_s"] == 7200 and slow["period_basis"]["source"] == "request"
+    assert [w for w in slow["warnings"] if w.startswith("period_s 7200 > estimate_every_s 3600")]
+    assert not [w for w in plan_json(*base, "--period", 7200)["warnings"] if w.startswith("period_s")]
+    # without --link: unchanged (the firmware's period), and --estimate-every refused
+    assert plan_json("--k", 16, "--epsilon", 2)["period_s"] == 3600
+    out = plan("--k", 16, "--epsilon", 2, "--estimate-every", 600)
+    assert out.exit_code == 2 and "--estimate-every" in out.output and "--link" in out.output, out.output

@@ -20,11 +20,16 @@ from mss_aggregator.privacy import ceilings
 from mss_aggregator.privacy.over_time import Device, over_time
 from mss_cli.main import main
 from mss_cli.plan import attacker_cell
-from mss_protocol import budget
+from mss_protocol import budget, lorawan
 from mss_protocol.configs import load_dict
 from mss_protocol.oracle_config import OracleConfig
 
-ISSUE = ["--k", "12", "--epsilon", "2", "--link", "lorawan:eu868:0", "--n", "500"]
+# the issue's example at the link's shortest period for its 2-byte report, the plan's default when the
+# issue was written (now --estimate-every's, one estimate a day: issue 48 item 1); 3600 s since the
+# budget holds a day with a join (24 reports a day)
+SHORTEST = lorawan.budget(lorawan.parse_link("lorawan:eu868:0"), 2)["min_period_s"]
+PER_DAY = 86400 // SHORTEST
+ISSUE = ["--k", "12", "--epsilon", "2", "--link", "lorawan:eu868:0", "--n", "500", "--period", str(SHORTEST)]
 
 
 def plan(*args, env=None):
@@ -122,22 +127,23 @@ def test_the_issues_example_writes_memoize_and_a_budget_and_prints_the_table(tmp
     out = plan(*ISSUE, "--device-config", path)
     assert out.exit_code == 0, out.output
     written = json.loads(path.read_text())
-    assert written["device"]["memoize"] is True and written["device"]["period_s"] == 3456
+    assert written["device"]["memoize"] is True and written["device"]["period_s"] == SHORTEST
     assert written["device"]["budget"] == budget.budget_section(8.0, 30)
     dev = dict(written["device"], transport="lorawan", lorawan={"path": "/dev/x"})
     s = Settings(dict(written, device=dev))
     assert s.budget["draws"] == 4 and s.device["memoize"] is True
     text = flat(out.stdout)
-    assert "privacy over time: ss, a report every 3456 s (25/day)" in text  # GRR ties on MSE and energy; SS is the more robust
-    assert f"wrote {path} (device.period_s 3456), device.sleep light, device.memoize true, device.budget 8 per 30 " \
+    assert f"privacy over time: ss, a report every {SHORTEST} s ({PER_DAY}/day)" in text  # GRR ties on MSE and energy; SS is the more robust
+    assert f"wrote {path} (device.period_s {SHORTEST}), device.sleep light, device.memoize true, device.budget 8 per 30 " \
            "days" in text
     d = plan_json(*ISSUE)
     ot = d["privacy_over_time"]
     assert (d["device_memoize"], d["device_budget"]) == (True, budget.budget_section(8.0, 30))
-    device = Device(3456, True, d["device_budget"])
+    device = Device(SHORTEST, True, d["device_budget"])
     assert ot == json.loads(json.dumps(over_time(load_dict(d["config"]), device, None, 365, prior_label="uniform")))
     assert ot["deployment"] == "budgeted" and ot["modes"] == ["fresh", "memoized", "budgeted"]
-    assert [(h["days"], h["reports"]) for h in ot["horizons"]] == [(1, 25), (30, 750), (365, 9125)]
+    assert [(h["days"], h["reports"]) for h in ot["horizons"]] == [(1, PER_DAY), (30, 30 * PER_DAY),
+                                                                  (365, 365 * PER_DAY)]
     for mode in ot["modes"]:
         for h in ot["horizons"]:
             m = h[mode]
@@ -153,7 +159,7 @@ def test_fresh_reports_write_neither_and_warn_in_red(tmp_path):
     out = plan(*ISSUE, "--fresh-reports", "--device-config", path, env={"FORCE_COLOR": "1", "COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     device = json.loads(path.read_text())["device"]
-    assert device == {"period_s": 3456, "sleep": "light"}
+    assert device == {"period_s": SHORTEST, "sleep": "light"}
     d = plan_json(*ISSUE, "--fresh-reports")
     ot = d["privacy_over_time"]
     assert ot["deployment"] == "fresh" and ot["budget"] is None and d["device_budget"] is None
@@ -162,7 +168,7 @@ def test_fresh_reports_write_neither_and_warn_in_red(tmp_path):
     assert len(red) == 2, out.stdout
     red = flat(red[1].split("\x1b[0m")[0])  # the red text, up to its end
     assert f"the best attacker recovers a stable value with probability {attacker_cell(day)}" in red
-    assert f"after one day (25 reports, epsilon {day['epsilon']:.3g})" in red
+    assert f"after one day ({PER_DAY} reports, epsilon {day['epsilon']:.3g})" in red
     assert "no device.memoize, no device.budget (--fresh-reports)" in flat(re.sub("\x1b\\[[0-9;]*m", "", out.stdout))
     assert "--fresh-reports" not in plan(*ISSUE).stdout
 

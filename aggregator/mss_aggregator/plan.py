@@ -30,6 +30,8 @@ from mss_protocol.configs import load_dict
 from mss_protocol.integrity import Compromised
 from mss_protocol.mss.planner import PlanError, Search
 
+# how often the operator needs a new estimate (s) unless told: with a link and no period, the period
+ESTIMATE_EVERY_S = 86_400  # one estimate a day (docs/energy.md, "The period")
 IRR_MSE_WARN = 10  # an instantaneous layer costing more than this factor in MSE is warned about
 DEFAULT_BOARD = "rp2040"  # the board of device_ms (and with a link of the energy model) unless given
 DEFAULT_MODEM = "rak3172"
@@ -99,12 +101,17 @@ class Question:
     mse_slack : float
         auto's tie: MSEs within this fraction of the lowest tie (0.02: 2%), and the device time
         (with a link: the energy) decides.
+    estimate_every_s : int, optional
+        With a link, how often (s) the operator needs a new estimate, each from one report of every
+        device (None: :data:`ESTIMATE_EVERY_S`); without a period, the period is the longer of it
+        and the link's shortest (memoized re-sends of a stable value add nothing).
     """
     n: int = None
     detect: float = None
     target_se: float = None
     prior: str = "uniform"
     mse_slack: float = MSE_SLACK
+    estimate_every_s: int = None
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,12 @@ class Hardware:
         The battery's cell, a key of :data:`mss_protocol.energy.CELLS` (its voltage, self-discharge
         and shelf life; None: :data:`mss_protocol.energy.DEFAULT_CELL`).
     period_s : int, optional
-        The reporting period, in seconds (None: with a link the shortest its budget allows, else
-        the firmware's default).
+        The reporting period, in seconds (None: with a link the longer of the question's
+        ``estimate_every_s`` and the shortest its budget allows, else the firmware's default).
+    resets_per_year : float, optional
+        With a link, the resets a year each board rejoins after (None:
+        :data:`mss_protocol.energy.RESETS_PER_YEAR`, an assumption); the campaign's joins, 1 + this x
+        days / 365, are counted in the energy.
     """
     link: object = None
     board: str = None
@@ -134,6 +145,7 @@ class Hardware:
     battery_mah: float = None
     period_s: int = None
     cell: str = None
+    resets_per_year: float = None
 
 
 @dataclass(frozen=True)
@@ -309,10 +321,13 @@ def check(request):
         raise RequestError("reporting.irr_epsilon", f"{r.protocol} has no instantaneous layer: only "
                                                     f"{', '.join(IRR_PROTOCOLS)} (one output a report) take one")
     if hw.link is None:
-        for name in ("modem", "battery_mah", "cell"):
+        for name in ("modem", "battery_mah", "cell", "resets_per_year"):
             if getattr(hw, name) is not None:
                 raise RequestError(f"hardware.{name}", "the energy model is of a LoRaWAN board",
                                    needs="hardware.link")
+        if r.question.estimate_every_s is not None:
+            raise RequestError("question.estimate_every_s", "the estimate's interval sets a LoRaWAN battery "
+                                                            "board's period", needs="hardware.link")
     else:
         board, modem = hw.board or DEFAULT_BOARD, hw.modem or DEFAULT_MODEM
         if board not in energy.BOARDS:
@@ -459,7 +474,8 @@ def _shuffle_notes(request):
 
 def _link_figures(request, result, board, modem):
     """A LoRaWAN plan's link budget and energy, added to ``result``; returns the period (the
-    request's, checked against the link's budget, or the shortest it allows)."""
+    request's, checked against the link's budget, or the longer of the question's estimate interval
+    and the shortest period the link allows: :func:`_period_basis` says why)."""
     hw = request.hardware
     link = hw.link
     budget = lorawan.budget(link, result["frame_bytes"])
@@ -470,24 +486,65 @@ def _link_figures(request, result, board, modem):
         raise RequestError("hardware.period_s", f"{hw.period_s} s is shorter than {least} s, the shortest period "
                                                 f"{link.spec} allows a {result['frame_bytes']}-byte report (TTN "
                                                 "fair use, duty cycle)")
-    period = hw.period_s or least
+    every = request.question.estimate_every_s or ESTIMATE_EVERY_S
+    period = hw.period_s or max(least, every)
     # the energy at the plan's period (the candidates' too: auto's order does not depend on it)
     for row in result["candidates"]:
         if "energy_mj_per_report" in row:
             row["energy_mj_per_report"] = energy.report(link, row["frame_bytes"], row["rp2040_ms"], board=board,
                                                         modem=modem, period_s=period,
                                                         board_ms=row["device_ms"])["energy_mj_per_report"]
-    e = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board=board, modem=modem, period_s=period,
-                      battery=_battery(hw), board_ms=result["device_ms"])
+    e = _energy(request, result, board, period)
     result.update(energy_mj_per_report=e["energy_mj_per_report"], energy_mj_per_day=e["energy_mj_per_day"],
                   battery_days=e["battery_days"], battery_load_days=e["battery_load_days"],
                   battery_limit=e["battery_limit"], energy_breakdown=e["energy_breakdown"],
                   energy_times_s=e["times_s"], energy_model=e["energy_model"])
     campaign = request.reporting.campaign_days
-    result["campaign_days"] = campaign
+    result.update(campaign_days=campaign, join=e["join"], joins_per_year=_resets(hw),
+                  joins_over_campaign=e["joins_per_day"] * campaign, join_mj_per_day=e["join_mj_per_day"])
+    result["period_basis"] = basis = _period_basis(request, result, e, least)
+    if basis["estimate_every_given"] and period > basis["estimate_every_s"]:
+        result["warnings"] = result["warnings"] + [
+            f"period_s {period} > estimate_every_s {basis['estimate_every_s']}: a device reports once every "
+            f"{period} s, so an estimate every {basis['estimate_every_s']} s holds only about "
+            f"{basis['estimate_every_s'] / period:.2g} of the fleet's reports"]
     if e["battery_days"] is not None and e["battery_days"] < campaign:
         result["warnings"] = result["warnings"] + [battery_warning(request, result, e)]  # not the chooser's list
     return period
+
+
+def _period_basis(request, result, e, least):
+    """The plan's ``period_basis``: why the period is what it is.  Each estimate takes one report
+    from each of the n devices, so the period serves an estimate every ``estimate_every_s`` when it
+    is not longer; memoized re-sends of a stable value add nothing to an estimate, so a shorter one
+    only costs energy (``energy_mj_per_day_at_min_period`` against ``energy_mj_per_day``).  With a
+    devices-needed figure N, ``served``: n >= N (each estimate resolves the question), else no
+    period serves it with memoized reports (a device's report is the same draw every period)."""
+    q, hw, period = request.question, request.hardware, e["period_s"]
+    every = q.estimate_every_s or ESTIMATE_EVERY_S
+    at_least = e if period == least else _energy(request, result, e["energy_model"]["board"], least)
+    needed = result.get("devices_needed")
+    return {"period_s": period, "source": "request" if hw.period_s is not None else
+            "estimate_every" if every >= least else "min_period", "estimate_every_s": every,
+            "estimate_every_given": q.estimate_every_s is not None, "min_period_s": least,
+            "energy_mj_per_day": e["energy_mj_per_day"],
+            "energy_mj_per_day_at_min_period": at_least["energy_mj_per_day"],
+            "n": result["n"], "devices_needed": needed, "served": None if needed is None else result["n"] >= needed}
+
+
+def _resets(hw):
+    """The resets a year each board rejoins after: the request's, else the library's assumption."""
+    return energy.RESETS_PER_YEAR if hw.resets_per_year is None else hw.resets_per_year
+
+
+def _energy(request, result, board, period):
+    """:func:`mss_protocol.energy.report` of the plan's report on ``board`` every ``period`` s, with
+    the campaign's joins (:func:`mss_protocol.energy.with_joins`: the first and one a reset)."""
+    hw = request.hardware
+    e = energy.report(hw.link, result["frame_bytes"], result["rp2040_ms"], board=board, modem=hw.modem or DEFAULT_MODEM,
+                      period_s=period, battery=_battery(hw),
+                      board_ms=result["device_ms"] if board == result["board"] else None)
+    return energy.with_joins(e, hw.link, energy.joins_per_day(request.reporting.campaign_days, _resets(hw)))
 
 
 def _battery(hw):
@@ -498,7 +555,8 @@ def _battery(hw):
 def battery_warning(request, result, e):
     """The plan's warning when the battery ends before the campaign: both figures by their JSON names,
     and what would make it last (another board and its sleep mode, a longer period, a larger battery
-    of each cell), each computed with :func:`mss_protocol.energy.report` at the plan's other figures."""
+    of each cell), each computed with :func:`mss_protocol.energy.report` and the campaign's joins at the
+    plan's other figures."""
     hw, days, campaign = request.hardware, e["battery_days"], request.reporting.campaign_days
     m = e["energy_model"]
     board, modem = m["board"], m["modem"]
@@ -506,15 +564,13 @@ def battery_warning(request, result, e):
     why = (f"the {m['cell']} cell's shelf life ({m['shelf_life_days']} days) caps it"
            if e["battery_limit"] == "shelf life" else f"{m['sleep']} sleep is {sleep_share:.0f} % of the energy")
     fixes = []
-    link, battery = hw.link, _battery(hw)
     for other in energy.BOARDS:
         try:
-            energy.check(link, other, modem)
+            energy.check(hw.link, other, modem)
         except ValueError:  # a pair the model refuses (the RN2483 on a deep-sleeping board)
             continue
         if other != board:
-            alt = energy.report(link, result["frame_bytes"], result["rp2040_ms"], board=other, modem=modem,
-                                period_s=e["period_s"], battery=battery)
+            alt = _energy(request, result, other, e["period_s"])
             if alt["battery_days"] >= campaign:
                 fixes.append(f"board {other} ({energy.BOARDS[other]['sleep']} sleep): {alt['battery_days']:.0f} days")
     period = _period_for(request, result, e)
@@ -532,15 +588,13 @@ def battery_warning(request, result, e):
 def _period_for(request, result, e):
     """The shortest whole period (s) at which the plan's battery lasts the campaign (checked with the
     model itself), or None."""
-    campaign, board, modem = request.reporting.campaign_days, e["energy_model"]["board"], e["energy_model"]["modem"]
+    campaign, board = request.reporting.campaign_days, e["energy_model"]["board"]
     period = energy.period_for_days(e, campaign)
     if period is None or period > 365 * lorawan.DAY_S:
         return None
     period = max(int(period) + 1, e["period_s"])
     for _ in range(8):  # the sleep command's digits grow now and then with the period
-        days = energy.report(request.hardware.link, result["frame_bytes"], result["rp2040_ms"], board=board,
-                             modem=modem, period_s=period, battery=_battery(request.hardware),
-                             board_ms=result["device_ms"])["battery_days"]
+        days = _energy(request, result, board, period)["battery_days"]
         if days >= campaign:
             return period
         period = int(period * 1.001) + 1

@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from rich.table import Table
 
 from mss_aggregator.distributions import DistributionError
-from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM
+from mss_aggregator.plan import DEFAULT_BOARD, DEFAULT_MODEM, ESTIMATE_EVERY_S
 from mss_aggregator.privacy.over_time import CAMPAIGN_DAYS
 from mss_cli import changing as change_opts
 from mss_cli.common import EPSILON, MAX_BITS, SEED, YEAR_S, CompromisedParam, FloatRange, fail, figure, make_console
@@ -31,7 +31,8 @@ from mss_protocol.progress import Reporter
 FLAGS = {"epsilon": "--epsilon", "protocol": "--protocol", "question.target_se": "--target-se",
          "reporting.budget": "--budget", "reporting.irr_epsilon": "--irr-epsilon", "hardware.board": "--board",
          "hardware.modem": "--modem", "hardware.battery_mah": "--battery", "hardware.period_s": "--period",
-         "hardware.cell": "--cell",
+         "hardware.cell": "--cell", "hardware.resets_per_year": "--resets-per-year",
+         "question.estimate_every_s": "--estimate-every",
          "hardware.link": "--link lorawan:REGION:DR", "question.detect": "--detect",
          "reporting.memoize": "--fresh-reports", "shuffle.central_epsilon": "--central-epsilon",
          "limits.max_shift": "--max-shift", "limits.compromised": "--compromised M"}
@@ -132,8 +133,13 @@ def _writable_in(ctx, param, value):
                    "esp32/esp32c3, else none).")
 @click.option("--period", type=click.IntRange(1, YEAR_S), default=None, metavar="S",
               help="The boards' reporting period in whole seconds (device.period_s, one report an epoch). "
-                   "Default: with --link the shortest its budget allows (a shorter one is refused), "
-                   f"else the firmware's {DEVICE_DEFAULTS['period_s']}.")
+                   "Default: with --link the longer of --estimate-every and the shortest its budget allows (a "
+                   f"shorter one is refused), else the firmware's {DEVICE_DEFAULTS['period_s']}.")
+@click.option("--estimate-every", type=click.IntRange(1, YEAR_S), default=None, metavar="S",
+              help=f"With --link: how often the operator needs a new estimate, s (default {ESTIMATE_EVERY_S}, one a "
+                   "day); each takes one report from every device, and memoized re-sends of a stable value add "
+                   "nothing, so without --period the period is the longer of S and the link's shortest: the "
+                   "least energy that serves the question (docs/energy.md).")
 @click.option("--board", type=click.Choice(tuple(device_cost.CORES)), default=None,
               help=f"The MicroPython board device_ms and --max-device-ms are of (default {DEFAULT_BOARD}: a Pico W; "
                    "docs/device-cost.md), with --link also of the energy model (docs/energy.md; "
@@ -146,6 +152,10 @@ def _writable_in(ctx, param, value):
 @click.option("--cell", type=click.Choice(tuple(energy.CELLS)), default=None,
               help=f"With --link: the battery's cell (default {energy.DEFAULT_CELL}): its voltage, self-discharge "
                    "and shelf life, which caps the days (docs/energy.md).")
+@click.option("--resets-per-year", type=FloatRange(0, 1e5), default=None, callback=_number, metavar="R",
+              help=f"With --link: the resets a year each board rejoins after (default {energy.RESETS_PER_YEAR}, an "
+                   "assumption; the RN2483 rejoins after every boot, the RAK3172 and Wio-E5 after a power cut): the "
+                   "campaign's 1 + R x days / 365 joins are counted in the energy (docs/energy.md).")
 @click.option("--no-cache", is_flag=True, help="Recompute MSS plans even if a cached plan exists.")
 @click.option("--campaign-days", type=click.IntRange(min=1, max=36500), default=CAMPAIGN_DAYS, show_default=True,
               metavar="D", help="The campaign's length: the privacy over time is stated at 1 day, 30 days and D days.")
@@ -216,9 +226,9 @@ def _request(ctx, o):
         limits=Limits(max_bytes=o.max_bytes, max_bits=o.max_bits, frame=o.frame if given("frame") else None,
                       max_device_ms=o.max_device_ms, max_shift=o.max_shift, compromised=o.compromised),
         question=Question(n=o.n if given("n") else None, detect=o.detect, target_se=o.target_se,
-                          prior=o.prior_spec, mse_slack=o.mse_slack),
+                          prior=o.prior_spec, mse_slack=o.mse_slack, estimate_every_s=o.estimate_every),
         hardware=Hardware(link=o.link, board=o.board, modem=o.modem, battery_mah=o.battery, period_s=o.period,
-                          cell=o.cell),
+                          cell=o.cell, resets_per_year=o.resets_per_year),
         reporting=Reporting(memoize=not o.fresh_reports, budget=o.budget_spec, irr_epsilon=o.irr_epsilon,
                             campaign_days=o.campaign_days, change=change,
                             over_time=True if o.device_config else None))
@@ -463,14 +473,37 @@ def _print_budget(out, link, result):
     b = result["link_budget"]
     out.print(f"link {link.spec}: SF{link.sf}/{link.bw_khz} kHz, payload <= {link.max_payload} bytes; one "
               f"{result['frame_bytes']}-byte report takes {result['airtime_ms']:.1f} ms airtime")
-    out.print(f"TTN fair use (30 s airtime/day): {b['fair_use_reports_per_day']} reports/day")
+    out.print(f"TTN fair use (30 s airtime/day, on a day with a {b['join_airtime_ms']:.1f} ms join-request): "
+              f"{b['fair_use_reports_per_day']} reports/day")
     if b["duty_cycle_gap_s"] is not None:
         out.print(f"EU868 1 % duty cycle: >= {b['duty_cycle_gap_s']:.1f} s between reports, "
+                  f"{b['join_duty_cycle_off_s']:.1f} s off the sub-band after a join-request, "
                   f"{b['duty_cycle_reports_per_day']} reports/day")
     if b["dwell_ok"] is not None:
         out.print(f"dwell time: {result['airtime_ms']:.1f} ms " + ("<= 400 ms, ok" if b["dwell_ok"] else
                   "[red]exceeds the 400 ms limit: this report cannot be sent at this data rate[/red]"))
     out.print(f"reports/day: {result['reports_per_day']} (a report every {b['min_period_s']} s or longer)")
+    _print_period(out, result["period_basis"])
+
+
+def _print_period(out, pb):
+    """Why the period is what it is (mss_aggregator.plan._period_basis), and whether n serves the question."""
+    why = {"request": "--period", "min_period": f"the link's shortest, above --estimate-every {pb['estimate_every_s']}",
+           "estimate_every": f"one estimate every {pb['estimate_every_s']} s (--estimate-every), each one report "
+                             f"from every device"}[pb["source"]]
+    line = f"period: {pb['period_s']} s, {why}"
+    if pb["period_s"] != pb["min_period_s"]:
+        ratio = pb["energy_mj_per_day_at_min_period"] / pb["energy_mj_per_day"]
+        line += (f"; the link's shortest, {pb['min_period_s']} s, would take {pb['energy_mj_per_day_at_min_period'] / 1e3:.4g} "
+                 f"J a day against {pb['energy_mj_per_day'] / 1e3:.4g} J ({ratio:.3g}x), and memoized re-sends of a "
+                 "stable value add nothing to an estimate")
+    out.print(line, highlight=False)
+    if pb["served"] is not None:
+        out.print(f"n={pb['n']} >= {pb['devices_needed']} devices needed: each estimate serves the question"
+                  if pb["served"] else
+                  f"[red]n={pb['n']} < {pb['devices_needed']} devices needed: no period serves the question with "
+                  "memoized reports (a device re-sends the same draw every period): more devices are needed[/red]",
+                  highlight=False)
 
 
 _LABELS = {"mcu_awake": "MCU awake: device time {device_ms:.3g} ms + boot {boot_ms:.4g} ms + modem handshake "
@@ -497,8 +530,12 @@ def _print_energy(out, result):
     for key in energy.COMPONENTS:
         table.add_row(_LABELS[key].format(**fields), f"{e[key]:.4g}", f"{100 * e[key] / total:.1f} %")
     out.print(table)
+    j = result["join"]
+    out.print(f"joins: {result['joins_over_campaign']:.4g} over the {result['campaign_days']}-day campaign (the first, "
+              f"then one a reset, {result['joins_per_year']:g} a year: --resets-per-year), each {j['airtime_ms']:.1f} "
+              f"ms on air, {j['awake_s']:.2f} s awake, {j['energy_mj']:.4g} mJ: {result['join_mj_per_day']:.4g} mJ a day")
     out.print(f"energy per report: {total:.4g} mJ; per day: {result['energy_mj_per_day'] / 1e3:.4g} J "
-              f"({86400 / result['period_s']:.4g} reports)")
+              f"({86400 / result['period_s']:.4g} reports and the joins)")
     if result["battery_days"] is None:
         out.print("battery: --battery MAH states the days it lasts")
         return

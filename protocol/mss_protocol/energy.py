@@ -108,8 +108,16 @@ ratios (see there).  The RP2350 has a device time
 (``mss plan --board rp2350``) but no energy figures here: no sourced
 currents were found for a Pico 2 W.
 
-Not modelled: the join (once after a reset; a modem that rejoins after every boot is refused on a
-deep-sleeping board, ``REJOINS_AFTER_BOOT``), downlinks (a received frame keeps the radio on for
+The join
+--------
+An OTAA join (:func:`join`) is counted once at the start of a campaign and once after every reset
+(:func:`joins_per_day`, ``RESETS_PER_YEAR`` by default, an ASSUMPTION): the join-request's airtime
+(``lorawan.JOIN_REQUEST_BYTES``), JOIN_ACCEPT_DELAY1 = 5 s to RX1 (RP002-1.0.x section 3.3) and the
+join-accept received in RX1 at the RX1 data rate; the MCU waits awake for the modem's answer, as for
+a report.  :func:`with_joins` spreads the campaign's joins over its days.  A modem that rejoins after
+every boot is refused on a deep-sleeping board (``REJOINS_AFTER_BOOT``).
+
+Not modelled: failed joins and their retries, downlinks (a received frame keeps the radio on for
 its airtime), retransmissions, the application's own work (sensor, writing
 ``state.json``), the modem's command latency, regulator losses and
 quiescent current, and temperature.
@@ -121,6 +129,11 @@ from mss_protocol import device_cost, lorawan
 
 RECEIVE_DELAY1_S = 1.0  # RP002-1.0.x section 3.3 Default Settings (every region)
 RECEIVE_DELAY2_S = 2.0  # "SHALL be RECEIVE_DELAY1 + 1 s"
+JOIN_ACCEPT_DELAY1_S = 5.0  # RP002-1.0.x section 3.3 Default Settings (every region)
+# ASSUMPTION: resets a year a board rejoins after (power cuts, watchdog, firmware updates); every
+# reset counted as a rejoin, an upper bound for the RAK3172 and Wio-E5 (they keep their session over a
+# board reset, not over a power cut); the RN2483 rejoins after every boot (REJOINS_AFTER_BOOT)
+RESETS_PER_YEAR = 12
 MIN_RX_SYMBOLS = 6  # LoRaWAN-lib LoRaMac.h DEFAULT_MIN_RX_SYMBOLS
 MAX_RX_ERROR_MS = 10.0  # LoRaWAN-lib LoRaMac.h DEFAULT_SYSTEM_MAX_RX_ERROR
 RANK_PERIOD_S = lorawan.DAY_S  # auto without --period: any period common to all candidates ranks the same
@@ -384,12 +397,92 @@ def lifetime_days(per_day_mj, battery):
     return min(drained, _v(cell["shelf_life_days"])), held / per_day_mj
 
 
+def join(link, board="rp2040", modem="rak3172", cell=DEFAULT_CELL, cflist=True):
+    """Time and energy of one OTAA join on ``link`` by ``board`` + ``modem``.
+
+    The modem sends a join-request and opens RX1 JOIN_ACCEPT_DELAY1 after its end, where the
+    join-accept comes at the region's RX1 data rate; the board waits for the modem's answer
+    (``+EVT:JOINED``, ``+JOIN: Done``, ``accepted``) awake, as it waits for a report's, at its idle
+    current.  With times in s, the same currents and voltage convention as :func:`report`:
+
+    .. math::
+
+        E_{join} = V_{mcu} I_{mcu,idle} t_{awake} + V_{modem} (I_{tx} t_{req} + I_{rx} t_{acc}
+                   + I_{modem,idle} D_{J1}), \\qquad t_{awake} = t_{req} + D_{J1} + t_{acc}
+
+    The same times as the emulated modems' (``ModemEmulator.exchange_s`` with ``join``): the accept's
+    airtime is :func:`mss_protocol.lorawan.phy_airtime_ms` of its PHYPayload, counted like an
+    uplink's (with a CRC, which a downlink does not carry: at most one 4-5-byte block more).
+
+    Parameters
+    ----------
+    link : mss_protocol.lorawan.Link
+        The region and the data rate the join-request goes at.
+    board, modem : str
+        Keys of ``BOARDS`` and ``MODEMS``.
+    cell : str
+        A key of ``CELLS``: its voltage on a linear-regulator board.
+    cflist : bool
+        The join-accept carries a CFList (33 bytes; without it 17): EU868 networks send one with the
+        extra channels, US915/AU915 ones with RP002 a channel mask.
+
+    Returns
+    -------
+    dict
+        ``airtime_ms`` (the join-request's), ``accept_airtime_ms``, ``accept_bytes``, ``tx_s``,
+        ``rx_s``, ``awake_s`` (the modem and the MCU awake for the join), ``energy_mj`` (mJ at the
+        cell) and ``energy_breakdown`` (``mcu_wait``, ``tx``, ``rx``, ``modem_idle``, mJ).
+
+    Notes
+    -----
+    Sources: LoRaWAN 1.0.x specification, sections 6.2.4 (join-request: MHDR 1 + JoinEUI 8 +
+    DevEUI 8 + DevNonce 2 + MIC 4 = 23 bytes) and 6.2.5 (join-accept: 17 bytes, 33 with the CFList);
+    RP002-1.0.x section 3.3 (JOIN_ACCEPT_DELAY1 = 5 s).  The join command's UART bytes (a few ms),
+    a failed join's retries and the sleep the join's time displaces are not counted (an upper bound).
+    """
+    check(link, board, modem)
+    check_cell(cell)
+    b, m = BOARDS[board], MODEMS[modem]
+    accept = lorawan.JOIN_ACCEPT_CFLIST_BYTES if cflist else lorawan.JOIN_ACCEPT_BYTES
+    rx1 = lorawan.Link(link.region, link.dr, *DOWNLINK_DRS[link.region][RX1_DR[link.region][link.dr]], 0)
+    tx, rx = lorawan.join_airtime_ms(link) / 1e3, lorawan.phy_airtime_ms(accept, rx1) / 1e3
+    awake = tx + JOIN_ACCEPT_DELAY1_S + rx
+    linear = _v(b["regulator"]) == "linear"
+    vb, vm = (_v(CELLS[cell]["volts"]),) * 2 if linear else (_v(b["volts"]), _v(m["volts"]))
+    e = {"mcu_wait": vb * _v(b["idle_ma"]) * awake, "tx": vm * tx_ma(modem, link.region) * tx,
+         "rx": vm * _v(m["rx_ma"]) * rx, "modem_idle": vm * _v(m["idle_ma"]) * JOIN_ACCEPT_DELAY1_S}
+    return {"airtime_ms": tx * 1e3, "accept_airtime_ms": rx * 1e3, "accept_bytes": accept, "tx_s": tx, "rx_s": rx,
+            "awake_s": awake, "energy_mj": sum(e.values()), "energy_breakdown": e}
+
+
+def joins_per_day(campaign_days, resets_per_year=RESETS_PER_YEAR):
+    """The joins a day over a campaign of ``campaign_days``: 1 + ``resets_per_year`` x days / 365
+    joins (the first, then one after every reset), spread over its days."""
+    return (1 + resets_per_year * campaign_days / 365) / campaign_days
+
+
+def with_joins(result, link, per_day, cflist=True):
+    """:func:`report`'s ``result`` with ``per_day`` joins a day (:func:`joins_per_day`) added: the
+    energy a day and the battery's days recomputed, and ``join`` (:func:`join` on the result's board,
+    modem and cell), ``joins_per_day`` and ``join_mj_per_day`` set."""
+    m = result["energy_model"]
+    j = join(link, m["board"], m["modem"], m["cell"], cflist)
+    extra = per_day * j["energy_mj"]
+    per_day_mj = result["energy_mj_per_day"] - result.get("join_mj_per_day", 0.0) + extra
+    battery = Battery(m["battery_mah"], m["cell"])
+    days, load_days = lifetime_days(per_day_mj, battery)
+    limit = None if days is None else "shelf life" if days < load_days and days == m["shelf_life_days"] else "load"
+    return dict(result, energy_mj_per_day=per_day_mj, battery_days=days, battery_load_days=load_days,
+                battery_limit=limit, join=j, joins_per_day=per_day, join_mj_per_day=extra)
+
+
 def period_for_days(result, days):
     """The shortest period (s) at which the plan ``result`` (:func:`report`'s, with a battery) lasts
     ``days``, the other figures unchanged; None when no period does (the sleep current and the
     self-discharge alone drain it first, or the cell's shelf life is shorter).
 
-    The energy a day is 86 400 (A / T + P_sleep), A the report's energy less P_sleep x T: the
+    The energy a day is 86 400 (A / T + P_sleep) + J, A the report's energy less P_sleep x T and J
+    the joins' energy a day (:func:`with_joins`; 0 without): the
     handshake's sleep command grows by a digit now and then with T, so the caller checks the result
     with :func:`report`.
     """
@@ -398,7 +491,7 @@ def period_for_days(result, days):
     if days > _v(cell["shelf_life_days"]):
         return None
     held = m["battery_mah"] * MJ_PER_MAH_V * _v(cell["volts"])
-    allowed = held * (1 / days - _v(cell["self_discharge_per_year"]) / 365)  # mJ a day
+    allowed = held * (1 / days - _v(cell["self_discharge_per_year"]) / 365) - result.get("join_mj_per_day", 0.0)
     sleep = lorawan.DAY_S * result["sleep_mw"]
     if allowed <= sleep:
         return None

@@ -37,6 +37,11 @@ FAIR_USE_MS = 30_000  # TTN: "an average of 30 seconds uplink time on air, per 2
 EU868_DUTY_CYCLE = 0.01
 DWELL_MS = 400.0
 DAY_S = 86_400
+# OTAA (LoRaWAN 1.0.x section 6.2.4-6.2.5, PHYPayload bytes): a join-request is MHDR 1 + JoinEUI 8 + DevEUI 8
+# + DevNonce 2 + MIC 4; a join-accept MHDR 1 + JoinNonce 3 + NetID 3 + DevAddr 4 + DLSettings 1 + RxDelay 1
+# + MIC 4, and 16 more with the optional CFList
+JOIN_REQUEST_BYTES = 23
+JOIN_ACCEPT_BYTES, JOIN_ACCEPT_CFLIST_BYTES = 17, 33
 
 _LR_FHSS = ("is LR-FHSS, whose airtime is not the LoRa formula of Semtech AN1200.13 that this planner "
             "uses (its header is repeated over frequency hops)")
@@ -158,18 +163,38 @@ def airtime_ms(payload_bytes, sf, bw_khz):
     return (PREAMBLE_SYMBOLS + 4.25 + 8 + blocks * (CODING_RATE + 4)) * symbol_ms
 
 
+def phy_airtime_ms(phy_bytes, link):
+    """Time on air in ms of a LoRa frame of ``phy_bytes`` of PHYPayload on ``link`` (:func:`airtime_ms`
+    counts FRMPayload bytes and adds ``OVERHEAD_BYTES``; this takes the whole PHYPayload, e.g. a
+    join-request's ``JOIN_REQUEST_BYTES``)."""
+    return airtime_ms(phy_bytes - OVERHEAD_BYTES, link.sf, link.bw_khz)
+
+
+def join_airtime_ms(link):
+    """Time on air in ms of one OTAA join-request (``JOIN_REQUEST_BYTES`` of PHYPayload, LoRaWAN 1.0.x
+    section 6.2.4) sent at ``link``'s data rate."""
+    return phy_airtime_ms(JOIN_REQUEST_BYTES, link)
+
+
 def budget(link, payload_bytes):
-    """How often a device can send a ``payload_bytes`` FRMPayload on ``link``.
+    """How often a device can send a ``payload_bytes`` FRMPayload on ``link``, on a day it also joins.
+
+    Every period must hold on the day a board rejoins (after a reset), so the day's limits carry one
+    join-request (:func:`join_airtime_ms`) besides the uplinks.
 
     Returns a dict:
 
     * ``airtime_ms``: :func:`airtime_ms` at the link's SF and bandwidth;
-    * ``fair_use_reports_per_day`` = floor(30 000 ms / airtime): TTN's fair
-      use, 30 s of uplink airtime a day (thethingsnetwork.org forum t/1300);
-    * ``duty_cycle_gap_s`` = airtime / 0.01 and ``duty_cycle_reports_per_day``
-      = floor(86 400 s / gap): EU868's 1 % duty cycle (ETSI EN 300 220 in the
-      868 MHz sub-bands of the EU868 channels, counted here as one 1 %
-      budget), None elsewhere;
+    * ``join_airtime_ms``: one join-request's airtime at the link's data rate;
+    * ``fair_use_reports_per_day`` = floor((30 000 ms - join airtime) / airtime):
+      TTN's fair use, 30 s of uplink airtime a day (thethingsnetwork.org
+      forum t/1300), on a day with a join;
+    * ``duty_cycle_gap_s`` = airtime / 0.01, ``join_duty_cycle_off_s`` = join
+      airtime / 0.01 (the time the device stays off its sub-band after a
+      join-request) and ``duty_cycle_reports_per_day`` = floor((86 400 s -
+      join off time) / gap): EU868's 1 % duty cycle (ETSI EN 300 220 in the
+      868 MHz sub-bands of the EU868 channels, the join channels 868.1-868.5 MHz
+      among them, counted here as one 1 % budget), None elsewhere;
     * ``dwell_ok``: airtime <= 400 ms where the region limits one uplink's
       dwell time (us915, au915), None elsewhere;
     * ``reports_per_day``: the smaller of the two counts that apply;
@@ -181,14 +206,17 @@ def budget(link, payload_bytes):
     if payload_bytes > link.max_payload:
         raise ValueError(f"{payload_bytes} bytes exceed the {link.max_payload}-byte payload of {link.spec}")
     air = airtime_ms(payload_bytes, link.sf, link.bw_khz)
-    fair = math.floor(FAIR_USE_MS / air)
-    gap = duty = None
+    join = join_airtime_ms(link)
+    fair = math.floor((FAIR_USE_MS - join) / air)
+    gap = duty = join_off = None
     if link.region == "eu868":
         gap = air / 1000 / EU868_DUTY_CYCLE
-        duty = math.floor(DAY_S / gap)
+        join_off = join / 1000 / EU868_DUTY_CYCLE
+        duty = math.floor((DAY_S - join_off) / gap)
     per_day = min(fair, duty) if duty is not None else fair
     return {"region": link.region, "dr": link.dr, "sf": link.sf, "bw_khz": link.bw_khz,
-            "max_payload_bytes": link.max_payload, "airtime_ms": air, "fair_use_reports_per_day": fair,
-            "duty_cycle_gap_s": gap, "duty_cycle_reports_per_day": duty,
+            "max_payload_bytes": link.max_payload, "airtime_ms": air, "join_airtime_ms": join,
+            "fair_use_reports_per_day": fair, "duty_cycle_gap_s": gap, "join_duty_cycle_off_s": join_off,
+            "duty_cycle_reports_per_day": duty,
             "dwell_ok": air <= DWELL_MS if link.region in DWELL_LIMITED else None,
             "reports_per_day": per_day, "min_period_s": math.ceil(DAY_S / per_day)}
