@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from mss_aggregator.devices.field import account
 from mss_cli.main import main
-from mss_protocol import lorawan
+from mss_protocol import energy, lorawan
 
 EUIS = [f"70b3d57ed0{i:06x}" for i in range(24)]
 
@@ -180,6 +180,70 @@ def test_the_eu868_field_demo_shows_airtime_duty_cycle_and_time_probes(campaigns
     assert (f"duty cycle: {100 * x['duty_cycle_at_period']:.2f} % of each 4 s period on air, against 1 % per "
             f"sub-band") in text and f"in the field a period of at least {air['min_period_s']} s" in text
     assert f"{x['time_requests']} DeviceTimeReq probes" in text
+
+
+def test_the_energy_model_against_the_field_campaigns_own_accounting(campaigns):
+    """Issue 48 item 1: the plan's energy model (mss_protocol.energy: a report's times and
+    energy, energy.join) against each emulated modem's own accounting (ModemEmulator.stats, the
+    --json per_device rows) in the module's three campaigns (US915 DR0 and EU868 DR0, every
+    dialect, boards reset and rejoining), per device (``u`` uplinks on air, ``j`` joins, ``p``
+    time probes: a clockless board's 1-byte uplink after a join, mss_node.lorawan_link.probe,
+    one a DeviceTimeReq the modem carried; the emulator counts its FRMPayload, not the request's
+    byte in FOpts):
+
+    * TX = (u - p) x the model's airtime of the report + p x its airtime of 1 byte + j x the
+      join-request's (energy.join);
+    * RX = u x the model's two empty windows (rx1 + rx2) + j x the join-accept's airtime
+      (energy.join without a CFList: the emulated network sends none);
+    * their energy at the model's currents and voltage (not for the emulated RN2483 on US915, an
+      RN2903 whose currents the model does not have: its times only) equals the model's TX and RX energy for
+      those uplinks and joins (energy_breakdown tx + rx1 + rx2, the join's tx + rx).
+      Tolerance: 1e-9 relative, 1e-9 s or mJ absolute (sums of at most a few dozen floats);
+    * the modem's awake time is at least u x the model's exchange (uplink to the end of RX2,
+      times_s["wait"]) + j x the join's awake_s, within 1e-6 s, and the awake energy at the model's
+      currents (idle outside TX and RX) at least the model's.  Above it is the emulator's host time
+      between commands, not a physical time: not compared.
+
+    The MCU's times are host time under MicroPython's unix port, not an MCU's: not compared.
+    The check fails if the model left the join out: TX would miss j x 370.7 ms (US915 DR0) or
+    1482.8 ms (EU868 DR0) on every device, each of which joined at least once.  ~0 s: the
+    module's campaigns."""
+    seen = priced_seen = 0
+    for name in CAMPAIGNS:
+        out, doc, _ = campaigns[name]
+        assert doc is not None, out.stderr
+        link, frame = lorawan.parse_link(doc["radio"]["link"]), doc["radio"]["frame_bytes"]
+        for r in doc["per_device"]:
+            modem = "rak3172" if r["modem"] == "rak3172-old" else r["modem"]
+            priced = link.region in energy.MODEMS[modem]["regions"]  # the emulated rn2483 on US915 is an RN2903
+            modem = modem if priced else "rak3172"  # its times are any modem's; its currents are not in the model
+            m = energy.MODEMS[modem]
+            e = energy.report(link, frame, 0.0, board="rp2040", modem=modem, period_s=lorawan.DAY_S)
+            t, parts = e["times_s"], e["energy_breakdown"]
+            join = energy.join(link, "rp2040", modem, cflist=False)
+            u, j, p = r["uplinks"], r["joins"], r["time_requests"] or 0
+            assert j >= 1, r
+            near = {"rel": 1e-9, "abs": 1e-9}
+            probe = energy.report(link, 1, 0.0, board="rp2040", modem=modem, period_s=lorawan.DAY_S)
+            assert r["tx_s"] == pytest.approx((u - p) * t["air"] + p * probe["times_s"]["air"] + j * join["tx_s"],
+                                              **near), (name, r)
+            assert r["rx_s"] == pytest.approx(u * (t["rx1"] + t["rx2"]) + j * join["rx_s"], **near), (name, r)
+            exchanges = (u - p) * t["wait"] + p * probe["times_s"]["wait"] + j * join["awake_s"]
+            assert r["modem_awake_s"] >= exchanges - 1e-6 * (u + j), (name, r, exchanges)
+            seen += 1
+            if not priced:
+                continue
+            volts, tx_ma, rx_ma, idle_ma = m["volts"][0], energy.tx_ma(modem, link.region), m["rx_ma"][0], \
+                m["idle_ma"][0]
+            radio_mj = volts * (tx_ma * r["tx_s"] + rx_ma * r["rx_s"])
+            model_mj = (u - p) * parts["tx"] + p * probe["energy_breakdown"]["tx"] + u * (parts["rx1"] + parts["rx2"]) \
+                + j * (join["energy_breakdown"]["tx"] + join["energy_breakdown"]["rx"])
+            assert radio_mj == pytest.approx(model_mj, **near), (name, r)
+            idle_model = u * (energy.RECEIVE_DELAY2_S - t["rx1"]) + j * energy.JOIN_ACCEPT_DELAY1_S
+            awake_mj = radio_mj + volts * idle_ma * (r["modem_awake_s"] - r["tx_s"] - r["rx_s"])
+            assert awake_mj >= model_mj + volts * idle_ma * idle_model - 1e-6, (name, r)
+            priced_seen += 1
+    assert seen == 24 + 8 + 3 and priced_seen == seen - 2  # the clocked campaign's two RN2483s on US915
 
 
 def test_region_needs_lorawan():
