@@ -9,8 +9,6 @@ protocol made by the firmware with its real ``os.urandom``.
 """
 import json
 import math
-import subprocess
-import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -20,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channel import enumerate_outputs
+from collect_helpers import mss
 from mss_device.params import Params
 from mss_device.rng import ByteRng
 from mss_protocol.codec import codec
@@ -170,23 +169,18 @@ def test_compact_frames_only_on_lorawan(transport):
         Settings(d)
 
 
-def _mss(*args):
-    return subprocess.run([sys.executable, "-m", "mss_cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
-
-
 @pytest.mark.parametrize("k", [16, 1024, 22000])
 @pytest.mark.parametrize("eps", [1, 4])
 def test_auto_plan_fits_an_lorawan_us915_dr0_payload(tmp_path, k, eps):
     """mss plan --protocol auto --max-bytes 11 --frame compact: the config it
     writes makes device reports of at most 11 bytes (run through the firmware)."""
     cfg_path = tmp_path / "cfg.json"
-    out = _mss("plan", "--k", k, "--epsilon", eps, "--protocol", "auto", "--max-bytes", 11, "--frame", "compact",
-               "--json", "--device-config", cfg_path)
+    out = mss("plan", "--k", k, "--epsilon", eps, "--protocol", "auto", "--max-bytes", 11, "--frame", "compact",
+              "--json", "--device-config", cfg_path)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["frame"] == "compact" and plan["frame_bytes"] <= 11
-    sim = _mss("device-sim", "--config", cfg_path, "--value", k - 1, "--count", 30, "--runtime", "cpython")
+    sim = mss("device-sim", "--config", cfg_path, "--value", k - 1, "--count", 30, "--runtime", "cpython")
     assert sim.returncode == 0, sim.stderr
     lengths = {len(bytes.fromhex(h)) for h in sim.stdout.split()}
     assert max(lengths) <= 11 and max(lengths) <= plan["frame_bytes"]
