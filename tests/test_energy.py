@@ -273,6 +273,8 @@ def test_plan_prints_the_breakdown():
     (["--link", "lorawan:eu868:0", "--board", "nrf52"], "--board"),
     (["--link", "lorawan:eu868:0", "--board", "esp32", "--modem", "rn2483"], "--modem"),
     (["--cell", "li-ion"], "--cell"), (["--link", "lorawan:eu868:0", "--cell", "nimh"], "--cell"),
+    (["--resets-per-year", 4], "--resets-per-year"), (["--link", "lorawan:eu868:0", "--resets-per-year", -1],
+                                                      "--resets-per-year"),
 ])
 def test_bad_energy_flags_exit_2_naming_the_flag(args, flag):
     out = plan("--k", 12, "--epsilon", 2, *args)
