@@ -9,14 +9,13 @@ import pytest
 
 from mss_aggregator import plotting, view as views
 from mss_aggregator.collect.ingest import Ingest
-from collect_helpers import build_aggregator
+from collect_helpers import build_aggregator, mss
 from mss_aggregator.collect.store import open_store
 from mss_aggregator.web.live import LiveView
 from mss_protocol import categories
 from mss_protocol.config_file import ConfigError
 from mss_protocol.oracle_config import OracleConfig
 from mss_protocol.vectors import report_from_stream
-from test_cli import mss
 
 CFG = OracleConfig("grr", 12, 3.0)
 LABELS = [f"{t}..{t + 5} C" for t in range(-10, 50, 5)]
