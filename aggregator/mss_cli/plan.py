@@ -535,7 +535,7 @@ def _print_energy(out, result):
               f"then one a reset, {result['joins_per_year']:g} a year: --resets-per-year), each {j['airtime_ms']:.1f} "
               f"ms on air, {j['awake_s']:.2f} s awake, {j['energy_mj']:.4g} mJ: {result['join_mj_per_day']:.4g} mJ a day")
     out.print(f"energy per report: {total:.4g} mJ; per day: {result['energy_mj_per_day'] / 1e3:.4g} J "
-              f"({86400 / result['period_s']:.4g} reports and the joins)")
+              f"({86400 / result['period_s']:.4g} report{'' if result['period_s'] == 86400 else 's'} and the joins)")
     if result["battery_days"] is None:
         out.print("battery: --battery MAH states the days it lasts")
         return
