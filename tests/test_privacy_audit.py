@@ -11,8 +11,8 @@ import random
 
 import numpy as np
 import pytest
-from test_cli import mss
 
+from collect_helpers import mss
 from mss_aggregator.distributions import DistributionError, parse
 from mss_aggregator.privacy import audit, empirical
 from mss_aggregator.privacy.model import channel
