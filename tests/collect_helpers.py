@@ -121,8 +121,9 @@ def wait_for(store_path, predicate, timeout=60):
 
 
 def estimate_json(store_path, *args):
-    out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store_path),
-                          "--json", *args], capture_output=True, text=True, check=True)
+    """``mss estimate --store STORE_PATH --json ...``'s document (run in-process)."""
+    out = mss("estimate", "--store", store_path, "--json", *args)
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 

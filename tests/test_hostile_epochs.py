@@ -26,7 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, counters, wait_for
+from collect_helpers import AggregatorProcess, counters, estimate_json, wait_for
 from loadgen import publish
 from mss_aggregator.collect.ingest import KEEP_BYTES, PAST_EPOCHS, Ingest
 from mss_aggregator.collect.lorawan import parse_spec
@@ -52,13 +52,6 @@ def clock_config(path, current=5000, **aggregator):
         extra["aggregator"] = aggregator
     GRR.save(path, extra)
     return origin
-
-
-def estimate(store, *args):
-    out = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store), "--json", *map(str, args)],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 def honest_reports(current, rng):
@@ -104,7 +97,7 @@ def test_back_filling_1000_epochs_moves_the_default_estimate_by_one_report(tmp_p
     s.close()
     assert reasons == 1968 and kept == set(range(current - PAST_EPOCHS, current + 1))
 
-    before, after = estimate(clean), estimate(hostile)
+    before, after = estimate_json(clean), estimate_json(hostile)
     assert before["epoch"] == after["epoch"] == before["current_epoch"] == current
     assert not before["pooled"] and not after["pooled"]
     assert (before["n"], after["n"], after["devices"], after["stderr_factor"]) == (HONEST, HONEST + 1, HONEST + 1, 1)
@@ -120,7 +113,7 @@ def test_back_filling_1000_epochs_moves_the_default_estimate_by_one_report(tmp_p
     assert f1 - f0 == pytest.approx(exact, abs=1e-12)  # exactly one report more
     assert np.max(np.abs(f1 - f0)) <= bound + 1e-12
 
-    pooled = estimate(hostile, "--all-epochs")  # every accepted report
+    pooled = estimate_json(hostile, "--all-epochs")  # every accepted report
     assert pooled["pooled"] and pooled["epoch"] is None and pooled["n"] == HONEST + inside
     assert pooled["epochs"] == inside and pooled["devices"] == HONEST + 1
     # the config's boards draw afresh (no device.memoize): honest reports are independent, so the pooled
@@ -131,7 +124,7 @@ def test_back_filling_1000_epochs_moves_the_default_estimate_by_one_report(tmp_p
                                  f"fresh draws: standard errors not widened")
     fp = np.array([r["estimate"] for r in pooled["estimates"]])
     assert fp[ATTACKED_ITEM] - f0[ATTACKED_ITEM] > 10 * bound  # pooled, the 33 reports do move it: the bound bites
-    se_one = np.array([r["stderr"] for r in estimate(hostile, "--epoch", current)["estimates"]])
+    se_one = np.array([r["stderr"] for r in estimate_json(hostile, "--epoch", current)["estimates"]])
     assert se_one == pytest.approx(np.array([r["stderr"] for r in after["estimates"]]), rel=1e-12)
 
 
@@ -200,7 +193,7 @@ def test_two_crafted_epochs_do_not_make_the_default_estimate(tmp_path, clocked):
     outcomes = store.write_batch([ingest.from_mqtt(f"mss/v1/t/{d}/report".encode(), p) for d, _, _, p in reports])
     store.close()
     assert outcomes == ["accepted"] * HONEST + ["quarantined" if clocked else "accepted"] * 2
-    got = estimate(path)
+    got = estimate_json(path)
     assert (got["epoch"], got["n"], got["devices"]) == (current, HONEST, HONEST), got["selection"]
     view = LiveView(str(path), interval=60)
     try:
@@ -343,7 +336,7 @@ def test_sixteen_megabyte_payloads_keep_a_few_kilobytes_and_the_cap_counts_the_r
     assert samples[("mss_quarantine_dropped_total", ())] == len(junk) - cap
     outcomes = sum(v for (name, _), v in samples.items() if name == "mss_reports_total")
     assert outcomes == samples[("mss_reports_received_total", ())] == HONEST + len(junk)  # dropped is no outcome
-    assert estimate(store)["counters"]["quarantine_dropped"] == len(junk) - cap
+    assert estimate_json(store)["counters"]["quarantine_dropped"] == len(junk) - cap
 
     s = open_store(store)
     rows = s.db.execute("SELECT topic, payload, length, sha256, reason FROM quarantine ORDER BY id").fetchall()
