@@ -38,10 +38,11 @@ def _fillers(r, s, m, rng):
     top = m - 1
     for t in range(top - (top - s if flip else s), top):
         v = rng.integers(0, t + 1, size=c)
-        v += (v >= r) + base
-        taken = flat[v]
-        v[taken] = (base + t + (t >= r))[taken]
-        flat[v] = True
+        v += v >= r
+        v += base
+        taken = np.flatnonzero(flat.take(v))  # only the rows whose draw was taken (< s/m) are fixed
+        v[taken] = base[taken] + (t + (t >= r[taken]))
+        flat.put(v, True)
     if flip:
         np.logical_not(mark, out=mark)
         flat[base + r] = False
