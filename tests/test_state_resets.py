@@ -3,11 +3,10 @@ frame's sequence number counts the reports a board queued and starts again at 0 
 file, so a newer report whose sequence moved back (or further than its epochs allow) counts a
 state reset, per device: in the store, ``mss quarantine``, /api/counters and /metrics."""
 import json
-import subprocess
-import sys
 
 import pytest
 
+from collect_helpers import mss
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.store import open_store, went_back
 from mss_protocol.mss.config import MssConfig
@@ -38,7 +37,7 @@ def frames(reports):
                              codec.encode(0, list(range(CFG.omegas[0])), epoch=e, seq=s)) for d, e, s in reports]
 
 
-def test_a_sequence_that_goes_back_is_counted_per_device_and_shown(location):
+def test_a_sequence_that_goes_back_is_counted_per_device_and_shown(location, monkeypatch):
     """Device b's state file is deleted twice (its sequence starts again at 0): two resets of one
     device; a, c (reports lost, one delivered late) and w (the u16 wrap) none; a redelivery counts
     nothing; shown by mss quarantine (JSON and table), /api/counters and /metrics.  (On
@@ -62,10 +61,10 @@ def test_a_sequence_that_goes_back_is_counted_per_device_and_shown(location):
     finally:
         store.close()
 
-    cmd = [sys.executable, "-m", "mss_cli", "quarantine", "--store", str(path)]
-    doc = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=60).stdout)
+    doc = json.loads(mss("quarantine", "--store", path, "--json").stdout)
     assert doc["state_resets"]["devices"] == 1 and doc["state_resets"]["newest"][0]["device_id"] == "b"
-    table = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={"COLUMNS": "160"}).stdout
+    monkeypatch.setenv("COLUMNS", "160")
+    table = mss("quarantine", "--store", path).stdout
     assert "devices whose state went back: 1 (2 resets), newest 1" in " ".join(table.split())
     assert "│ b " in table
 
