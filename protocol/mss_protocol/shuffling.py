@@ -710,8 +710,8 @@ def _composed_pld(eps0, n, delta, pair, t, delta_total):
     base = 1 - (1 - infinite) ** t
 
     def delta_at(eps):
-        above = losses > eps
-        return base + float(np.dot(composed[above], -np.expm1(eps - losses[above])))
+        above = int(np.searchsorted(losses, eps, side="right"))  # losses ascend: those > eps are a tail
+        return base + float(np.dot(composed[above:].copy(), -np.expm1(eps - losses[above:])))
 
     upper = t * eps0
     if delta_at(upper) > delta_total:
