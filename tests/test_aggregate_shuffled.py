@@ -2,8 +2,6 @@
 that holds no device id, counts equal to an offline decode of the same reports, and the
 central (eps_c, delta) beside the estimate (issue 29)."""
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 
@@ -13,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from brokers import mosquitto  # noqa: F401 (fixture)
-from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
+from collect_helpers import AggregatorProcess, clocked, estimate_json, mss, wait_for
 from loadgen import make_reports
 from mss_aggregator.collect import central, scope
 from collect_helpers import build_aggregator
@@ -154,8 +152,9 @@ def test_shuffled_batches_end_to_end(tmp_path, mosquitto, config):
     # a device may be in both epochs, but the config's boards draw afresh (no device.memoize): its two
     # reports are independent draws, so nothing is widened (memoized, sqrt(2): test_an_epoch_with_a_merged_batch...)
     assert pooled["memoized"] is False and pooled["stderr_factor"] == 1
-    text = subprocess.run([sys.executable, "-m", "mss_cli", "estimate", "--store", str(store)],
-                          capture_output=True, text=True, check=True).stdout
+    ran = mss("estimate", "--store", store)
+    assert ran.returncode == 0, ran.stderr
+    text = ran.stdout
     assert f"central guarantee of the shuffled release: ({two.eps:.4g}, 3e-06)-DP for each device (fresh" in text
     assert "smallest batch 1500 devices, 1500 counted: no device assumed colluding" in text
 
