@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 from micropython_runner import require_micropython
-from test_cli import mss
+from collect_helpers import mss
 
 from mss_aggregator.collect.ingest import Ingest
 from mss_aggregator.collect.lorawan import parse_spec

@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import pytest
 
+import collect_helpers
 from channel import enumerate_outputs
 from hostile import CAP, GOOD, HOSTILE, KEY, OTHER_KEY, device, mss, retag
 from mss_device import check
@@ -311,14 +312,11 @@ def test_a_reissued_config_moves_the_counter_so_an_older_one_is_a_replay(tmp_pat
     assert node.s.config_id == other["config_id"] and "issued 20, before 21" in capsys.readouterr().out
 
 
-DEPLOY = [sys.executable, "-m", "mss_cli", "deploy"]
-
-
 def _deploy(tmp_path, *args):
+    """``mss deploy --dry-run`` of GOOD, run in-process: exit code, stdout, stderr as printed."""
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(GOOD))
-    return subprocess.run(DEPLOY + ["--config", str(cfg), "--dry-run", "--no-budget", *map(str, args)], capture_output=True,
-                          text=True)
+    return collect_helpers.mss("deploy", "--config", cfg, "--dry-run", "--no-budget", *args, unwrap=False)
 
 
 def _flashed(out):

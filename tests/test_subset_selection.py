@@ -3,12 +3,11 @@ wire format and decoder; its empirical MSE matches the analytic variance
 within 15% (n = 10^5, k = 1024; 8 trials give the MSE a relative standard
 error of about 2%, so the band is a > 7-sigma margin)."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from collect_helpers import mss
 from mss_protocol.counts import Counts
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.decoder import Decoder
@@ -31,8 +30,7 @@ def test_ss_mse_matches_analytic(eps):
 
 
 def test_simulate_ss_json():
-    out = subprocess.run([sys.executable, "-m", "mss_cli", "simulate", "--k", "256", "--epsilon", "2",
-                          "--n", "20000", "--protocol", "ss", "--json"], capture_output=True, text=True)
+    out = mss("simulate", "--k", 256, "--epsilon", 2, "--n", 20000, "--protocol", "ss", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["protocol"] == "ss" and d["bits_per_report"]["max"] == MssConfig.subset_selection(256, 2.0).bits_per_report["max"]

@@ -653,17 +653,16 @@ def test_the_lorawan_link_says_a_skip_in_one_byte_on_time_fport():
 def test_check_only_shows_the_budget(tmp_path):
     """mss device-sim --check-only (the board's loader under MicroPython) says what the budget
     allows, or the board's refusal naming the field."""
-    import subprocess
-    import sys
+    from collect_helpers import mss
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config()))
-    cmd = [sys.executable, "-m", "mss_cli", "device-sim", "--check-only", "--config", str(path)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    cmd = ["device-sim", "--check-only", "--config", path]
+    out = mss(*cmd)
     assert out.returncode == 0 and "budget epsilon 3 per 1 days (3 fresh draws of this config a window)" in \
         out.stdout, out.stdout + out.stderr
     path.write_text(json.dumps(config(budget=budget_section(0.9, 1))))
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = mss(*cmd)
     assert out.returncode == 1 and "device.budget.epsilon 0.9 is below one fresh report" in out.stderr
 
 
