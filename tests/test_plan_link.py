@@ -236,12 +236,10 @@ def test_device_config_always_carries_the_campaign_clock(tmp_path):
 ])
 def test_bad_plan_arguments_exit_2_in_one_line(tmp_path, args, named):
     """Issue 23 item 6 (plan's part): one line naming the flag, no traceback."""
-    import subprocess
-    import sys
+    from collect_helpers import mss
 
     args = [a.format(tmp=tmp_path) for a in args]
-    out = subprocess.run([sys.executable, "-m", "mss_cli", "plan", "--k", "16", "--epsilon", "2", *args],
-                         capture_output=True, text=True, timeout=120)
+    out = mss("plan", "--k", 16, "--epsilon", 2, *args, unwrap=False)
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert named in out.stderr and "Traceback" not in out.stderr
     if "missing" in args[-1]:
