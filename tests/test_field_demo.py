@@ -188,11 +188,10 @@ def test_the_energy_model_against_the_field_campaigns_own_accounting(campaigns):
     --json per_device rows) in the module's three campaigns (US915 DR0 and EU868 DR0, every
     dialect, boards reset and rejoining), per device (``u`` uplinks on air, ``j`` joins, ``p``
     time probes: a clockless board's 1-byte uplink after a join, mss_node.lorawan_link.probe,
-    one a DeviceTimeReq the modem carried; the emulator counts its FRMPayload, not the request's
-    byte in FOpts):
+    one a DeviceTimeReq the modem carried in FOpts, a byte the emulator counts on air):
 
-    * TX = (u - p) x the model's airtime of the report + p x its airtime of 1 byte + j x the
-      join-request's (energy.join);
+    * TX = (u - p) x the model's airtime of the report + p x its airtime of 1 byte and the
+      request's (lorawan.DEVICE_TIME_REQ_BYTES) + j x the join-request's (energy.join);
     * RX = u x the model's two empty windows (rx1 + rx2) + j x the join-accept's airtime
       (energy.join without a CFList: the emulated network sends none);
     * their energy at the model's currents and voltage (not for the emulated RN2483 on US915, an
@@ -224,7 +223,7 @@ def test_the_energy_model_against_the_field_campaigns_own_accounting(campaigns):
             u, j, p = r["uplinks"], r["joins"], r["time_requests"] or 0
             assert j >= 1, r
             near = {"rel": 1e-9, "abs": 1e-9}
-            probe = energy.report(link, 1, 0.0, board="rp2040", modem=modem, period_s=lorawan.DAY_S)
+            probe = energy.report(link, 1 + lorawan.DEVICE_TIME_REQ_BYTES, 0.0, board="rp2040", modem=modem, period_s=lorawan.DAY_S)
             assert r["tx_s"] == pytest.approx((u - p) * t["air"] + p * probe["times_s"]["air"] + j * join["tx_s"],
                                               **near), (name, r)
             assert r["rx_s"] == pytest.approx(u * (t["rx1"] + t["rx2"]) + j * join["rx_s"], **near), (name, r)

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 OVERHEAD_BYTES = 13  # MHDR 1 + DevAddr 4 + FCtrl 1 + FCnt 2 + FPort 1 + MIC 4, FOpts empty
+DEVICE_TIME_REQ_BYTES = 1  # DeviceTimeReq in FOpts: its CID 0x0D, no payload (LoRaWAN 1.0.3 section 5.9)
 PREAMBLE_SYMBOLS = 8  # LoRaWAN's LoRa preamble in every region here
 CODING_RATE = 1  # 4/5: CR = 1 in AN1200.13's (CR + 4)
 FAIR_USE_MS = 30_000  # TTN: "an average of 30 seconds uplink time on air, per 24 hours, per device"

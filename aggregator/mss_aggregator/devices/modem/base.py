@@ -351,7 +351,8 @@ class ModemEmulator(threading.Thread):
         self.fcnt += 1
         with self._lock:
             down = self.pending.pop(0) if self.pending else None
-        self._radio(len(data) + lorawan.OVERHEAD_BYTES,
+        timereq = lorawan.DEVICE_TIME_REQ_BYTES if self._timereq else 0  # the request rides in FOpts
+        self._radio(len(data) + lorawan.OVERHEAD_BYTES + timereq,
                     None if down is None else len(down[1]) // 2 + lorawan.OVERHEAD_BYTES)
         return ("silent" if fault == "silent" else "sent"), down
 
