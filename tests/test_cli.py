@@ -293,6 +293,22 @@ def test_version_and_shell_completion():
     assert "plain,audit" in done.stdout.split()  # bash completion protocol: type,value
 
 
+def test_deploy_dry_run(tmp_path):
+    """mss deploy as users run it (tests/firmware/test_deploy.py runs it in-process): the dry run's
+    mpremote steps end in the board's reset, exit 0; a bad --set is one error line, exit 3, no step."""
+    from mss_protocol.budget import budget_section
+
+    cfg = tmp_path / "cfg.json"
+    MssConfig.build(64, 1.0, [59, 61, 63]).save(cfg, {"device": {"budget": budget_section(4.0, 30), "period_s": 3600}})
+    out = mss("deploy", "--config", cfg, "--dry-run")
+    assert out.returncode == 0, out.stderr
+    steps = [line for line in out.stdout.splitlines() if not line.startswith("#")]
+    assert steps[-1] == "mpremote connect auto reset" and any(line.endswith(" :config.json") for line in steps)
+    out = mss("deploy", "--config", cfg, "--set", "period_s=-5", "--dry-run")
+    assert out.returncode == 3 and "mpremote" not in out.stdout, out.stderr
+    assert out.stderr.startswith("error: ") and "period_s" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize("args,code,named", [
     (["plan", "--k", 1, "--epsilon", 1], 2, "--k"),
     (["plan", "--k", 64, "--epsilon", 1, "--bogus"], 2, "--bogus"),
