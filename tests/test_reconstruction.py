@@ -45,9 +45,14 @@ def _priors(k):
             "random": rng.dirichlet(np.full(k, 0.7))}
 
 
-def _enumerated(ch, prior):
-    """(Bayes, paper-rule) success from the exact output law of the real client."""
-    law = [enumerate_outputs(lambda rng, x=x: ch.key(ch.client(x, rng))) for x in range(ch.k)]
+def _law(ch):
+    """The exact output law of the real client, one {output key: probability} per item (it holds
+    no prior: enumerated once a channel, for every prior)."""
+    return [enumerate_outputs(lambda rng, x=x: ch.key(ch.client(x, rng))) for x in range(ch.k)]
+
+
+def _enumerated(ch, law, prior):
+    """(Bayes, paper-rule) success from ``law``, the exact output law of the real client (:func:`_law`)."""
     reports = {}
     for d in law:
         reports.update(d)
@@ -78,8 +83,9 @@ def _from_key(ch, key):
 @pytest.mark.parametrize("k,eps", [(5, 0.5), (8, 1.0), (8, 3.0)])
 def test_exact_equals_enumerated_client(name, k, eps):
     ch = _channel(name, k, eps)
+    law = _law(ch)
     for label, prior in _priors(k).items():
-        bayes, paper = _enumerated(ch, prior)
+        bayes, paper = _enumerated(ch, law, prior)
         assert ch.bayes_exact(prior) == pytest.approx(bayes, abs=1e-12), label
         assert ch.paper_exact(prior) == pytest.approx(paper, abs=1e-12), label
 
