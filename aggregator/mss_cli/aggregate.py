@@ -10,8 +10,8 @@ import click
 from click.core import ParameterSource
 
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, flag_message, run_until_stopped, tls_options,
-                            topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, stop_signals,
+                            tls_options, topic_level)
 from rich.markup import escape
 
 from mss_node.settings import DEVICE_DEFAULTS
@@ -353,6 +353,7 @@ def serve(agg, how, stopped=None):
     from mss_aggregator.collect.store import StoreError, open_store
 
     web = view = reader = None
+    stop = stop_signals()
     try:
         if how.http:
             from mss_aggregator.web.live import LiveView
@@ -375,7 +376,7 @@ def serve(agg, how, stopped=None):
                 idle_at[0] = None
                 if not agg.seen["report"]:
                     agg.log(agg.idle_warning(how.warn_idle))
-        run_until_stopped(agg.failures.event, None if how.quiet else
+        run_until_stopped(agg.failures.event, stop, None if how.quiet else
                           lambda: counters_table(reader.counters(), title, agg.no_clock(), reader.skipped_epochs()),
                           tick)
     finally:

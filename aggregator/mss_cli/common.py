@@ -391,15 +391,21 @@ def counters_table(counters, title, no_clock=(), skipped=None):
     return table
 
 
-def run_until_stopped(died, table=None, tick=None):
-    """Wait for SIGINT/SIGTERM or ``died`` (a threading.Event: a service thread ended), calling
-    ``tick()`` every half second; with ``table`` (a callable giving a rich renderable) show it live
-    on stderr, refreshed (``-v`` lines piped to stdout stay in the pipe)."""
-    from rich.live import Live
-
+def stop_signals():
+    """A threading.Event that SIGINT and SIGTERM set from now on.  Taken before a service starts
+    its threads, so that a signal during the start-up (a supervisor's stop right after its start)
+    stops it cleanly once started instead of killing it by the default action."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def run_until_stopped(died, stop, table=None, tick=None):
+    """Wait for ``stop`` (:func:`stop_signals`) or ``died`` (a threading.Event: a service thread
+    ended), calling ``tick()`` every half second; with ``table`` (a callable giving a rich
+    renderable) show it live on stderr, refreshed (``-v`` lines piped to stdout stay in the pipe)."""
+    from rich.live import Live
 
     def going():
         if tick is not None:

@@ -4,8 +4,8 @@ import click
 from mss_cli.aggregate import (LINK_FLAGS, LORAWAN_SPEC, PLAN_WRITES_CLOCK, allow_list_option, broker_spec, check_id,
                              link_specs, lorawan_spec, read_campaign, serial_spec, tls_flags)
 from mss_cli.common import (TOPIC_LEVEL, FloatRange, broker_password_option, broker_url, checked, console,
-                            counters_line, counters_table, fail, flag_message, run_until_stopped, tls_options,
-                            topic_level)
+                            counters_line, counters_table, fail, flag_message, run_until_stopped, stop_signals,
+                            tls_options, topic_level)
 from mss_protocol.config_file import ConfigError
 from mss_protocol.shuffled_batch import DEFAULT_COLLUDING
 
@@ -118,9 +118,11 @@ def serve(shuffler, quiet=False, stopped=None):
 
     reader = shuffler.queue.reader()  # the display's own connection
     title = f"mss shuffle: config {shuffler.cfg.config_id_hex}, queue {shuffler.queue.name}"
+    stop = stop_signals()
     try:
         shuffler.start()
-        run_until_stopped(shuffler.failures.event, None if quiet else lambda: counters_table(reader.counters(), title))
+        run_until_stopped(shuffler.failures.event, stop,
+                          None if quiet else lambda: counters_table(reader.counters(), title))
     finally:
         shuffler.stop()
         if stopped is not None:
