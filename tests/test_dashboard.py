@@ -23,7 +23,7 @@ from brokers import mosquitto  # noqa: F401 (fixture)
 from collect_helpers import AggregatorProcess, clocked, estimate_json, wait_for
 from loadgen import make_reports, publish
 from mss_aggregator.collect.link_health import CAUSES
-from mss_aggregator.ports import free_port
+from mss_aggregator.ports import free_port, free_ports
 from mss_protocol.mss.config import MssConfig
 
 CFG = MssConfig.build(64, 2.0, [59, 61, 63])
@@ -390,7 +390,7 @@ def test_page_shows_a_broker_it_cannot_reach(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     config = tmp_path / "cfg.json"
     CFG.save(config, clocked())  # the reports' epoch 0 is the current one
-    port, dead = free_port(), free_port()
+    port, dead = free_ports(2)
     agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtt://127.0.0.1:{dead}",
                             extra=["--http", f"127.0.0.1:{port}", "--refresh", "0.3"]).start()
     url = f"http://127.0.0.1:{port}/"

@@ -30,7 +30,7 @@ from mss_aggregator.collect.collectors import MqttCollector
 from mss_aggregator.collect.links import MqttEndpoint, TlsFiles
 from mss_aggregator.collect.link_health import CAUSES
 from mss_aggregator.devices.runtime import command, ensure_umqtt
-from mss_aggregator.ports import free_port
+from mss_aggregator.ports import free_port, free_ports
 from mss_aggregator.web.server import broker_metrics
 from mss_protocol.mss.config import MssConfig
 from mss_protocol.mss.wire import WireCodec
@@ -80,8 +80,8 @@ class Broker:
     certificate for wrong.example)."""
 
     def __init__(self, workdir, pki):
-        self.tls, self.mutual, self.wrong = free_port(), free_port(), free_port()
-        self.m = Mosquitto(workdir, extra=tls_listener(self.tls, pki) + tls_listener(self.mutual, pki, mutual=True)
+        plain, self.tls, self.mutual, self.wrong = free_ports(4)
+        self.m = Mosquitto(workdir, port=plain, extra=tls_listener(self.tls, pki) + tls_listener(self.mutual, pki, mutual=True)
                            + tls_listener(self.wrong, pki, cert="wrong-name")).start()
         self.port = self.m.port
 
@@ -429,7 +429,7 @@ def test_aggregator_keeps_retrying_until_the_broker_is_up(tmp_path, pki):
     there, the aggregator connects on its next try and stores reports."""
     config = tmp_path / "cfg.json"
     CFG.save(config, clocked())  # the reports' epoch 0 is the current one
-    tls_port, http = free_port(), free_port()
+    tls_port, http = free_ports(2)
     agg = AggregatorProcess(tmp_path, config, tmp_path / "s.sqlite", broker=f"mqtts://127.0.0.1:{tls_port}",
                             extra=["--tls-ca", str(pki / "ca.pem"), "--http", f"127.0.0.1:{http}"]).start()
     url = f"http://127.0.0.1:{http}/"
