@@ -123,7 +123,8 @@ def test_kill_9_mid_stream_loses_nothing_counts_nothing_twice(tmp_path, mosquitt
     assert killed_at < 5000
     assert keys == {(d, e, q) for d, e, q, _ in reports}  # nothing lost
     assert final["accepted"] == 5000 and final["rejected"] == 0  # nothing counted twice
-    offline = Counts(CFG).add(WireCodec(CFG).decode(p) for *_, p in reports)
+    codec = WireCodec(CFG)  # once: in the generator it was built again for every report
+    offline = Counts(CFG).add(codec.decode(p) for *_, p in reports)
     assert online.c.tolist() == offline.c.tolist()
 
 

@@ -327,7 +327,8 @@ def _resume_and_check(tmp_path, config, store, broker, reports, failed):
     s.close()
     assert keys == {(d, e, q) for d, e, q, _ in reports}  # nothing acknowledged was lost
     assert final["accepted"] == len(reports) and final["rejected"] == 0  # nothing counted twice
-    offline = Counts(CFG).add(WireCodec(CFG).decode(p) for *_, p in reports)
+    codec = WireCodec(CFG)  # once: in the generator it was built again for every report
+    offline = Counts(CFG).add(codec.decode(p) for *_, p in reports)
     assert online.c.tolist() == offline.c.tolist()
     return log
 

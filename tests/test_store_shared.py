@@ -203,7 +203,8 @@ def test_two_workers_share_the_stream_and_survive_kill_9(tmp_path, mosquitto, pg
     assert keys == {(d, e, q) for d, e, q, _ in reports}  # nothing lost
     assert final["accepted"] == 20000 and final["rejected"] == 0  # nothing counted twice
     assert final["duplicate"] == final["received"] - 20000 >= 2000  # redeliveries are duplicates
-    offline = Counts(CFG).add(WireCodec(CFG).decode(p) for *_, p in reports)
+    codec = WireCodec(CFG)  # once: in the generator it was built again for every report
+    offline = Counts(CFG).add(codec.decode(p) for *_, p in reports)
     assert online.n.tolist() == offline.n.tolist() and online.c.tolist() == offline.c.tolist()
     import psycopg
 
