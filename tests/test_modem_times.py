@@ -7,7 +7,6 @@ RX2.  Driven line by line on a clock that stands still, so only the radio's time
 import pytest
 
 from mss_aggregator.devices.modem import emulator
-from mss_aggregator.devices.modem.base import JOIN_ACCEPT_DELAY1_S
 from mss_protocol import energy, lorawan
 
 SEND = {"rak3172": "AT+SEND=1:{hex}", "wio-e5": 'AT+MSGHEX="{hex}"', "rn2483": "mac tx uncnf 1 {hex}"}
@@ -41,7 +40,7 @@ def test_a_report_costs_the_modem_what_the_energy_model_counts(dialect, spec, fr
     try:
         feed(modem, JOIN[dialect])
         joined = modem.stats()
-        assert modem.joined and joined["awake_s"] >= JOIN_ACCEPT_DELAY1_S + joined["tx_s"], joined
+        assert modem.joined and joined["awake_s"] >= energy.JOIN_ACCEPT_DELAY1_S + joined["tx_s"], joined
         feed(modem, SEND[dialect].format(hex="00" * frame_bytes))
         feed(modem, SLEEP[dialect].format(ms=600_000))
         after = modem.stats()

@@ -130,6 +130,7 @@ from mss_protocol import device_cost, lorawan
 RECEIVE_DELAY1_S = 1.0  # RP002-1.0.x section 3.3 Default Settings (every region)
 RECEIVE_DELAY2_S = 2.0  # "SHALL be RECEIVE_DELAY1 + 1 s"
 JOIN_ACCEPT_DELAY1_S = 5.0  # RP002-1.0.x section 3.3 Default Settings (every region)
+JOIN_ACCEPT_DELAY2_S = 6.0  # "SHALL be JOIN_ACCEPT_DELAY1 + 1 s"
 # ASSUMPTION: resets a year a board rejoins after (power cuts, watchdog, firmware updates); every
 # reset counted as a rejoin, an upper bound for the RAK3172 and Wio-E5 (they keep their session over a
 # board reset, not over a power cut); the RN2483 rejoins after every boot (REJOINS_AFTER_BOOT)
@@ -386,16 +387,17 @@ def check_cell(cell):
 
 
 def lifetime_days(per_day_mj, battery):
-    """(days, load_days): the days a :class:`Battery` lasts at ``per_day_mj`` mJ a day, with its cell's
-    self-discharge and capped at its shelf life, and the days the load alone would take (no
-    self-discharge, no cap); (None, None) without a capacity."""
+    """(days, load_days, limit): the days a :class:`Battery` lasts at ``per_day_mj`` mJ a day, with its
+    cell's self-discharge and capped at its shelf life, the days the load alone would take (no
+    self-discharge, no cap), and what ends it ("shelf life" when the cap holds, else "load");
+    (None, None, None) without a capacity."""
     if battery.mah is None:
-        return None, None
+        return None, None, None
     cell = CELLS[battery.cell]
     held = battery.mah * MJ_PER_MAH_V * _v(cell["volts"])
     drained = 1 / (per_day_mj / held + _v(cell["self_discharge_per_year"]) / 365)
-    return min(drained, _v(cell["shelf_life_days"])), held / per_day_mj
-
+    shelf = _v(cell["shelf_life_days"])
+    return min(drained, shelf), held / per_day_mj, "shelf life" if drained > shelf else "load"
 
 def join(link, board="rp2040", modem="rak3172", cell=DEFAULT_CELL, cflist=True):
     """Time and energy of one OTAA join on ``link`` by ``board`` + ``modem``.
@@ -470,8 +472,7 @@ def with_joins(result, link, per_day, cflist=True):
     extra = per_day * j["energy_mj"]
     per_day_mj = result["energy_mj_per_day"] - result.get("join_mj_per_day", 0.0) + extra
     battery = Battery(m["battery_mah"], m["cell"])
-    days, load_days = lifetime_days(per_day_mj, battery)
-    limit = None if days is None else "shelf life" if days < load_days and days == m["shelf_life_days"] else "load"
+    days, load_days, limit = lifetime_days(per_day_mj, battery)
     return dict(result, energy_mj_per_day=per_day_mj, battery_days=days, battery_load_days=load_days,
                 battery_limit=limit, join=j, joins_per_day=per_day, join_mj_per_day=extra)
 
@@ -583,12 +584,11 @@ def report(link, frame_bytes, rp2040_ms, board="rp2040", modem="rak3172", period
     }
     total = sum(e.values())
     per_day = total * lorawan.DAY_S / period_s
-    days, load_days = lifetime_days(per_day, battery)
+    days, load_days, limit = lifetime_days(per_day, battery)
     cell = CELLS[battery.cell]
     return {"energy_mj_per_report": total, "energy_mj_per_day": per_day, "battery_days": days,
             "battery_load_days": load_days,
-            "battery_limit": None if days is None else "shelf life" if days < load_days and days == _v(
-                cell["shelf_life_days"]) else "load",
+            "battery_limit": limit,
             "sleep_mw": vb * _v(b["sleep_ma"]) + vm * _v(m["sleep_ma"]),
             "energy_breakdown": e, "times_s": t, "period_s": period_s,
             "energy_model": {"board": board, "modem": modem, "sleep": b["sleep"],

@@ -84,9 +84,7 @@ from mss_protocol import energy, lorawan
 
 GPS_UNIX_OFFSET = 315964800  # unix time of the GPS epoch, 1980-01-06 (LoRaMac-node UNIX_GPS_EPOCH_OFFSET)
 LEAP_SECONDS = 18  # GPS - UTC since 2017-01-01 (RUI3 and ST's AT firmware hard-code it)
-_JOIN_REQUEST, _JOIN_ACCEPT = 23, 17  # PHYPayload bytes (LoRaWAN 1.0.x, no CFList)
 DELAYS_S = (0.05, 0.05)  # (join, send): how long the modem takes to answer a join and a send
-JOIN_ACCEPT_DELAY1_S, JOIN_ACCEPT_DELAY2_S = 5.0, 6.0  # RP002-1.0.x section 3.3 Default Settings (every region)
 
 
 class ModemEmulator(threading.Thread):
@@ -237,7 +235,7 @@ class ModemEmulator(threading.Thread):
 
     def _join_radio(self, accepted):
         """A join request on air, then a join-accept in RX1 or two empty windows."""
-        self._radio(_JOIN_REQUEST, _JOIN_ACCEPT if accepted else None, join=True)
+        self._radio(lorawan.JOIN_REQUEST_BYTES, lorawan.JOIN_ACCEPT_BYTES if accepted else None, join=True)  # no CFList
 
     def _air(self, phy_bytes, sf, bw_khz):
         return lorawan.airtime_ms(phy_bytes - lorawan.OVERHEAD_BYTES, sf, bw_khz) / 1000
@@ -247,7 +245,7 @@ class ModemEmulator(threading.Thread):
         air, then RX1 and RX2 empty (awake to the end of RX2) or RX1 with a downlink of
         ``down_bytes`` (awake to its end); ``join``: a join request, at the join-accept delays."""
         link, rx = self.link, energy.DOWNLINK_DRS[self.link.region]
-        delay1, delay2 = ((JOIN_ACCEPT_DELAY1_S, JOIN_ACCEPT_DELAY2_S) if join
+        delay1, delay2 = ((energy.JOIN_ACCEPT_DELAY1_S, energy.JOIN_ACCEPT_DELAY2_S) if join
                           else (energy.RECEIVE_DELAY1_S, energy.RECEIVE_DELAY2_S))
         tx = self._air(up_bytes, link.sf, link.bw_khz)
         if down_bytes is None:
